@@ -1,0 +1,111 @@
+//! Per-machine exponential backoff with jitter.
+//!
+//! The reference retries with fixed periods (5 s, 3 min, 10 min). mcm-rs backs
+//! off exponentially between the short and the long period, with jitter so that
+//! many machines failing together do not retry in lock-step, and resets on
+//! success. Cloud throttling starts further up the ladder.
+
+use std::time::Duration;
+
+/// The reference's fixed retry periods (`machineutils`).
+pub mod periods {
+    use std::time::Duration;
+    /// Retry after an optimistic-concurrency conflict.
+    pub const CONFLICT: Duration = Duration::from_millis(200);
+    /// The short retry period.
+    pub const SHORT: Duration = Duration::from_secs(5);
+    /// The medium retry period.
+    pub const MEDIUM: Duration = Duration::from_secs(180);
+    /// The long retry period (also the periodic re-check).
+    pub const LONG: Duration = Duration::from_secs(600);
+}
+
+/// How a failure should be retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// An ordinary failure: start at the short period.
+    Normal,
+    /// The cloud throttled us (rate limit, `ResourceExhausted`): start higher.
+    Throttled,
+}
+
+/// Backoff policy: `min * 2^failures`, capped at `max`, with ±`jitter` fraction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Backoff {
+    /// The first delay.
+    pub min: Duration,
+    /// The largest delay.
+    pub max: Duration,
+    /// The jitter fraction (0.0..=1.0) applied symmetrically.
+    pub jitter: f64,
+    /// Extra doublings applied to throttling failures.
+    pub throttle_boost: u32,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            min: periods::SHORT,
+            max: periods::LONG,
+            jitter: 0.2,
+            throttle_boost: 3,
+        }
+    }
+}
+
+impl Backoff {
+    /// The un-jittered delay after `failures` consecutive failures (1 = first failure).
+    pub fn base_delay(&self, failures: u32, kind: FailureKind) -> Duration {
+        let boost = match kind {
+            FailureKind::Normal => 0,
+            FailureKind::Throttled => self.throttle_boost,
+        };
+        let exp = failures.saturating_sub(1).saturating_add(boost).min(30);
+        let d = self.min.saturating_mul(1u32 << exp);
+        d.min(self.max)
+    }
+
+    /// The delay with jitter; `unit` is a uniform sample in `[0, 1)` (the caller
+    /// supplies randomness, which keeps this function pure).
+    pub fn delay(&self, failures: u32, kind: FailureKind, unit: f64) -> Duration {
+        let base = self.base_delay(failures, kind).as_secs_f64();
+        let unit = unit.clamp(0.0, 1.0);
+        let factor = 1.0 + self.jitter * (2.0 * unit - 1.0);
+        let d = Duration::from_secs_f64((base * factor).max(0.0));
+        d.clamp(self.min.mul_f64(1.0 - self.jitter), self.max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_double_from_short_and_cap_at_long() {
+        let b = Backoff::default();
+        assert_eq!(b.base_delay(1, FailureKind::Normal), Duration::from_secs(5));
+        assert_eq!(b.base_delay(2, FailureKind::Normal), Duration::from_secs(10));
+        assert_eq!(b.base_delay(4, FailureKind::Normal), Duration::from_secs(40));
+        assert_eq!(b.base_delay(20, FailureKind::Normal), periods::LONG);
+        assert_eq!(b.base_delay(u32::MAX, FailureKind::Normal), periods::LONG);
+    }
+
+    #[test]
+    fn throttling_starts_further_up_the_ladder() {
+        let b = Backoff::default();
+        assert_eq!(b.base_delay(1, FailureKind::Throttled), Duration::from_secs(40));
+        assert!(b.base_delay(1, FailureKind::Throttled) > b.base_delay(1, FailureKind::Normal));
+    }
+
+    #[test]
+    fn jitter_stays_within_its_band_and_spreads_retries() {
+        let b = Backoff::default();
+        let lo = b.delay(3, FailureKind::Normal, 0.0);
+        let hi = b.delay(3, FailureKind::Normal, 0.999);
+        assert!(lo >= Duration::from_secs_f64(20.0 * 0.8 - 0.001));
+        assert!(hi <= Duration::from_secs_f64(20.0 * 1.2 + 0.001));
+        assert!(hi > lo);
+        // never above the cap, even with jitter
+        assert!(b.delay(50, FailureKind::Throttled, 0.999) <= periods::LONG);
+    }
+}

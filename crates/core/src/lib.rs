@@ -1,0 +1,17 @@
+//! # mcm-core: the decisions of mcm-rs, without I/O
+//!
+//! Everything here is a pure function of observed state (objects, the
+//! provider's answer, the time): it decides what the controllers do next and
+//! is unit-tested transition by transition. The kube-rs runtime
+//! (`mcm-runtime`) reads the world, calls these functions and carries out
+//! their decisions.
+//!
+//! - [`backoff`]: per-machine exponential backoff with jitter.
+//! - [`machine`]: the Machine state machine: creation, initialization, health, deletion.
+//! - [`replicas`]: MachineSet replica management and deletion order.
+//! - [`deployment`]: MachineDeployment rollout arithmetic.
+
+pub mod backoff;
+pub mod deployment;
+pub mod machine;
+pub mod replicas;

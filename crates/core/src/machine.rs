@@ -1,0 +1,925 @@
+//! The Machine state machine: creation, post-creation initialization, health
+//! and deletion, as pure functions of a [`MachineView`] and the provider's answers.
+//!
+//! The runtime builds a [`MachineView`] from the Machine object (and its Node),
+//! asks these functions what to do, performs the I/O and feeds the results back.
+//! Texts marked *contract* are the reference's `lastOperation.description`
+//! strings that tools, dashboards and the deletion step machine rely on.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::NodeCondition;
+use mcm_api::{MachineOperationType as OpType, MachinePhase as Phase, MachineState as OpState};
+use mcm_driver::{Code, GetMachineStatusResponse, MachineIdentity, Status};
+use std::time::Duration;
+
+/// Deletion-step markers kept in `lastOperation.description` (contract).
+pub mod markers {
+    /// Step "get VM status".
+    pub const GET_VM_STATUS: &str = "Set machine status to termination. Now, getting VM Status";
+    /// Step "drain".
+    pub const INITIATE_DRAIN: &str = "Initiate node drain";
+    /// Step "delete volume attachments" (after a forced drain).
+    pub const DELETE_VOLUME_ATTACHMENTS: &str = "Delete Volume Attachments";
+    /// Step "delete the VM".
+    pub const INITIATE_VM_DELETION: &str = "Initiate VM deletion";
+    /// Step "delete the Node".
+    pub const INITIATE_NODE_DELETION: &str = "Initiate node object deletion";
+    /// Step "remove the finalizer".
+    pub const INITIATE_FINALIZER_REMOVAL: &str = "Initiate machine object finalizer removal";
+    /// Suffix of a failed InitializeMachine.
+    pub const INSTANCE_INITIALIZATION: &str = "Initialize VM Instance";
+}
+
+/// The default deletion priority written on new machines.
+pub const DEFAULT_PRIORITY: &str = "3";
+/// How long a NotReady / ReadonlyFilesystem node must have been so before the drain is forced.
+pub const FORCE_DRAIN_AFTER: Duration = Duration::from_secs(300);
+
+/// A `lastOperation` to write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Operation {
+    /// The description (contract texts, see [`markers`]).
+    pub description: String,
+    /// The provider's error code name, for failed provider calls.
+    pub error_code: Option<String>,
+    /// Processing, Failed or Successful.
+    pub state: OpState,
+    /// Create, HealthCheck, Delete, ...
+    pub kind: OpType,
+}
+
+impl Operation {
+    fn new(description: impl Into<String>, state: OpState, kind: OpType) -> Self {
+        Operation {
+            description: description.into(),
+            error_code: None,
+            state,
+            kind,
+        }
+    }
+}
+
+/// A status change: the new phase (if any) and the operation to record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    /// The new phase; `None` keeps the current one.
+    pub phase: Option<Phase>,
+    /// The operation to record.
+    pub operation: Operation,
+    /// `currentStatus.timeoutActive` to write, when set.
+    pub timeout_active: Option<bool>,
+}
+
+/// The effective per-machine timeouts and settings (flags overridden by the
+/// machine's spec and annotations).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Creation timeout (annotation > spec > flag; default 20m).
+    pub creation_timeout: Duration,
+    /// Health timeout (spec > flag; default 10m).
+    pub health_timeout: Duration,
+    /// Drain timeout (spec > flag; default 2h).
+    pub drain_timeout: Duration,
+    /// Max eviction retries (spec > flag; default 360).
+    pub max_evict_retries: i32,
+    /// Node condition types that make a machine unhealthy unless False.
+    pub node_conditions: Vec<String>,
+    /// Whether the health timeout is disabled for this machine.
+    pub disable_health_timeout: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            creation_timeout: Duration::from_secs(20 * 60),
+            health_timeout: Duration::from_secs(10 * 60),
+            drain_timeout: Duration::from_secs(2 * 3600),
+            max_evict_retries: 360,
+            node_conditions: split_conditions(
+                "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable",
+            ),
+            disable_health_timeout: false,
+        }
+    }
+}
+
+/// Splits a comma-separated condition list, trimming blanks (the reference does
+/// not trim, so `"A, B"` silently ignored `B`: §13 item 21, fixed).
+pub fn split_conditions(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Parses a Go `time.Duration` string such as `20m`, `1h30m`, `90s`, `1.5h`, `500ms`.
+pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    if s.is_empty() || s.starts_with('-') {
+        return None;
+    }
+    let s = s.strip_prefix('+').unwrap_or(s);
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return None;
+        }
+        let n: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let secs = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        total += n * secs;
+    }
+    if !total.is_finite() || total > 1e12 {
+        return None;
+    }
+    Some(Duration::from_secs_f64(total))
+}
+
+/// Formats a duration the way Go prints whole-second durations (`20m0s`, `1h0m0s`).
+pub fn format_go_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    if h > 0 {
+        format!("{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// What the controllers need to know about a Machine: a plain snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MachineView {
+    /// The machine's name.
+    pub name: String,
+    /// `metadata.creationTimestamp`.
+    pub created: DateTime<Utc>,
+    /// `metadata.deletionTimestamp`.
+    pub deleting_since: Option<DateTime<Utc>>,
+    /// `spec.providerID` ("" when none).
+    pub provider_id: String,
+    /// The `node` label, when set and non-empty.
+    pub node: Option<String>,
+    /// `status.currentStatus.phase`.
+    pub phase: Phase,
+    /// `status.currentStatus.lastUpdateTime`.
+    pub phase_since: Option<DateTime<Utc>>,
+    /// `status.lastOperation` (description, state, type).
+    pub last_operation: Option<(String, OpState, OpType)>,
+    /// `status.conditions`.
+    pub conditions: Vec<NodeCondition>,
+    /// Whether the MCM finalizer is present.
+    pub has_finalizer: bool,
+    /// Whether the priority annotation is present.
+    pub has_priority: bool,
+    /// The `force-deletion` label parsed as a bool.
+    pub force_deletion: bool,
+    /// Effective settings.
+    pub settings: Settings,
+}
+
+impl MachineView {
+    /// Whether the last recorded operation is a failed InitializeMachine.
+    pub fn initialization_failed(&self) -> bool {
+        matches!(&self.last_operation,
+            Some((d, OpState::Failed, OpType::Create)) if d.ends_with(markers::INSTANCE_INITIALIZATION))
+    }
+
+    /// Whether the creation flow must run: no providerID, no phase yet, or CrashLoopBackOff.
+    /// Unlike the reference (§13 item 5), a `Failed` machine never re-enters the
+    /// creation flow: it waits for its MachineSet to replace it, so no further VM is made.
+    pub fn needs_creation_flow(&self) -> bool {
+        if self.phase == Phase::Failed {
+            return false;
+        }
+        self.provider_id.is_empty() || self.phase == Phase::Empty || self.phase == Phase::CrashLoopBackOff
+    }
+
+    /// Whether the creation timeout has passed.
+    pub fn creation_timed_out(&self, now: DateTime<Utc>) -> bool {
+        elapsed(self.created, now) > self.settings.creation_timeout
+    }
+}
+
+fn elapsed(since: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
+    (now - since).to_std().unwrap_or(Duration::ZERO)
+}
+
+// ---------------------------------------------------------------------------
+// Creation
+
+/// What to do after the first GetMachineStatus of the creation flow.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CreationPlan {
+    /// No VM: call CreateMachine, then initialize.
+    Create,
+    /// A VM exists and is initialized: adopt it.
+    Adopt(MachineIdentity),
+    /// A VM exists but is not initialized: initialize it, never create another.
+    Initialize(MachineIdentity),
+    /// The provider cannot tell (NotFound/Unimplemented) but the machine already
+    /// has a providerID: keep it.
+    KeepExisting,
+    /// A provider error: record it as a create failure.
+    Fail(Status),
+}
+
+/// Decides the creation step from the GetMachineStatus answer (§2.4 step 2).
+///
+/// `Uninitialized` without an identity (a nil response in the reference: §13
+/// item 1, a panic there) falls back to what the machine already records, and
+/// to a failure when it records nothing.
+pub fn plan_creation(
+    m: &MachineView,
+    status: Result<GetMachineStatusResponse, Status>,
+) -> CreationPlan {
+    match status {
+        Ok(resp) => CreationPlan::Adopt(resp.into()),
+        Err(e) if matches!(e.code, Code::NotFound | Code::Unimplemented) => {
+            if m.provider_id.is_empty() {
+                CreationPlan::Create
+            } else {
+                CreationPlan::KeepExisting
+            }
+        }
+        Err(e) if e.code == Code::Uninitialized => match e.machine {
+            Some(id) if !id.provider_id.is_empty() => CreationPlan::Initialize(*id),
+            _ if !m.provider_id.is_empty() => CreationPlan::Initialize(MachineIdentity {
+                provider_id: m.provider_id.clone(),
+                node_name: m.node.clone().unwrap_or_default(),
+                addresses: Vec::new(),
+            }),
+            _ => CreationPlan::Fail(Status::internal(format!(
+                "provider answered Uninitialized for machine {:?} without identifying the VM",
+                m.name
+            ))),
+        },
+        Err(e) => CreationPlan::Fail(e),
+    }
+}
+
+/// Whether InitializeMachine must run for this plan. Besides a fresh VM and an
+/// `Uninitialized` answer, a machine whose last initialization failed is
+/// initialized again even when the provider cannot report it (§13 item 3, fixed).
+pub fn needs_initialization(m: &MachineView, plan: &CreationPlan) -> bool {
+    match plan {
+        CreationPlan::Create | CreationPlan::Initialize(_) => true,
+        CreationPlan::Adopt(_) | CreationPlan::KeepExisting => m.initialization_failed(),
+        CreationPlan::Fail(_) => false,
+    }
+}
+
+/// The phase after a failed create or initialize: `Failed` once the creation
+/// timeout has passed, `CrashLoopBackOff` before.
+pub fn creation_failure_phase(m: &MachineView, now: DateTime<Utc>) -> Phase {
+    if m.creation_timed_out(now) {
+        Phase::Failed
+    } else {
+        Phase::CrashLoopBackOff
+    }
+}
+
+/// The status after a failed CreateMachine (or an undecodable GetMachineStatus).
+pub fn create_failed(m: &MachineView, err: &Status, now: DateTime<Utc>) -> Transition {
+    Transition {
+        phase: Some(creation_failure_phase(m, now)),
+        operation: Operation {
+            description: format!("Cloud provider message - {err}"),
+            error_code: Some(err.code.name()),
+            state: OpState::Failed,
+            kind: OpType::Create,
+        },
+        timeout_active: None,
+    }
+}
+
+/// The status after a failed InitializeMachine (contract text).
+pub fn initialize_failed(m: &MachineView, err: &Status, now: DateTime<Utc>) -> Transition {
+    Transition {
+        phase: Some(creation_failure_phase(m, now)),
+        operation: Operation {
+            description: format!("Provider error: {err}. {}", markers::INSTANCE_INITIALIZATION),
+            error_code: Some(err.code.name()),
+            state: OpState::Failed,
+            kind: OpType::Create,
+        },
+        timeout_active: None,
+    }
+}
+
+/// The outcome of InitializeMachine as the controller sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InitOutcome {
+    /// Initialized (or nothing to initialize: `Unimplemented`).
+    Done,
+    /// Failed: record it and retry with backoff.
+    Failed(Transition),
+}
+
+/// Classifies an InitializeMachine result.
+pub fn initialization_outcome<T>(
+    m: &MachineView,
+    result: &Result<T, Status>,
+    now: DateTime<Utc>,
+) -> InitOutcome {
+    match result {
+        Ok(_) => InitOutcome::Done,
+        Err(e) if e.code == Code::Unimplemented => InitOutcome::Done,
+        Err(e) => InitOutcome::Failed(initialize_failed(m, e, now)),
+    }
+}
+
+/// The status once the VM exists and is initialized: Pending (waiting for the
+/// node), or Available when there is no target cluster.
+pub fn created(target_cluster: bool) -> Transition {
+    if target_cluster {
+        Transition {
+            phase: Some(Phase::Pending),
+            operation: Operation::new(
+                "Creating machine on cloud provider",
+                OpState::Processing,
+                OpType::Create,
+            ),
+            timeout_active: Some(true),
+        }
+    } else {
+        Transition {
+            phase: Some(Phase::Available),
+            operation: Operation::new(
+                "Created machine on cloud provider",
+                OpState::Successful,
+                OpType::Create,
+            ),
+            timeout_active: Some(false),
+        }
+    }
+}
+
+/// The stale-node failure: a Node with the new VM's node name already exists
+/// and belongs to another machine.
+pub fn stale_node() -> Transition {
+    Transition {
+        phase: Some(Phase::Failed),
+        operation: Operation::new("VM using old node obj", OpState::Failed, OpType::Create),
+        timeout_active: None,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Health
+
+/// What the health check sees of the machine's Node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeView {
+    /// The node's conditions.
+    pub conditions: Vec<NodeCondition>,
+    /// Whether it carries `node.gardener.cloud/critical-components-not-ready:NoSchedule`.
+    pub critical_components_not_ready: bool,
+}
+
+/// The health check's decision.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HealthDecision {
+    /// New `status.conditions`, when they differ from the node's.
+    pub conditions: Option<Vec<NodeCondition>>,
+    /// A phase change to write.
+    pub transition: Option<Transition>,
+    /// The transition to Failed must go through the per-MachineDeployment limiter.
+    pub rate_limited: bool,
+    /// The machine joined for the first time (delete its bootstrap token, record join time).
+    pub joined: bool,
+    /// Re-check after this long (timeouts not yet reached).
+    pub recheck_after: Option<Duration>,
+    /// The node is Ready but the machine stays out of Running because its
+    /// initialization has not succeeded (an Event says so).
+    pub held_for_initialization: bool,
+}
+
+fn conditions_differ(a: &[NodeCondition], b: &[NodeCondition]) -> bool {
+    if a.len() != b.len() {
+        return true;
+    }
+    a.iter().any(|x| {
+        !b.iter()
+            .any(|y| y.type_ == x.type_ && y.status == x.status && y.reason == x.reason)
+    })
+}
+
+/// Whether node conditions are healthy: `Ready` (when present) is True, and no
+/// listed condition is anything but False. No conditions at all is unhealthy.
+pub fn is_healthy(conditions: &[NodeCondition], watched: &[String]) -> bool {
+    if conditions.is_empty() {
+        return false;
+    }
+    conditions.iter().all(|c| {
+        if c.type_ == "Ready" {
+            c.status == "True"
+        } else if watched.iter().any(|w| *w == c.type_) {
+            c.status == "False"
+        } else {
+            true
+        }
+    })
+}
+
+fn describe_conditions(conditions: &[NodeCondition]) -> String {
+    let parts: Vec<String> = conditions
+        .iter()
+        .map(|c| format!("{}={}", c.type_, c.status))
+        .collect();
+    format!("[{}]", parts.join(" "))
+}
+
+/// The health check (§3) for a machine that has a node label and a phase.
+///
+/// Departures from the reference: a machine in CrashLoopBackOff or Failed is never
+/// promoted to Running by its node turning Ready (§13 item 2): a CrashLoopBackOff
+/// machine whose initialization has not succeeded is held, with
+/// `held_for_initialization` set so the runtime records why.
+pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> HealthDecision {
+    let mut d = HealthDecision::default();
+    let Some(node) = node else {
+        if m.phase == Phase::Running && !m.conditions.is_empty() {
+            d.transition = Some(Transition {
+                phase: Some(Phase::Unknown),
+                operation: Operation::new(
+                    format!(
+                        "Node object went missing. Machine {} is unhealthy - changing MachinePhase to Unknown",
+                        m.name
+                    ),
+                    OpState::Processing,
+                    OpType::HealthCheck,
+                ),
+                timeout_active: None,
+            });
+            return d;
+        }
+        return timeouts(m, d, now);
+    };
+    if conditions_differ(&node.conditions, &m.conditions) {
+        d.conditions = Some(node.conditions.clone());
+    }
+    let healthy = is_healthy(&node.conditions, &m.settings.node_conditions);
+    match (&m.phase, healthy) {
+        (Phase::CrashLoopBackOff | Phase::Failed, true) => {
+            d.held_for_initialization = m.initialization_failed();
+        }
+        (Phase::Running, true) => {}
+        (Phase::Pending, true) if node.critical_components_not_ready => {}
+        (Phase::Pending | Phase::Unknown, true) => {
+            let first_join = matches!(&m.last_operation,
+                Some((_, state, OpType::Create)) if *state != OpState::Successful);
+            let (description, kind) = if first_join {
+                d.joined = true;
+                (
+                    format!(
+                        "Machine {} successfully joined the cluster in {}",
+                        m.name,
+                        format_go_duration(elapsed(m.created, now))
+                    ),
+                    OpType::Create,
+                )
+            } else {
+                (
+                    format!("Machine {} successfully re-joined the cluster", m.name),
+                    OpType::HealthCheck,
+                )
+            };
+            d.transition = Some(Transition {
+                phase: Some(Phase::Running),
+                operation: Operation::new(description, OpState::Successful, kind),
+                timeout_active: Some(false),
+            });
+        }
+        (Phase::Running, false) => {
+            d.transition = Some(Transition {
+                phase: Some(Phase::Unknown),
+                operation: Operation::new(
+                    format!(
+                        "Machine {} is unhealthy - changing MachinePhase to Unknown. Node conditions: {}",
+                        m.name,
+                        describe_conditions(&node.conditions)
+                    ),
+                    OpState::Processing,
+                    OpType::HealthCheck,
+                ),
+                timeout_active: None,
+            });
+        }
+        _ => {}
+    }
+    if d.transition.is_some() || d.conditions.is_some() {
+        return d;
+    }
+    timeouts(m, d, now)
+}
+
+fn timeouts(m: &MachineView, mut d: HealthDecision, now: DateTime<Utc>) -> HealthDecision {
+    let (timeout, since) = match m.phase {
+        Phase::Pending => (m.settings.creation_timeout, m.created),
+        Phase::Unknown if !m.settings.disable_health_timeout => {
+            (m.settings.health_timeout, m.phase_since.unwrap_or(m.created))
+        }
+        _ => return d,
+    };
+    let gone = elapsed(since, now);
+    if gone <= timeout {
+        d.recheck_after = Some((timeout - gone).min(Duration::from_secs(60)) + Duration::from_secs(1));
+        return d;
+    }
+    let minutes = timeout.as_secs() / 60;
+    let prev_kind = m
+        .last_operation
+        .as_ref()
+        .map_or(OpType::HealthCheck, |(_, _, k)| k.clone());
+    d.transition = Some(if m.phase == Phase::Pending {
+        Transition {
+            phase: Some(Phase::Failed),
+            operation: Operation::new(
+                format!("Machine {} failed to join the cluster in {minutes} minutes.", m.name),
+                OpState::Failed,
+                prev_kind,
+            ),
+            timeout_active: Some(false),
+        }
+    } else {
+        d.rate_limited = true;
+        Transition {
+            phase: Some(Phase::Failed),
+            operation: Operation::new(
+                format!(
+                    "Machine {} health checks failing since last {minutes} minutes. Updating machine phase to Failed. Node Conditions: {}",
+                    m.name,
+                    describe_conditions(&m.conditions)
+                ),
+                OpState::Failed,
+                prev_kind,
+            ),
+            timeout_active: Some(false),
+        }
+    });
+    d
+}
+
+/// Whether one more machine of a MachineDeployment may be marked Failed, given
+/// the phases of its machines: at most one replacement in progress (phases other
+/// than Running/Unknown count, Terminating twice).
+pub fn may_mark_failed<'a>(sibling_phases: impl IntoIterator<Item = &'a Phase>) -> bool {
+    let in_progress: usize = sibling_phases
+        .into_iter()
+        .map(|p| match p {
+            Phase::Running | Phase::Unknown => 0,
+            Phase::Terminating => 2,
+            _ => 1,
+        })
+        .sum();
+    in_progress < 1
+}
+
+// ---------------------------------------------------------------------------
+// Deletion
+
+/// The deletion step, decided from the phase and the marker in the description (§4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeletionStep {
+    /// The finalizer is gone: nothing to do.
+    MissingFinalizer,
+    /// Set phase Terminating.
+    SetTerminating,
+    /// Find the node name (GetMachineStatus when no node label).
+    GetVmStatus,
+    /// Cordon and drain the node.
+    Drain,
+    /// Delete the node's VolumeAttachments (after a forced drain).
+    DeleteVolumeAttachments,
+    /// DeleteMachine.
+    DeleteVm,
+    /// Delete the Node object.
+    DeleteNode,
+    /// Remove the MCM finalizer.
+    RemoveFinalizer,
+}
+
+/// The current deletion step. Unknown descriptions restart at SetTerminating.
+pub fn deletion_step(m: &MachineView) -> DeletionStep {
+    if !m.has_finalizer {
+        return DeletionStep::MissingFinalizer;
+    }
+    if m.phase != Phase::Terminating {
+        return DeletionStep::SetTerminating;
+    }
+    let d = m.last_operation.as_ref().map_or("", |(d, _, _)| d.as_str());
+    let order = [
+        (markers::GET_VM_STATUS, DeletionStep::GetVmStatus),
+        (markers::INITIATE_DRAIN, DeletionStep::Drain),
+        (markers::DELETE_VOLUME_ATTACHMENTS, DeletionStep::DeleteVolumeAttachments),
+        (markers::INITIATE_VM_DELETION, DeletionStep::DeleteVm),
+        (markers::INITIATE_NODE_DELETION, DeletionStep::DeleteNode),
+        (markers::INITIATE_FINALIZER_REMOVAL, DeletionStep::RemoveFinalizer),
+    ];
+    order
+        .iter()
+        .find(|(marker, _)| d.contains(marker))
+        .map_or(DeletionStep::SetTerminating, |(_, s)| *s)
+}
+
+fn delete_op(description: String, state: OpState) -> Transition {
+    Transition {
+        phase: None,
+        operation: Operation::new(description, state, OpType::Delete),
+        timeout_active: None,
+    }
+}
+
+/// Step SetTerminating.
+pub fn set_terminating() -> Transition {
+    Transition {
+        phase: Some(Phase::Terminating),
+        operation: Operation::new(markers::GET_VM_STATUS, OpState::Processing, OpType::Delete),
+        timeout_active: None,
+    }
+}
+
+/// Step GetVmStatus: the next operation, from whether there is a target
+/// cluster, a node label, and else the GetMachineStatus answer.
+pub fn after_get_vm_status(
+    target_cluster: bool,
+    has_node: bool,
+    status: Option<&Result<GetMachineStatusResponse, Status>>,
+) -> Transition {
+    use markers::*;
+    if !target_cluster {
+        return delete_op(
+            format!("Running without target cluster, skipping node drain and volume attachment deletion. {INITIATE_VM_DELETION}"),
+            OpState::Processing,
+        );
+    }
+    if has_node {
+        return delete_op(INITIATE_DRAIN.to_string(), OpState::Processing);
+    }
+    match status {
+        None | Some(Ok(_)) => delete_op(INITIATE_DRAIN.to_string(), OpState::Processing),
+        Some(Err(e)) => match e.code {
+            Code::Unimplemented => delete_op(INITIATE_DRAIN.to_string(), OpState::Processing),
+            Code::NotFound => delete_op(
+                format!("VM was not found at provider. Moving forward to node drain. {INITIATE_DRAIN}"),
+                OpState::Processing,
+            ),
+            Code::Uninitialized => delete_op(
+                format!("VM instance was not initialized. Moving forward to node drain. {INITIATE_DRAIN}"),
+                OpState::Processing,
+            ),
+            c if c.is_transient() => delete_op(
+                format!("Error occurred with decoding machine error status while getting VM status, aborting with retry. {GET_VM_STATUS}"),
+                OpState::Failed,
+            ),
+            _ => delete_op(
+                format!("Error occurred with decoding machine error status while getting VM status, aborting without retry. machine code: {e} {GET_VM_STATUS}"),
+                OpState::Failed,
+            ),
+        },
+    }
+}
+
+/// The drain mode for a machine being deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainPlan {
+    /// Delete pods (grace 0) instead of evicting, and don't wait for volumes.
+    pub force: bool,
+    /// The drain's deadline from now.
+    pub timeout: Duration,
+    /// How many times an eviction blocked by a PDB is retried.
+    pub max_evict_retries: i32,
+}
+
+/// Plans the drain (§4.2 step 5): forced when the `force-deletion` label is set,
+/// when the drain timeout (from the deletion time) has passed, or when the node
+/// has been NotReady or ReadonlyFilesystem for more than 5 minutes.
+pub fn plan_drain(m: &MachineView, now: DateTime<Utc>) -> DrainPlan {
+    let bad_for_long = |ty: &str, healthy: &str| {
+        m.conditions.iter().any(|c| {
+            c.type_ == ty
+                && c.status != healthy
+                && c
+                    .last_transition_time
+                    .as_ref()
+                    .is_some_and(|t| elapsed(t.0, now) > FORCE_DRAIN_AFTER)
+        })
+    };
+    let unhealthy = bad_for_long("Ready", "True") || bad_for_long("ReadonlyFilesystem", "False");
+    let timed_out = m
+        .deleting_since
+        .is_some_and(|t| elapsed(t, now) > m.settings.drain_timeout);
+    if m.force_deletion || timed_out || unhealthy {
+        return DrainPlan {
+            force: true,
+            timeout: Duration::from_secs(60),
+            max_evict_retries: 1,
+        };
+    }
+    let by_timeout = (m.settings.drain_timeout.as_secs() / 20).min(i32::MAX as u64) as i32;
+    let remaining = m
+        .deleting_since
+        .map_or(m.settings.drain_timeout, |t| {
+            m.settings.drain_timeout.saturating_sub(elapsed(t, now))
+        });
+    DrainPlan {
+        force: false,
+        timeout: remaining,
+        max_evict_retries: m.settings.max_evict_retries.min(by_timeout).max(1),
+    }
+}
+
+/// Step Drain: the next operation from the drain's outcome.
+pub fn after_drain(plan: &DrainPlan, has_node: bool, result: Result<(), String>) -> Transition {
+    use markers::*;
+    if !has_node {
+        return delete_op(
+            format!("Skipping drain as nodeName is not a valid one for machine. {INITIATE_VM_DELETION}"),
+            OpState::Processing,
+        );
+    }
+    match (result, plan.force) {
+        (Ok(()), true) => delete_op(
+            format!("Force Drain successful. {DELETE_VOLUME_ATTACHMENTS}"),
+            OpState::Processing,
+        ),
+        (Ok(()), false) => delete_op(
+            format!("Drain successful. {INITIATE_VM_DELETION}"),
+            OpState::Processing,
+        ),
+        (Err(e), true) => delete_op(
+            format!("Drain failed due to - {e}. However, since it's a force deletion shall continue deletion of VM. {DELETE_VOLUME_ATTACHMENTS}"),
+            OpState::Processing,
+        ),
+        (Err(e), false) => delete_op(
+            format!("Drain failed due to - {e}. Will retry in next sync. {INITIATE_DRAIN}"),
+            OpState::Failed,
+        ),
+    }
+}
+
+/// Step DeleteVolumeAttachments, when none remain (or the node is gone).
+pub fn volume_attachments_gone(node: &str) -> Transition {
+    delete_op(
+        format!(
+            "No Live VolumeAttachments for node: {node}. Moving to VM Deletion. {}",
+            markers::INITIATE_VM_DELETION
+        ),
+        OpState::Processing,
+    )
+}
+
+/// Step DeleteVm: the next operation from DeleteMachine's answer, and whether
+/// the retry should be quick.
+pub fn after_delete_vm<T>(result: &Result<T, Status>) -> (Transition, bool) {
+    use markers::*;
+    match result {
+        Ok(_) => (
+            delete_op(
+                format!("VM deletion was successful. {INITIATE_NODE_DELETION}"),
+                OpState::Processing,
+            ),
+            true,
+        ),
+        Err(e) if e.code == Code::NotFound => (
+            delete_op(
+                format!("VM not found. Continuing deletion flow. {INITIATE_NODE_DELETION}"),
+                OpState::Processing,
+            ),
+            true,
+        ),
+        Err(e) if e.code.is_transient() => (
+            delete_op(
+                format!("VM deletion failed due to - {e}. However, will re-try in the next resync. {INITIATE_VM_DELETION}"),
+                OpState::Failed,
+            ),
+            true,
+        ),
+        Err(e) => (
+            delete_op(
+                format!("VM deletion failed due to - {e}. Aborting operation. {INITIATE_VM_DELETION}"),
+                OpState::Failed,
+            ),
+            false,
+        ),
+    }
+}
+
+/// Outcome of the node-deletion step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeDeletion {
+    /// The machine has no node label.
+    NoLabel,
+    /// The Node did not exist.
+    NotFound(String),
+    /// The Node was deleted.
+    Deleted(String),
+    /// Deleting failed.
+    Failed(String, String),
+}
+
+/// Step DeleteNode: the next operation.
+pub fn after_delete_node(machine: &str, outcome: &NodeDeletion) -> Transition {
+    use markers::*;
+    match outcome {
+        NodeDeletion::NoLabel => delete_op(
+            format!("Label \"node\" not present on machine \"{machine}\", continuing deletion flow. {INITIATE_FINALIZER_REMOVAL}"),
+            OpState::Processing,
+        ),
+        NodeDeletion::NotFound(n) => delete_op(
+            format!("No node object found for \"{n}\", continuing deletion flow. {INITIATE_FINALIZER_REMOVAL}"),
+            OpState::Processing,
+        ),
+        NodeDeletion::Deleted(n) => delete_op(
+            format!("Deletion of Node Object \"{n}\" is successful. {INITIATE_FINALIZER_REMOVAL}"),
+            OpState::Processing,
+        ),
+        NodeDeletion::Failed(n, e) => delete_op(
+            format!("Deletion of Node Object \"{n}\" failed due to error: {e}. {INITIATE_NODE_DELETION}"),
+            OpState::Failed,
+        ),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Userdata
+
+/// Errors of userdata preparation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UserDataError {
+    /// The merged secret has no `userData` key.
+    #[error("userdata field not found in secret for machine {0:?}")]
+    Missing(String),
+}
+
+/// Replaces `<<MACHINE_NAME>>` and (when given) `<<BOOTSTRAP_TOKEN>>` in userdata,
+/// raw or URL-query-escaped, as the reference does.
+pub fn substitute_userdata(userdata: &str, machine: &str, token: Option<&str>) -> String {
+    fn replace(s: &str, placeholder: &str, escaped_placeholder: &str, value: &str) -> String {
+        if s.contains(placeholder) {
+            s.replace(placeholder, value)
+        } else if s.contains(escaped_placeholder) {
+            s.replace(escaped_placeholder, &query_escape(value))
+        } else {
+            s.to_string()
+        }
+    }
+    let mut out = userdata.to_string();
+    if let Some(token) = token {
+        out = replace(&out, "<<BOOTSTRAP_TOKEN>>", "%3C%3CBOOTSTRAP_TOKEN%3E%3E", token);
+    }
+    replace(&out, "<<MACHINE_NAME>>", "%3C%3CMACHINE_NAME%3E%3E", machine)
+}
+
+fn query_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// The bootstrap token ID for a machine: 6 lowercase hex characters.
+///
+/// The reference derives it from three bytes of the name (§13 item 10: collisions
+/// between machines, and a panic for names shorter than 5 bytes). mcm-rs hashes
+/// the whole name and the machine's UID (FNV-1a), so IDs are stable for a machine
+/// and differ between machines with similar names.
+pub fn bootstrap_token_id(machine_name: &str, uid: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in machine_name.bytes().chain([0u8]).chain(uid.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{:06x}", h & 0xff_ffff)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+//! The driver conformance kit: reusable async checks that every provider crate
+//! runs against its own backend (a simulated cloud, moto, ...).
+//!
+//! A provider test builds a [`Fixture`] and calls [`run_all`] (or single checks).
+//! Each check returns `Err(description)` on a contract violation, so it can be
+//! used with any test harness.
+
+use crate::{Code, Driver, ListMachinesRequest, MachineRequest};
+use k8s_openapi::api::core::v1::Secret;
+use mcm_api::{Machine, MachineClass};
+
+/// What the checks need from a provider: a valid class and secret, a way to
+/// make fresh machines for it, and classes with bad providerSpecs.
+pub struct Fixture {
+    /// A valid class whose VMs belong to the cluster under test.
+    pub class: MachineClass,
+    /// A valid class of ANOTHER cluster (different cluster tags), to show that
+    /// ListMachines does not leak other clusters' VMs.
+    pub other_class: MachineClass,
+    /// The merged secret for both classes.
+    pub secret: Secret,
+    /// Makes a new Machine object (with a fresh name and UID) for the given class.
+    pub new_machine: Box<dyn Fn(&MachineClass) -> Machine + Send + Sync>,
+    /// Classes with an empty or garbage providerSpec, each with a field name the
+    /// error message must mention.
+    pub invalid_classes: Vec<(MachineClass, String)>,
+}
+
+impl Fixture {
+    fn request(&self, class: &MachineClass) -> MachineRequest {
+        MachineRequest {
+            machine: (self.new_machine)(class),
+            machine_class: class.clone(),
+            secret: self.secret.clone(),
+        }
+    }
+
+    fn list_request(&self, class: &MachineClass) -> ListMachinesRequest {
+        ListMachinesRequest {
+            machine_class: class.clone(),
+            secret: self.secret.clone(),
+        }
+    }
+}
+
+/// A check's outcome: `Err` describes the contract violation.
+pub type CheckResult = Result<(), String>;
+
+fn fail<T: std::fmt::Debug>(what: &str, got: T) -> String {
+    format!("{what}: got {got:?}")
+}
+
+/// Create, then GetMachineStatus, return the same providerID (after initialization,
+/// when the provider supports it).
+pub async fn create_then_status_same_provider_id(d: &dyn Driver, f: &Fixture) -> CheckResult {
+    let req = f.request(&f.class);
+    let created = d
+        .create_machine(&req)
+        .await
+        .map_err(|e| fail("CreateMachine failed", e))?;
+    if created.provider_id.is_empty() {
+        return Err("CreateMachine returned an empty providerID".into());
+    }
+    let status = match d.get_machine_status(&req).await {
+        Ok(s) => s.into(),
+        Err(e) if e.code == Code::Uninitialized => match e.machine {
+            Some(m) => *m,
+            None => return Err("Uninitialized answer without the machine's identity".into()),
+        },
+        Err(e) => return Err(fail("GetMachineStatus after create", e)),
+    };
+    if status.provider_id != created.provider_id {
+        return Err(format!(
+            "providerID differs: create {} status {}",
+            created.provider_id, status.provider_id
+        ));
+    }
+    d.delete_machine(&req)
+        .await
+        .map_err(|e| fail("DeleteMachine failed", e))?;
+    Ok(())
+}
+
+/// GetMachineStatus of a machine that has no VM answers NotFound.
+pub async fn status_without_vm_is_not_found(d: &dyn Driver, f: &Fixture) -> CheckResult {
+    let req = f.request(&f.class);
+    match d.get_machine_status(&req).await {
+        Err(e) if e.code == Code::NotFound => Ok(()),
+        other => Err(fail("expected NotFound for a machine without VM", other)),
+    }
+}
+
+/// Delete twice: both succeed, and afterwards the status is NotFound.
+pub async fn delete_is_idempotent(d: &dyn Driver, f: &Fixture) -> CheckResult {
+    let req = f.request(&f.class);
+    d.create_machine(&req)
+        .await
+        .map_err(|e| fail("CreateMachine failed", e))?;
+    d.delete_machine(&req)
+        .await
+        .map_err(|e| fail("first DeleteMachine failed", e))?;
+    d.delete_machine(&req)
+        .await
+        .map_err(|e| fail("DeleteMachine of a gone VM must be OK", e))?;
+    match d.get_machine_status(&req).await {
+        Err(e) if e.code == Code::NotFound => Ok(()),
+        other => Err(fail("expected NotFound after delete", other)),
+    }
+}
+
+/// ListMachines returns the class's VMs (by providerID, with the machine name) and
+/// none of another cluster's.
+pub async fn list_returns_only_the_class_machines(d: &dyn Driver, f: &Fixture) -> CheckResult {
+    let mine = f.request(&f.class);
+    let theirs = f.request(&f.other_class);
+    let a = d
+        .create_machine(&mine)
+        .await
+        .map_err(|e| fail("create (own cluster)", e))?;
+    let b = d
+        .create_machine(&theirs)
+        .await
+        .map_err(|e| fail("create (other cluster)", e))?;
+    let listed = d
+        .list_machines(&f.list_request(&f.class))
+        .await
+        .map_err(|e| fail("ListMachines failed", e))?;
+    let result = if listed.machine_list.get(&a.provider_id)
+        != mine.machine.metadata.name.as_ref()
+    {
+        Err(fail("own machine missing from the list", &listed.machine_list))
+    } else if listed.machine_list.contains_key(&b.provider_id) {
+        Err(fail("another cluster's machine is listed", &listed.machine_list))
+    } else {
+        Ok(())
+    };
+    let _ = d.delete_machine(&mine).await;
+    let _ = d.delete_machine(&theirs).await;
+    result
+}
+
+/// InitializeMachine is idempotent (twice OK, after which the status is OK), or
+/// answers Unimplemented.
+pub async fn initialize_is_idempotent_or_unimplemented(d: &dyn Driver, f: &Fixture) -> CheckResult {
+    let req = f.request(&f.class);
+    d.create_machine(&req)
+        .await
+        .map_err(|e| fail("CreateMachine failed", e))?;
+    let result = async {
+        match d.initialize_machine(&req).await {
+            Err(e) if e.code == Code::Unimplemented => return Ok(()),
+            Err(e) => return Err(fail("first InitializeMachine failed", e)),
+            Ok(_) => {}
+        }
+        d.initialize_machine(&req)
+            .await
+            .map_err(|e| fail("second InitializeMachine failed", e))?;
+        d.get_machine_status(&req)
+            .await
+            .map_err(|e| fail("status after initialization must be OK", e))?;
+        Ok(())
+    }
+    .await;
+    let _ = d.delete_machine(&req).await;
+    result
+}
+
+/// An empty or garbage providerSpec answers InvalidArgument naming the field,
+/// and creates nothing.
+pub async fn invalid_provider_spec_is_invalid_argument(d: &dyn Driver, f: &Fixture) -> CheckResult {
+    let before = d
+        .list_machines(&f.list_request(&f.class))
+        .await
+        .map_err(|e| fail("ListMachines failed", e))?;
+    for (class, field) in &f.invalid_classes {
+        let req = f.request(class);
+        match d.create_machine(&req).await {
+            Err(e) if e.code == Code::InvalidArgument => {
+                if !e.message.contains(field.as_str()) {
+                    return Err(format!(
+                        "InvalidArgument message {:?} does not name the field {field}",
+                        e.message
+                    ));
+                }
+            }
+            other => return Err(fail("expected InvalidArgument for a bad providerSpec", other)),
+        }
+    }
+    let after = d
+        .list_machines(&f.list_request(&f.class))
+        .await
+        .map_err(|e| fail("ListMachines failed", e))?;
+    if after != before {
+        return Err("a bad providerSpec created a VM".into());
+    }
+    Ok(())
+}
+
+/// Runs every check and returns all violations (empty = conformant).
+pub async fn run_all(d: &dyn Driver, f: &Fixture) -> Vec<String> {
+    let mut failures = Vec::new();
+    let checks: [(&str, CheckResult); 6] = [
+        (
+            "create_then_status_same_provider_id",
+            create_then_status_same_provider_id(d, f).await,
+        ),
+        (
+            "status_without_vm_is_not_found",
+            status_without_vm_is_not_found(d, f).await,
+        ),
+        ("delete_is_idempotent", delete_is_idempotent(d, f).await),
+        (
+            "list_returns_only_the_class_machines",
+            list_returns_only_the_class_machines(d, f).await,
+        ),
+        (
+            "initialize_is_idempotent_or_unimplemented",
+            initialize_is_idempotent_or_unimplemented(d, f).await,
+        ),
+        (
+            "invalid_provider_spec_is_invalid_argument",
+            invalid_provider_spec_is_invalid_argument(d, f).await,
+        ),
+    ];
+    for (name, r) in checks {
+        if let Err(e) = r {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    failures
+}

@@ -1,0 +1,178 @@
+//! # mcm-driver: the provider contract of mcm-rs
+//!
+//! Every cloud plugs into mcm-rs behind the [`Driver`] trait, the contract of
+//! Gardener's machine-controller-manager: `CreateMachine`, `InitializeMachine`,
+//! `DeleteMachine`, `GetMachineStatus`, `ListMachines` and `GetVolumeIDs`.
+//! Calls fail with a [`Status`]: a gRPC-style [`Code`] (`Unimplemented` = 12,
+//! `Uninitialized` = 17, ...) and a message, whose text form
+//! `machine codes error: code = [<Name>] message = [<msg>]` is the wire contract
+//! with out-of-process providers and is parsed back by [`Status::parse`].
+//!
+//! Post-creation initialization: after `CreateMachine` the controller persists
+//! the providerID and node label, then calls `InitializeMachine`. A provider with
+//! nothing to initialize answers `Unimplemented` (the trait's default). A
+//! `GetMachineStatus` answer of `Uninitialized` (carrying the VM's identity in
+//! [`Status::machine`]) means "the VM exists, initialize it; never create another".
+//!
+//! [`conformance`] holds reusable async checks that each provider crate runs
+//! against its own backend.
+
+pub mod codes;
+pub mod conformance;
+pub mod status;
+
+pub use codes::Code;
+pub use status::{MachineIdentity, ParseStatusError, Status};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{NodeAddress, PersistentVolumeSpec, Secret};
+use mcm_api::{Machine, MachineClass};
+use std::collections::BTreeMap;
+
+/// The result of a driver call.
+pub type DriverResult<T> = Result<T, Status>;
+
+/// The objects a machine-scoped call works on.
+///
+/// `secret` holds the merged data of the class's `secretRef` and
+/// `credentialsSecretRef` (later keys win); in the creation flow its userdata
+/// has its placeholders substituted. Never log it.
+#[derive(Clone, Debug)]
+pub struct MachineRequest {
+    /// The Machine object.
+    pub machine: Machine,
+    /// Its MachineClass.
+    pub machine_class: MachineClass,
+    /// The merged secret (credentials and userdata).
+    pub secret: Secret,
+}
+
+/// Request of `CreateMachine`.
+pub type CreateMachineRequest = MachineRequest;
+/// Request of `InitializeMachine`.
+pub type InitializeMachineRequest = MachineRequest;
+/// Request of `DeleteMachine`.
+pub type DeleteMachineRequest = MachineRequest;
+/// Request of `GetMachineStatus`.
+pub type GetMachineStatusRequest = MachineRequest;
+
+/// Response of `CreateMachine`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CreateMachineResponse {
+    /// The VM's provider ID, e.g. `aws:///eu-west-1/i-0123`.
+    pub provider_id: String,
+    /// The name of the Node the VM registers as.
+    pub node_name: String,
+    /// Opaque provider state, stored in `status.lastKnownState`.
+    pub last_known_state: String,
+    /// The VM's addresses (used in the mode without a target cluster).
+    pub addresses: Vec<NodeAddress>,
+}
+
+/// Response of `InitializeMachine`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InitializeMachineResponse {
+    /// The VM's provider ID.
+    pub provider_id: String,
+    /// The name of the Node the VM registers as.
+    pub node_name: String,
+    /// The VM's addresses, possibly more than at creation (e.g. IPv6).
+    pub addresses: Vec<NodeAddress>,
+}
+
+/// Response of `DeleteMachine`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeleteMachineResponse {
+    /// Opaque provider state, stored in `status.lastKnownState`.
+    pub last_known_state: String,
+}
+
+/// Response of `GetMachineStatus`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GetMachineStatusResponse {
+    /// The VM's provider ID.
+    pub provider_id: String,
+    /// The name of the Node the VM registers as.
+    pub node_name: String,
+    /// The VM's addresses.
+    pub addresses: Vec<NodeAddress>,
+}
+
+impl From<GetMachineStatusResponse> for MachineIdentity {
+    fn from(r: GetMachineStatusResponse) -> Self {
+        MachineIdentity {
+            provider_id: r.provider_id,
+            node_name: r.node_name,
+            addresses: r.addresses,
+        }
+    }
+}
+
+/// Request of `ListMachines`.
+#[derive(Clone, Debug)]
+pub struct ListMachinesRequest {
+    /// The class whose VMs are listed (its providerSpec names the cluster tags).
+    pub machine_class: MachineClass,
+    /// The merged secret of the class.
+    pub secret: Secret,
+}
+
+/// Response of `ListMachines`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListMachinesResponse {
+    /// providerID → machine name, for every VM of the class's cluster.
+    pub machine_list: BTreeMap<String, String>,
+}
+
+/// Request of `GetVolumeIDs`.
+#[derive(Clone, Debug, Default)]
+pub struct GetVolumeIdsRequest {
+    /// The PersistentVolume specs whose provider volume IDs are wanted.
+    pub pv_specs: Vec<PersistentVolumeSpec>,
+}
+
+/// Response of `GetVolumeIDs`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GetVolumeIdsResponse {
+    /// The volume IDs of the specs this provider recognises.
+    pub volume_ids: Vec<String>,
+}
+
+/// The provider contract. All methods are idempotent from the controller's point of view.
+#[async_trait]
+pub trait Driver: Send + Sync {
+    /// Creates the VM for a machine. Must be idempotent: a retried create for the
+    /// same Machine (same UID) returns the same VM, never a second one.
+    async fn create_machine(&self, req: &CreateMachineRequest)
+        -> DriverResult<CreateMachineResponse>;
+
+    /// Post-creation initialization (e.g. network settings that the create call
+    /// cannot set). Idempotent. `Unimplemented` when there is nothing to do.
+    async fn initialize_machine(
+        &self,
+        _req: &InitializeMachineRequest,
+    ) -> DriverResult<InitializeMachineResponse> {
+        Err(Status::unimplemented(
+            "InitializeMachine is not implemented by this provider",
+        ))
+    }
+
+    /// Deletes the VM. A VM that is already gone is success.
+    async fn delete_machine(&self, req: &DeleteMachineRequest)
+        -> DriverResult<DeleteMachineResponse>;
+
+    /// The VM backing a machine: `NotFound` when there is none, `Uninitialized`
+    /// (with [`Status::machine`] set) while InitializeMachine has not been applied.
+    async fn get_machine_status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse>;
+
+    /// All VMs of the class's cluster, by the cluster and role tags.
+    async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse>;
+
+    /// The provider volume IDs of the given PersistentVolume specs.
+    async fn get_volume_ids(&self, _req: &GetVolumeIdsRequest) -> DriverResult<GetVolumeIdsResponse> {
+        Ok(GetVolumeIdsResponse::default())
+    }
+}

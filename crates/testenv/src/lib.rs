@@ -1,0 +1,220 @@
+//! # mcm-testenv: tests against the real control plane
+//!
+//! mcm-rs is tested against a real kube-apiserver and etcd (and
+//! kube-controller-manager), built from the Go module proxy and started on
+//! loopback by `hack/testenv.sh up`. This crate connects to it, installs the
+//! project's CRDs, gives each test its own namespace and offers "eventually"
+//! helpers.
+//!
+//! The kubeconfig is found in `$KUBECONFIG`, else in
+//! `$MCM_TESTENV_DIR/kubeconfig`, else in `<repo>/.mcm/testenv/kubeconfig`.
+//! When no control plane answers, [`TestEnv::new`] returns `None` so a test can
+//! skip, except with `CI=true`, where it panics with a message naming the
+//! command to run: CI can never go green without the control plane.
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, Config};
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The command that starts the control plane, named in every "not reachable" message.
+pub const START_COMMAND: &str = "hack/testenv.sh up (or: bash hack/test.sh, which starts everything)";
+
+/// Errors of the test support.
+#[derive(Debug, thiserror::Error)]
+pub enum TestEnvError {
+    /// No kubeconfig file was found.
+    #[error("no kubeconfig for the test control plane (looked at {0}); start it with: {START_COMMAND}")]
+    NoKubeconfig(String),
+    /// The kubeconfig could not be read.
+    #[error("kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// The file.
+        path: String,
+        /// Why.
+        source: kube::config::KubeconfigError,
+    },
+    /// The API server did not answer.
+    #[error("the test control plane does not answer ({0}); start it with: {START_COMMAND}")]
+    Unreachable(String),
+    /// A Kubernetes call failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// Waiting for a condition timed out.
+    #[error("timed out after {0:?} waiting for {1}")]
+    Timeout(Duration, String),
+}
+
+/// The kubeconfig path the tests use.
+pub fn kubeconfig_path() -> PathBuf {
+    if let Ok(p) = std::env::var("KUBECONFIG") {
+        if !p.is_empty() {
+            return PathBuf::from(p);
+        }
+    }
+    if let Ok(d) = std::env::var("MCM_TESTENV_DIR") {
+        return PathBuf::from(d).join("kubeconfig");
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.mcm/testenv/kubeconfig")
+}
+
+/// Connects to the test control plane and checks that it answers.
+pub async fn connect() -> Result<Client, TestEnvError> {
+    let path = kubeconfig_path();
+    if !path.exists() {
+        return Err(TestEnvError::NoKubeconfig(path.display().to_string()));
+    }
+    let kc = Kubeconfig::read_from(&path).map_err(|source| TestEnvError::Kubeconfig {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|source| TestEnvError::Kubeconfig {
+            path: path.display().to_string(),
+            source,
+        })?;
+    let client = Client::try_from(config)?;
+    client
+        .apiserver_version()
+        .await
+        .map_err(|e| TestEnvError::Unreachable(e.to_string()))?;
+    Ok(client)
+}
+
+/// Whether this run is CI (`CI=true`), where missing services fail tests.
+pub fn is_ci() -> bool {
+    std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
+}
+
+/// Installs (server-side apply) the project's CRDs and waits until each is established.
+pub async fn install_crds(client: &Client) -> Result<(), TestEnvError> {
+    install_crd_list(client, &mcm_api::crds()).await
+}
+
+/// Applies the given CRDs and waits until each is established.
+pub async fn install_crd_list(
+    client: &Client,
+    crds: &[CustomResourceDefinition],
+) -> Result<(), TestEnvError> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PatchParams::apply("mcm-testenv").force();
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &pp, &Patch::Apply(crd)).await?;
+    }
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let what = format!("CRD {name} established");
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            await_condition(api.clone(), &name, conditions::is_crd_established()),
+        )
+        .await
+        .map_err(|_| TestEnvError::Timeout(Duration::from_secs(30), what.clone()))?
+        .map_err(|e| TestEnvError::Unreachable(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// One test's view of the control plane: a client and a fresh namespace.
+#[derive(Clone)]
+pub struct TestEnv {
+    /// A client with admin rights.
+    pub client: Client,
+    /// A namespace that belongs to this test alone.
+    pub namespace: String,
+}
+
+impl TestEnv {
+    /// Connects, installs the CRDs and creates a namespace named after `test`.
+    ///
+    /// Returns `None` (after printing why) when no control plane answers, so the
+    /// test can skip. With `CI=true` it panics instead.
+    pub async fn new(test: &str) -> Option<TestEnv> {
+        match Self::try_new(test).await {
+            Ok(env) => Some(env),
+            Err(e) if is_ci() => panic!("CI=true and the test control plane is required: {e}"),
+            Err(e) => {
+                eprintln!("SKIPPED {test}: {e}");
+                None
+            }
+        }
+    }
+
+    /// Like [`TestEnv::new`], but returns the error.
+    pub async fn try_new(test: &str) -> Result<TestEnv, TestEnvError> {
+        let client = connect().await?;
+        install_crds(&client).await?;
+        let namespace = create_namespace(&client, test).await?;
+        Ok(TestEnv { client, namespace })
+    }
+
+    /// A namespaced API in this test's namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+}
+
+/// Creates a namespace `<prefix>-<random>` (the prefix sanitized to DNS-1123).
+pub async fn create_namespace(client: &Client, prefix: &str) -> Result<String, TestEnvError> {
+    let mut p: String = prefix
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    p.truncate(40);
+    let p = p.trim_matches('-');
+    let name = format!("{p}-{:08x}", rand::random::<u32>());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            labels: Some([("mcm-rs.test".to_string(), "true".to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    Ok(name)
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or fails after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> Result<T, TestEnvError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = check().await {
+            return Ok(v);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(TestEnvError::Timeout(timeout, what.to_string()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Like [`eventually`] but panics with the description on timeout: for tests.
+pub async fn must_eventually<T, F, Fut>(timeout: Duration, what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match eventually(timeout, what, check).await {
+        Ok(v) => v,
+        Err(e) => panic!("{e}"),
+    }
+}
