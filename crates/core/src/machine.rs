@@ -12,26 +12,15 @@ use mcm_api::{MachineOperationType as OpType, MachinePhase as Phase, MachineStat
 use mcm_driver::{Code, GetMachineStatusResponse, MachineIdentity, Status};
 use std::time::Duration;
 
-/// Deletion-step markers kept in `lastOperation.description` (contract).
+/// Deletion-step markers kept in `lastOperation.description` (contract), from the API crate.
 pub mod markers {
-    /// Step "get VM status".
-    pub const GET_VM_STATUS: &str = "Set machine status to termination. Now, getting VM Status";
-    /// Step "drain".
-    pub const INITIATE_DRAIN: &str = "Initiate node drain";
-    /// Step "delete volume attachments" (after a forced drain).
-    pub const DELETE_VOLUME_ATTACHMENTS: &str = "Delete Volume Attachments";
-    /// Step "delete the VM".
-    pub const INITIATE_VM_DELETION: &str = "Initiate VM deletion";
-    /// Step "delete the Node".
-    pub const INITIATE_NODE_DELETION: &str = "Initiate node object deletion";
-    /// Step "remove the finalizer".
-    pub const INITIATE_FINALIZER_REMOVAL: &str = "Initiate machine object finalizer removal";
-    /// Suffix of a failed InitializeMachine.
-    pub const INSTANCE_INITIALIZATION: &str = "Initialize VM Instance";
+    pub use mcm_api::constants::{
+        DEL_VOLUMES_ATTACHMENTS as DELETE_VOLUME_ATTACHMENTS, GET_VM_STATUS,
+        INITIATE_DRAIN, INITIATE_FINALIZER_REMOVAL, INITIATE_NODE_DELETION,
+        INITIATE_VM_DELETION, INSTANCE_INITIALIZATION,
+    };
 }
 
-/// The default deletion priority written on new machines.
-pub const DEFAULT_PRIORITY: &str = "3";
 /// How long a NotReady / ReadonlyFilesystem node must have been so before the drain is forced.
 pub const FORCE_DRAIN_AFTER: Duration = Duration::from_secs(300);
 
@@ -221,6 +210,82 @@ impl MachineView {
     pub fn creation_timed_out(&self, now: DateTime<Utc>) -> bool {
         elapsed(self.created, now) > self.settings.creation_timeout
     }
+}
+
+impl MachineView {
+    /// The snapshot of a Machine object, with its effective settings: the
+    /// effective-creation-timeout annotation beats `spec.creationTimeout`, which
+    /// beats the flag; other timeouts come from the spec, else from `defaults`.
+    pub fn of(m: &mcm_api::Machine, defaults: &Settings) -> MachineView {
+        use mcm_api::constants as c;
+        let meta = &m.metadata;
+        let labels = meta.labels.clone().unwrap_or_default();
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        let cfg = &m.spec.configuration;
+        let dur = |v: &Option<String>, d: Duration| v.as_deref().and_then(parse_go_duration).unwrap_or(d);
+        let creation_timeout = annotations
+            .get(c::EFFECTIVE_CREATION_TIMEOUT_ANNOTATION)
+            .and_then(|v| parse_go_duration(v))
+            .unwrap_or_else(|| dur(&cfg.creation_timeout, defaults.creation_timeout));
+        let settings = Settings {
+            creation_timeout,
+            health_timeout: dur(&cfg.health_timeout, defaults.health_timeout),
+            drain_timeout: dur(&cfg.drain_timeout, defaults.drain_timeout),
+            max_evict_retries: cfg.max_evict_retries.unwrap_or(defaults.max_evict_retries),
+            node_conditions: cfg
+                .node_conditions
+                .as_deref()
+                .map_or_else(|| defaults.node_conditions.clone(), split_conditions),
+            disable_health_timeout: cfg.disable_health_timeout.unwrap_or(false),
+        };
+        let status = m.status.clone().unwrap_or_default();
+        let op = &status.last_operation;
+        let last_operation = if op.description.is_empty() && op.state.is_empty() && op.type_.is_empty() {
+            None
+        } else {
+            Some((op.description.clone(), op.state.clone(), op.type_.clone()))
+        };
+        MachineView {
+            name: meta.name.clone().unwrap_or_default(),
+            created: meta
+                .creation_timestamp
+                .as_ref()
+                .map_or_else(Utc::now, |t| to_utc(&t.0)),
+            deleting_since: meta.deletion_timestamp.as_ref().map(|t| to_utc(&t.0)),
+            provider_id: m.spec.provider_id.clone(),
+            node: labels.get(c::NODE_LABEL).filter(|n| !n.is_empty()).cloned(),
+            phase: status.current_status.phase.clone(),
+            phase_since: status.current_status.last_update_time.as_ref().map(|t| to_utc(&t.0)),
+            last_operation,
+            conditions: status.conditions.clone(),
+            has_finalizer: meta
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| f.iter().any(|x| x == c::MCM_FINALIZER)),
+            has_priority: annotations.contains_key(c::PRIORITY_ANNOTATION),
+            force_deletion: labels
+                .get(c::FORCE_DELETION_LABEL)
+                .is_some_and(|v| parse_go_bool(v)),
+            settings,
+        }
+    }
+}
+
+/// Go's `strconv.ParseBool` truth values (invalid values are false).
+pub fn parse_go_bool(v: &str) -> bool {
+    matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
+}
+
+/// Converts a Kubernetes timestamp to chrono.
+pub fn to_utc(t: &k8s_openapi::jiff::Timestamp) -> DateTime<Utc> {
+    DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32).unwrap_or_default()
+}
+
+/// Converts chrono to a Kubernetes timestamp.
+pub fn to_time(t: DateTime<Utc>) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32).unwrap_or_default(),
+    )
 }
 
 fn elapsed(since: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
@@ -725,7 +790,7 @@ pub fn plan_drain(m: &MachineView, now: DateTime<Utc>) -> DrainPlan {
                 && c
                     .last_transition_time
                     .as_ref()
-                    .is_some_and(|t| elapsed(t.0, now) > FORCE_DRAIN_AFTER)
+                    .is_some_and(|t| elapsed(to_utc(&t.0), now) > FORCE_DRAIN_AFTER)
         })
     };
     let unhealthy = bad_for_long("Ready", "True") || bad_for_long("ReadonlyFilesystem", "False");

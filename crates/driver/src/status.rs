@@ -10,7 +10,7 @@ use std::fmt;
 /// What a provider knows about a VM when it answers with an error code that
 /// still identifies the machine (the reference returns a response together with
 /// `Uninitialized`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MachineIdentity {
     /// The provider ID of the VM, e.g. `aws:///eu-west-1/i-0123`.
     pub provider_id: String,
@@ -22,7 +22,7 @@ pub struct MachineIdentity {
 
 /// A machine error: a [`Code`] and a message, optionally with the identity of
 /// the VM it concerns.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub struct Status {
     /// The error code.
     pub code: Code,

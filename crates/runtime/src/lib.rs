@@ -1,1 +1,36 @@
-//! placeholder
+//! # mcm-runtime: the controllers of mcm-rs on kube-rs
+//!
+//! Thin I/O around the decisions of `mcm-core`: watches Machines, Nodes,
+//! MachineClasses and Secrets, calls the provider [`mcm_driver::Driver`], and
+//! writes status, labels, finalizers and Events.
+//!
+//! - [`machine`]: the Machine controller (creation, initialization, health, deletion).
+//! - [`drain`]: cordon and drain of a Node before its VM is deleted.
+//! - [`leader`]: Lease-based leader election, so two replicas never reconcile at once.
+//! - [`metrics`]: Prometheus metrics with the reference's names and labels.
+//! - [`class`]: finalizers on MachineClasses and their Secrets.
+
+pub mod class;
+pub mod config;
+pub mod context;
+pub mod drain;
+pub mod leader;
+pub mod machine;
+pub mod metrics;
+
+pub use config::Config;
+pub use context::{Context, DriverRegistry};
+
+/// Errors of the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// A serialization problem.
+    #[error("serialization: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A configuration problem.
+    #[error("configuration: {0}")]
+    Config(String),
+}

@@ -1,0 +1,607 @@
+//! One test per transition of the Machine state machine.
+
+use super::*;
+use chrono::TimeZone;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).single().unwrap_or_default()
+}
+
+fn mins(n: i64) -> chrono::Duration {
+    chrono::Duration::minutes(n)
+}
+
+fn view(phase: Phase) -> MachineView {
+    MachineView {
+        name: "m1".into(),
+        created: t0(),
+        deleting_since: None,
+        provider_id: String::new(),
+        node: None,
+        phase,
+        phase_since: Some(t0()),
+        last_operation: None,
+        conditions: vec![],
+        has_finalizer: true,
+        has_priority: false,
+        force_deletion: false,
+        settings: Settings::default(),
+    }
+}
+
+fn cond(ty: &str, status: &str) -> NodeCondition {
+    NodeCondition {
+        type_: ty.into(),
+        status: status.into(),
+        ..Default::default()
+    }
+}
+
+fn cond_since(ty: &str, status: &str, since: DateTime<Utc>) -> NodeCondition {
+    NodeCondition {
+        last_transition_time: Some(to_time(since)),
+        ..cond(ty, status)
+    }
+}
+
+fn identity(pid: &str) -> MachineIdentity {
+    MachineIdentity {
+        provider_id: pid.into(),
+        node_name: "node-1".into(),
+        addresses: vec![],
+    }
+}
+
+fn ready_node() -> NodeView {
+    NodeView {
+        conditions: vec![cond("Ready", "True")],
+        critical_components_not_ready: false,
+    }
+}
+
+fn init_failed_view(phase: Phase) -> MachineView {
+    MachineView {
+        provider_id: "local:///z/i-1".into(),
+        node: Some("node-1".into()),
+        last_operation: Some((
+            "Provider error: machine codes error: code = [Internal] message = [boom]. Initialize VM Instance".into(),
+            OpState::Failed,
+            OpType::Create,
+        )),
+        ..view(phase)
+    }
+}
+
+// --- durations
+
+#[test]
+fn go_durations_parse_like_go() {
+    assert_eq!(parse_go_duration("20m"), Some(Duration::from_secs(1200)));
+    assert_eq!(parse_go_duration("1h30m"), Some(Duration::from_secs(5400)));
+    assert_eq!(parse_go_duration("1.5h"), Some(Duration::from_secs(5400)));
+    assert_eq!(parse_go_duration("500ms"), Some(Duration::from_millis(500)));
+    assert_eq!(parse_go_duration("0"), Some(Duration::ZERO));
+    assert_eq!(parse_go_duration("10"), None);
+    assert_eq!(parse_go_duration("-5m"), None);
+    assert_eq!(parse_go_duration("5x"), None);
+    assert_eq!(parse_go_duration(""), None);
+    assert_eq!(format_go_duration(Duration::from_secs(1200)), "20m0s");
+    assert_eq!(format_go_duration(Duration::from_secs(3723)), "1h2m3s");
+}
+
+#[test]
+fn condition_lists_are_trimmed_unlike_the_reference() {
+    assert_eq!(split_conditions("A, B ,,C"), vec!["A", "B", "C"]);
+}
+
+// --- creation
+
+#[test]
+fn not_found_without_provider_id_creates() {
+    let m = view(Phase::Empty);
+    let plan = plan_creation(&m, Err(Status::not_found("no vm")));
+    assert_eq!(plan, CreationPlan::Create);
+    assert!(needs_initialization(&m, &plan));
+}
+
+#[test]
+fn unimplemented_status_without_provider_id_creates() {
+    let m = view(Phase::Empty);
+    assert_eq!(
+        plan_creation(&m, Err(Status::unimplemented("no status"))),
+        CreationPlan::Create
+    );
+}
+
+#[test]
+fn not_found_with_provider_id_never_creates_a_second_vm() {
+    let m = MachineView {
+        provider_id: "p1".into(),
+        ..view(Phase::CrashLoopBackOff)
+    };
+    let plan = plan_creation(&m, Err(Status::not_found("no vm")));
+    assert_eq!(plan, CreationPlan::KeepExisting);
+    assert!(!needs_initialization(&m, &plan));
+}
+
+#[test]
+fn status_ok_adopts_the_vm_without_initializing() {
+    let m = view(Phase::Empty);
+    let plan = plan_creation(
+        &m,
+        Ok(GetMachineStatusResponse {
+            provider_id: "p1".into(),
+            node_name: "node-1".into(),
+            addresses: vec![],
+        }),
+    );
+    assert_eq!(plan, CreationPlan::Adopt(identity("p1")));
+    assert!(!needs_initialization(&m, &plan));
+}
+
+#[test]
+fn uninitialized_initializes_and_never_creates() {
+    let m = view(Phase::Empty);
+    let plan = plan_creation(&m, Err(Status::uninitialized("not yet", identity("p1"))));
+    assert_eq!(plan, CreationPlan::Initialize(identity("p1")));
+    assert!(needs_initialization(&m, &plan));
+}
+
+#[test]
+fn uninitialized_without_identity_uses_the_recorded_provider_id_instead_of_panicking() {
+    let m = MachineView {
+        provider_id: "p1".into(),
+        node: Some("node-1".into()),
+        ..view(Phase::CrashLoopBackOff)
+    };
+    let plan = plan_creation(&m, Err(Status::new(Code::Uninitialized, "nil response")));
+    assert_eq!(plan, CreationPlan::Initialize(identity("p1")));
+}
+
+#[test]
+fn uninitialized_without_any_identity_is_a_failure_not_a_create() {
+    let m = view(Phase::Empty);
+    let plan = plan_creation(&m, Err(Status::new(Code::Uninitialized, "nil response")));
+    assert!(matches!(plan, CreationPlan::Fail(s) if s.code == Code::Internal));
+}
+
+#[test]
+fn other_status_errors_are_recorded_as_create_failures() {
+    let m = view(Phase::Empty);
+    let plan = plan_creation(&m, Err(Status::new(Code::PermissionDenied, "denied")));
+    assert!(matches!(plan, CreationPlan::Fail(s) if s.code == Code::PermissionDenied));
+}
+
+#[test]
+fn a_failed_initialization_is_retried_even_if_status_says_ok() {
+    let m = init_failed_view(Phase::CrashLoopBackOff);
+    let plan = plan_creation(&m, Ok(GetMachineStatusResponse::default()));
+    assert!(needs_initialization(&m, &plan));
+    assert!(needs_initialization(&m, &CreationPlan::KeepExisting));
+}
+
+#[test]
+fn create_failure_is_crashloopbackoff_before_the_timeout_and_failed_after() {
+    let m = view(Phase::Empty);
+    let err = Status::internal("boom");
+    let early = create_failed(&m, &err, t0() + mins(5));
+    assert_eq!(early.phase, Some(Phase::CrashLoopBackOff));
+    assert_eq!(
+        early.operation.description,
+        "Cloud provider message - machine codes error: code = [Internal] message = [boom]"
+    );
+    assert_eq!(early.operation.error_code.as_deref(), Some("Internal"));
+    assert_eq!(early.operation.state, OpState::Failed);
+    assert_eq!(early.operation.kind, OpType::Create);
+    let late = create_failed(&m, &err, t0() + mins(21));
+    assert_eq!(late.phase, Some(Phase::Failed));
+}
+
+#[test]
+fn initialization_failure_writes_the_contract_text() {
+    let m = view(Phase::Empty);
+    let err = Status::new(Code::Uninitialized, "VM instance could not be initialized");
+    let out = initialization_outcome::<()>(&m, &Err(err), t0() + mins(1));
+    let InitOutcome::Failed(t) = out else {
+        panic!("expected failure")
+    };
+    assert_eq!(t.phase, Some(Phase::CrashLoopBackOff));
+    assert_eq!(
+        t.operation.description,
+        "Provider error: machine codes error: code = [Uninitialized] message = [VM instance could not be initialized]. Initialize VM Instance"
+    );
+    assert_eq!(t.operation.error_code.as_deref(), Some("Uninitialized"));
+    assert_eq!(t.operation.state, OpState::Failed);
+    assert_eq!(t.operation.kind, OpType::Create);
+}
+
+#[test]
+fn initialization_failure_after_the_creation_timeout_is_failed() {
+    let m = view(Phase::CrashLoopBackOff);
+    let out = initialization_outcome::<()>(&m, &Err(Status::internal("x")), t0() + mins(25));
+    assert!(matches!(out, InitOutcome::Failed(t) if t.phase == Some(Phase::Failed)));
+}
+
+#[test]
+fn unimplemented_initialization_means_nothing_to_do() {
+    let m = view(Phase::Empty);
+    let out = initialization_outcome::<()>(&m, &Err(Status::unimplemented("n/a")), t0());
+    assert_eq!(out, InitOutcome::Done);
+    assert_eq!(initialization_outcome(&m, &Ok(()), t0()), InitOutcome::Done);
+}
+
+#[test]
+fn created_is_pending_with_a_target_cluster_and_available_without() {
+    let with = created(true);
+    assert_eq!(with.phase, Some(Phase::Pending));
+    assert_eq!(with.operation.description, "Creating machine on cloud provider");
+    assert_eq!(with.timeout_active, Some(true));
+    let without = created(false);
+    assert_eq!(without.phase, Some(Phase::Available));
+    assert_eq!(without.operation.description, "Created machine on cloud provider");
+    assert_eq!(without.operation.state, OpState::Successful);
+}
+
+#[test]
+fn failed_machines_never_reenter_the_creation_flow() {
+    assert!(view(Phase::Empty).needs_creation_flow());
+    assert!(view(Phase::CrashLoopBackOff).needs_creation_flow());
+    assert!(!view(Phase::Failed).needs_creation_flow());
+    let pending = MachineView {
+        provider_id: "p".into(),
+        ..view(Phase::Pending)
+    };
+    assert!(!pending.needs_creation_flow());
+}
+
+// --- health
+
+#[test]
+fn pending_machine_with_ready_node_joins_and_runs() {
+    let m = MachineView {
+        node: Some("node-1".into()),
+        last_operation: Some(("Creating".into(), OpState::Processing, OpType::Create)),
+        ..view(Phase::Pending)
+    };
+    let d = health(&m, Some(&ready_node()), t0() + mins(3));
+    let t = d.transition.expect("transition");
+    assert_eq!(t.phase, Some(Phase::Running));
+    assert_eq!(t.operation.description, "Machine m1 successfully joined the cluster in 3m0s");
+    assert!(d.joined);
+}
+
+#[test]
+fn critical_components_taint_blocks_pending_to_running() {
+    let m = view(Phase::Pending);
+    let node = NodeView {
+        critical_components_not_ready: true,
+        ..ready_node()
+    };
+    let d = health(&m, Some(&node), t0() + mins(1));
+    assert!(d.transition.is_none());
+}
+
+#[test]
+fn crashloop_machine_with_failed_initialization_is_held_out_of_running() {
+    let m = init_failed_view(Phase::CrashLoopBackOff);
+    let d = health(&m, Some(&ready_node()), t0() + mins(1));
+    assert!(d.transition.is_none(), "must not become Running");
+    assert!(d.held_for_initialization);
+}
+
+#[test]
+fn failed_machine_is_not_promoted_by_a_ready_node() {
+    let m = init_failed_view(Phase::Failed);
+    let d = health(&m, Some(&ready_node()), t0() + mins(30));
+    assert!(d.transition.is_none());
+}
+
+#[test]
+fn running_machine_with_not_ready_node_goes_unknown() {
+    let m = MachineView {
+        conditions: vec![cond("Ready", "True")],
+        ..view(Phase::Running)
+    };
+    let node = NodeView {
+        conditions: vec![cond("Ready", "False")],
+        critical_components_not_ready: false,
+    };
+    let d = health(&m, Some(&node), t0());
+    let t = d.transition.expect("transition");
+    assert_eq!(t.phase, Some(Phase::Unknown));
+    assert!(t
+        .operation
+        .description
+        .starts_with("Machine m1 is unhealthy - changing MachinePhase to Unknown"));
+    assert!(d.conditions.is_some());
+}
+
+#[test]
+fn a_watched_condition_that_is_not_false_is_unhealthy() {
+    let watched = Settings::default().node_conditions;
+    assert!(!is_healthy(&[cond("Ready", "True"), cond("DiskPressure", "Unknown")], &watched));
+    assert!(is_healthy(&[cond("Ready", "True"), cond("Other", "True")], &watched));
+    assert!(!is_healthy(&[], &watched));
+    assert!(is_healthy(&[cond("DiskPressure", "False")], &watched));
+}
+
+#[test]
+fn running_machine_whose_node_vanished_goes_unknown() {
+    let m = MachineView {
+        conditions: vec![cond("Ready", "True")],
+        ..view(Phase::Running)
+    };
+    let d = health(&m, None, t0());
+    let t = d.transition.expect("transition");
+    assert_eq!(t.phase, Some(Phase::Unknown));
+    assert_eq!(
+        t.operation.description,
+        "Node object went missing. Machine m1 is unhealthy - changing MachinePhase to Unknown"
+    );
+}
+
+#[test]
+fn unknown_machine_with_healthy_node_rejoins() {
+    let m = MachineView {
+        conditions: vec![cond("Ready", "True")],
+        last_operation: Some(("x".into(), OpState::Processing, OpType::HealthCheck)),
+        ..view(Phase::Unknown)
+    };
+    let d = health(&m, Some(&ready_node()), t0());
+    let t = d.transition.expect("transition");
+    assert_eq!(t.phase, Some(Phase::Running));
+    assert_eq!(t.operation.description, "Machine m1 successfully re-joined the cluster");
+    assert!(!d.joined);
+}
+
+#[test]
+fn unknown_past_the_health_timeout_fails_through_the_limiter() {
+    let m = MachineView {
+        conditions: vec![cond("Ready", "False")],
+        last_operation: Some(("x".into(), OpState::Processing, OpType::HealthCheck)),
+        ..view(Phase::Unknown)
+    };
+    let node = NodeView {
+        conditions: vec![cond("Ready", "False")],
+        critical_components_not_ready: false,
+    };
+    let d = health(&m, Some(&node), t0() + mins(11));
+    let t = d.transition.expect("transition");
+    assert_eq!(t.phase, Some(Phase::Failed));
+    assert!(d.rate_limited);
+    assert!(t
+        .operation
+        .description
+        .starts_with("Machine m1 health checks failing since last 10 minutes. Updating machine phase to Failed."));
+}
+
+#[test]
+fn unknown_within_the_health_timeout_rechecks_later() {
+    let m = MachineView {
+        conditions: vec![cond("Ready", "False")],
+        ..view(Phase::Unknown)
+    };
+    let node = NodeView {
+        conditions: vec![cond("Ready", "False")],
+        critical_components_not_ready: false,
+    };
+    let d = health(&m, Some(&node), t0() + mins(5));
+    assert!(d.transition.is_none());
+    assert!(d.recheck_after.is_some());
+}
+
+#[test]
+fn disabled_health_timeout_keeps_unknown() {
+    let mut m = view(Phase::Unknown);
+    m.settings.disable_health_timeout = true;
+    let d = health(&m, None, t0() + mins(60));
+    assert!(d.transition.is_none());
+}
+
+#[test]
+fn pending_past_the_creation_timeout_fails_without_the_limiter() {
+    let m = MachineView {
+        last_operation: Some(("Creating".into(), OpState::Processing, OpType::Create)),
+        ..view(Phase::Pending)
+    };
+    let d = health(&m, None, t0() + mins(21));
+    let t = d.transition.expect("transition");
+    assert_eq!(t.phase, Some(Phase::Failed));
+    assert_eq!(t.operation.description, "Machine m1 failed to join the cluster in 20 minutes.");
+    assert!(!d.rate_limited);
+}
+
+#[test]
+fn only_one_replacement_at_a_time_per_deployment() {
+    assert!(may_mark_failed(&[Phase::Running, Phase::Unknown, Phase::Unknown]));
+    assert!(!may_mark_failed(&[Phase::Running, Phase::Pending]));
+    assert!(!may_mark_failed(&[Phase::Terminating]));
+    assert!(!may_mark_failed(&[Phase::Failed]));
+}
+
+// --- deletion
+
+#[test]
+fn deletion_starts_by_setting_terminating() {
+    let m = view(Phase::Running);
+    assert_eq!(deletion_step(&m), DeletionStep::SetTerminating);
+    let t = set_terminating();
+    assert_eq!(t.phase, Some(Phase::Terminating));
+    assert_eq!(t.operation.description, markers::GET_VM_STATUS);
+}
+
+#[test]
+fn deletion_without_finalizer_does_nothing() {
+    let m = MachineView {
+        has_finalizer: false,
+        ..view(Phase::Running)
+    };
+    assert_eq!(deletion_step(&m), DeletionStep::MissingFinalizer);
+}
+
+#[test]
+fn deletion_steps_dispatch_on_the_description_markers_in_order() {
+    let cases = [
+        (markers::GET_VM_STATUS, DeletionStep::GetVmStatus),
+        ("x. Initiate node drain", DeletionStep::Drain),
+        ("Force Drain successful. Delete Volume Attachments", DeletionStep::DeleteVolumeAttachments),
+        ("Drain successful. Initiate VM deletion", DeletionStep::DeleteVm),
+        ("VM deletion was successful. Initiate node object deletion", DeletionStep::DeleteNode),
+        ("ok. Initiate machine object finalizer removal", DeletionStep::RemoveFinalizer),
+        ("garbage", DeletionStep::SetTerminating),
+    ];
+    for (desc, step) in cases {
+        let m = MachineView {
+            last_operation: Some((desc.into(), OpState::Processing, OpType::Delete)),
+            ..view(Phase::Terminating)
+        };
+        assert_eq!(deletion_step(&m), step, "{desc}");
+    }
+}
+
+#[test]
+fn get_vm_status_step_texts() {
+    assert!(after_get_vm_status(false, false, None)
+        .operation
+        .description
+        .ends_with("Initiate VM deletion"));
+    assert_eq!(after_get_vm_status(true, true, None).operation.description, "Initiate node drain");
+    let uninit = Err(Status::new(Code::Uninitialized, "x"));
+    assert_eq!(
+        after_get_vm_status(true, false, Some(&uninit)).operation.description,
+        "VM instance was not initialized. Moving forward to node drain. Initiate node drain"
+    );
+    let nf = Err(Status::not_found("x"));
+    assert_eq!(
+        after_get_vm_status(true, false, Some(&nf)).operation.description,
+        "VM was not found at provider. Moving forward to node drain. Initiate node drain"
+    );
+    let transient = Err(Status::new(Code::Unavailable, "x"));
+    let t = after_get_vm_status(true, false, Some(&transient));
+    assert_eq!(t.operation.state, OpState::Failed);
+    assert!(t.operation.description.contains(markers::GET_VM_STATUS));
+}
+
+#[test]
+fn drain_is_forced_by_label_timeout_or_a_long_notready_node() {
+    let now = t0() + mins(60);
+    let normal = MachineView {
+        deleting_since: Some(now),
+        ..view(Phase::Terminating)
+    };
+    let p = plan_drain(&normal, now);
+    assert!(!p.force);
+    assert_eq!(p.max_evict_retries, 360);
+    let labelled = MachineView {
+        force_deletion: true,
+        ..normal.clone()
+    };
+    assert!(plan_drain(&labelled, now).force);
+    let old = MachineView {
+        deleting_since: Some(t0()),
+        settings: Settings {
+            drain_timeout: Duration::from_secs(600),
+            ..Settings::default()
+        },
+        ..normal.clone()
+    };
+    assert!(plan_drain(&old, now).force);
+    let notready = MachineView {
+        conditions: vec![cond_since("Ready", "False", now - mins(6))],
+        ..normal.clone()
+    };
+    assert!(plan_drain(&notready, now).force);
+    let recently = MachineView {
+        conditions: vec![cond_since("Ready", "False", now - mins(2))],
+        ..normal
+    };
+    assert!(!plan_drain(&recently, now).force);
+}
+
+#[test]
+fn drain_outcomes_lead_to_the_right_next_step() {
+    let normal = DrainPlan {
+        force: false,
+        timeout: Duration::from_secs(60),
+        max_evict_retries: 3,
+    };
+    let forced = DrainPlan { force: true, ..normal };
+    assert_eq!(
+        after_drain(&normal, true, Ok(())).operation.description,
+        "Drain successful. Initiate VM deletion"
+    );
+    assert_eq!(
+        after_drain(&forced, true, Ok(())).operation.description,
+        "Force Drain successful. Delete Volume Attachments"
+    );
+    let failed = after_drain(&normal, true, Err("pdb".into()));
+    assert_eq!(failed.operation.state, OpState::Failed);
+    assert_eq!(
+        failed.operation.description,
+        "Drain failed due to - pdb. Will retry in next sync. Initiate node drain"
+    );
+    assert!(after_drain(&normal, false, Ok(()))
+        .operation
+        .description
+        .starts_with("Skipping drain"));
+}
+
+#[test]
+fn vm_deletion_outcomes() {
+    let (ok, quick) = after_delete_vm::<()>(&Ok(()));
+    assert_eq!(ok.operation.description, "VM deletion was successful. Initiate node object deletion");
+    assert!(quick);
+    let (nf, _) = after_delete_vm::<()>(&Err(Status::not_found("x")));
+    assert_eq!(nf.operation.description, "VM not found. Continuing deletion flow. Initiate node object deletion");
+    let (tr, quick) = after_delete_vm::<()>(&Err(Status::new(Code::Unavailable, "x")));
+    assert!(tr.operation.description.ends_with("Initiate VM deletion"));
+    assert!(quick);
+    let (hard, quick) = after_delete_vm::<()>(&Err(Status::new(Code::PermissionDenied, "x")));
+    assert!(hard.operation.description.contains("Aborting operation"));
+    assert!(!quick);
+}
+
+#[test]
+fn node_deletion_outcomes_lead_to_finalizer_removal() {
+    for o in [
+        NodeDeletion::NoLabel,
+        NodeDeletion::NotFound("n".into()),
+        NodeDeletion::Deleted("n".into()),
+    ] {
+        assert!(after_delete_node("m1", &o)
+            .operation
+            .description
+            .ends_with(markers::INITIATE_FINALIZER_REMOVAL));
+    }
+    let f = after_delete_node("m1", &NodeDeletion::Failed("n".into(), "e".into()));
+    assert!(f.operation.description.ends_with(markers::INITIATE_NODE_DELETION));
+}
+
+// --- userdata
+
+#[test]
+fn userdata_placeholders_are_substituted_raw_or_escaped() {
+    assert_eq!(
+        substitute_userdata("name=<<MACHINE_NAME>> t=<<BOOTSTRAP_TOKEN>>", "m1", Some("abc.def")),
+        "name=m1 t=abc.def"
+    );
+    assert_eq!(
+        substitute_userdata("u?t=%3C%3CBOOTSTRAP_TOKEN%3E%3E", "m1", Some("a b")),
+        "u?t=a+b"
+    );
+    assert_eq!(
+        substitute_userdata("t=<<BOOTSTRAP_TOKEN>>", "m1", None),
+        "t=<<BOOTSTRAP_TOKEN>>"
+    );
+}
+
+#[test]
+fn bootstrap_token_ids_differ_for_similar_names_and_short_names_work() {
+    let a = bootstrap_token_id("pool-abc12-xyz", "uid-1");
+    let b = bootstrap_token_id("pool-def12-xyz", "uid-2");
+    assert_ne!(a, b);
+    assert_eq!(a.len(), 6);
+    assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+    assert_eq!(bootstrap_token_id("m", "u").len(), 6);
+    assert_eq!(a, bootstrap_token_id("pool-abc12-xyz", "uid-1"));
+}

@@ -1,0 +1,247 @@
+//! Configuration of the AWS driver: endpoint, API budget, retries, timing.
+
+use crate::ratelimit::ActionClass;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A hook that adjusts every EC2 client config the driver builds (after the
+/// driver's own settings), e.g. to add interceptors or a test HTTP client.
+pub type SdkConfigHook =
+    Arc<dyn Fn(aws_sdk_ec2::config::Builder) -> aws_sdk_ec2::config::Builder + Send + Sync>;
+
+/// Configuration of [`crate::AwsDriver`]. `Default` gives production settings
+/// for real EC2.
+#[derive(Clone)]
+pub struct AwsDriverConfig {
+    /// EC2 endpoint override (moto, LocalStack, EC2-compatible clouds). `None` = AWS.
+    pub endpoint_url: Option<String>,
+    /// Client-side token buckets per EC2 action class.
+    pub rate_limits: RateLimits,
+    /// SDK retries and the driver's own throttling back-off.
+    pub retry: RetrySettings,
+    /// How long concurrent DescribeInstances look-ups are collected into one call.
+    pub batch_window: Duration,
+    /// Largest number of IDs / names merged into one DescribeInstances call.
+    pub max_batch_size: usize,
+    /// Concurrent CreateMachine calls (RunInstances plus the visibility wait).
+    pub max_concurrent_creates: usize,
+    /// Back-off while waiting for a new instance to become visible.
+    pub visibility_backoff: Backoff,
+    /// Give up waiting for a new instance to become visible after this long.
+    pub visibility_timeout: Duration,
+    /// How long DeleteMachine waits for retained volumes / interfaces to detach
+    /// before it leaves them to the next DeleteMachine call.
+    pub cleanup_timeout: Duration,
+    /// Back-off while waiting for retained resources to detach.
+    pub cleanup_backoff: Backoff,
+    /// How long an AMI's root device name is cached.
+    pub image_cache_ttl: Duration,
+    /// Per-attempt timeout of one EC2 HTTP call.
+    pub attempt_timeout: Duration,
+    /// Adjusts each EC2 client config (tests, extra interceptors).
+    pub sdk_config_hook: Option<SdkConfigHook>,
+}
+
+impl Default for AwsDriverConfig {
+    fn default() -> Self {
+        AwsDriverConfig {
+            endpoint_url: None,
+            rate_limits: RateLimits::default(),
+            retry: RetrySettings::default(),
+            batch_window: Duration::from_millis(20),
+            max_batch_size: 100,
+            max_concurrent_creates: 16,
+            visibility_backoff: Backoff {
+                initial: Duration::from_millis(500),
+                factor: 1.5,
+                max: Duration::from_secs(60),
+            },
+            visibility_timeout: Duration::from_secs(300),
+            cleanup_timeout: Duration::from_secs(60),
+            cleanup_backoff: Backoff {
+                initial: Duration::from_secs(1),
+                factor: 2.0,
+                max: Duration::from_secs(15),
+            },
+            image_cache_ttl: Duration::from_secs(600),
+            attempt_timeout: Duration::from_secs(30),
+            sdk_config_hook: None,
+        }
+    }
+}
+
+impl AwsDriverConfig {
+    /// Default settings against another endpoint (e.g. `http://127.0.0.1:5000` for moto).
+    pub fn with_endpoint(endpoint_url: impl Into<String>) -> Self {
+        AwsDriverConfig {
+            endpoint_url: Some(endpoint_url.into()),
+            ..Default::default()
+        }
+    }
+}
+
+impl fmt::Debug for AwsDriverConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AwsDriverConfig")
+            .field("endpoint_url", &self.endpoint_url)
+            .field("rate_limits", &self.rate_limits)
+            .field("retry", &self.retry)
+            .field("batch_window", &self.batch_window)
+            .field("max_batch_size", &self.max_batch_size)
+            .field("max_concurrent_creates", &self.max_concurrent_creates)
+            .field("visibility_backoff", &self.visibility_backoff)
+            .field("visibility_timeout", &self.visibility_timeout)
+            .field("cleanup_timeout", &self.cleanup_timeout)
+            .field("image_cache_ttl", &self.image_cache_ttl)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("sdk_config_hook", &self.sdk_config_hook.is_some())
+            .finish()
+    }
+}
+
+/// Exponential back-off with ±50 % jitter.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    /// First delay.
+    pub initial: Duration,
+    /// Growth per step.
+    pub factor: f64,
+    /// Largest delay.
+    pub max: Duration,
+}
+
+impl Backoff {
+    /// The delay before retry number `step` (0-based), with jitter.
+    pub fn delay(&self, step: u32) -> Duration {
+        let base = self.initial.as_secs_f64() * self.factor.max(1.0).powi(step.min(64) as i32);
+        let capped = base.min(self.max.as_secs_f64());
+        let jitter = 0.5 + rand::random::<f64>();
+        Duration::from_secs_f64((capped * jitter).min(self.max.as_secs_f64()).max(0.0))
+    }
+}
+
+/// One token bucket: burst capacity and refill rate (tokens per second).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BucketLimit {
+    /// Burst size.
+    pub capacity: u32,
+    /// Sustained rate.
+    pub refill_per_sec: f64,
+}
+
+impl BucketLimit {
+    const fn new(capacity: u32, refill_per_sec: f64) -> Self {
+        BucketLimit {
+            capacity,
+            refill_per_sec,
+        }
+    }
+}
+
+/// Client-side token buckets per EC2 action class, per account (credentials)
+/// and region. Defaults are EC2's published per-account limits.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateLimits {
+    /// Switch the buckets off entirely.
+    pub enabled: bool,
+    /// RunInstances request bucket (EC2: 5 burst, 2/s).
+    pub run_instances: BucketLimit,
+    /// TerminateInstances request bucket (EC2: 100 burst, 5/s).
+    pub terminate_instances: BucketLimit,
+    /// Non-mutating (Describe*) bucket (EC2: 100 burst, 20/s).
+    pub describe: BucketLimit,
+    /// Other mutating actions (EC2: 50 burst, 5/s).
+    pub mutating: BucketLimit,
+    /// AssignIpv6Addresses (EC2 uncategorized: 100 burst, 5/s).
+    pub assign_ipv6_addresses: BucketLimit,
+    /// Create/DeleteNetworkInterface (EC2 uncategorized: 100 burst, 5/s).
+    pub network_interfaces: BucketLimit,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        RateLimits {
+            enabled: true,
+            run_instances: BucketLimit::new(5, 2.0),
+            terminate_instances: BucketLimit::new(100, 5.0),
+            describe: BucketLimit::new(100, 20.0),
+            mutating: BucketLimit::new(50, 5.0),
+            assign_ipv6_addresses: BucketLimit::new(100, 5.0),
+            network_interfaces: BucketLimit::new(100, 5.0),
+        }
+    }
+}
+
+impl RateLimits {
+    /// The limit of a class.
+    pub fn limit(&self, class: ActionClass) -> BucketLimit {
+        match class {
+            ActionClass::RunInstances => self.run_instances,
+            ActionClass::TerminateInstances => self.terminate_instances,
+            ActionClass::Describe => self.describe,
+            ActionClass::Mutating => self.mutating,
+            ActionClass::AssignIpv6Addresses => self.assign_ipv6_addresses,
+            ActionClass::NetworkInterfaces => self.network_interfaces,
+        }
+    }
+}
+
+/// Retries: the SDK's standard retry strategy (throttling, 5xx and transport
+/// errors, with its own client-side retry quota), then the driver's own pause
+/// of the whole action class when a call is still throttled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetrySettings {
+    /// SDK attempts per call (1 = no SDK retry).
+    pub sdk_max_attempts: u32,
+    /// SDK initial back-off.
+    pub sdk_initial_backoff: Duration,
+    /// SDK largest back-off.
+    pub sdk_max_backoff: Duration,
+    /// Extra tries of a call that is still throttled after the SDK's retries.
+    pub throttle_retries: u32,
+    /// Pause of the action class after the first throttled call (doubles per strike).
+    pub throttle_pause: Duration,
+    /// Largest pause of an action class.
+    pub throttle_max_pause: Duration,
+}
+
+impl Default for RetrySettings {
+    fn default() -> Self {
+        RetrySettings {
+            sdk_max_attempts: 3,
+            sdk_initial_backoff: Duration::from_secs(1),
+            sdk_max_backoff: Duration::from_secs(20),
+            throttle_retries: 2,
+            throttle_pause: Duration::from_secs(2),
+            throttle_max_pause: Duration::from_secs(30),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let b = Backoff {
+            initial: Duration::from_millis(100),
+            factor: 2.0,
+            max: Duration::from_secs(1),
+        };
+        for _ in 0..50 {
+            let d0 = b.delay(0);
+            assert!(d0 >= Duration::from_millis(50) && d0 <= Duration::from_millis(150), "{d0:?}");
+            assert!(b.delay(30) <= Duration::from_secs(1));
+        }
+    }
+
+    #[test]
+    fn default_limits_are_the_published_ec2_ones() {
+        let l = RateLimits::default();
+        assert_eq!(l.limit(ActionClass::RunInstances), BucketLimit::new(5, 2.0));
+        assert_eq!(l.limit(ActionClass::Describe), BucketLimit::new(100, 20.0));
+        assert_eq!(l.limit(ActionClass::TerminateInstances), BucketLimit::new(100, 5.0));
+    }
+}

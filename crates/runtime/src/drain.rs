@@ -1,0 +1,272 @@
+//! Cordon and drain of a Node before its VM is deleted.
+//!
+//! Evictions respect PodDisruptionBudgets (a 429 is retried every
+//! `eviction_retry_interval`, up to `max_evict_retries`, then the pod is
+//! deleted); DaemonSet and mirror pods are skipped; pods without volumes are
+//! evicted in parallel, pods with volumes one at a time by priority, each
+//! waiting until its volumes' VolumeAttachments on this node are detached. A
+//! forced drain deletes every pod with grace period 0 without waiting.
+
+use crate::config::Config;
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use mcm_core::machine::DrainPlan;
+use mcm_driver::{Driver, GetVolumeIdsRequest};
+use serde_json::json;
+use std::time::Duration;
+use tokio::time::{sleep, Instant};
+use tracing::{debug, info, warn};
+
+/// How a drain runs.
+#[derive(Debug, Clone)]
+pub struct DrainOptions {
+    /// Delete pods with grace 0 and do not wait.
+    pub force: bool,
+    /// Overall deadline.
+    pub timeout: Duration,
+    /// Eviction attempts per pod before it is deleted instead.
+    pub max_evict_retries: i32,
+    /// Pause between evictions blocked by a PodDisruptionBudget.
+    pub eviction_retry_interval: Duration,
+    /// How long to wait for a pod's volumes to detach.
+    pub pv_detach_timeout: Duration,
+}
+
+impl DrainOptions {
+    /// Options from a planned drain and the controller settings.
+    pub fn from_plan(plan: &DrainPlan, cfg: &Config) -> Self {
+        DrainOptions {
+            force: plan.force,
+            timeout: plan.timeout,
+            max_evict_retries: plan.max_evict_retries,
+            eviction_retry_interval: cfg.eviction_retry_interval,
+            pv_detach_timeout: cfg.pv_detach_timeout,
+        }
+    }
+}
+
+/// Why a drain did not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum DrainError {
+    /// A Kubernetes call failed.
+    #[error("{0}")]
+    Kube(#[from] kube::Error),
+    /// The pods could not be removed in time.
+    #[error("timed out draining node {node}: {pending} pod(s) left")]
+    Timeout {
+        /// The node.
+        node: String,
+        /// Pods not yet gone.
+        pending: usize,
+    },
+    /// A PodDisruptionBudget blocks the eviction and cannot ever allow it.
+    #[error("eviction of {0} blocked by a misconfigured PodDisruptionBudget")]
+    Misconfigured(String),
+}
+
+fn is_mirror(p: &Pod) -> bool {
+    p.annotations().contains_key("kubernetes.io/config.mirror")
+}
+
+fn is_daemonset(p: &Pod) -> bool {
+    p.owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet")
+}
+
+fn pvc_names(p: &Pod) -> Vec<String> {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The pods a drain must remove from a node.
+pub fn pods_to_drain(pods: Vec<Pod>) -> Vec<Pod> {
+    pods.into_iter().filter(|p| !is_mirror(p) && !is_daemonset(p)).collect()
+}
+
+/// Cordons the node (spec.unschedulable) and sets its `Terminating` condition.
+pub async fn cordon(client: &Client, node: &str) -> Result<(), kube::Error> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let Some(n) = nodes.get_opt(node).await? else { return Ok(()) };
+    if !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false) {
+        let patch = json!({"spec": {"unschedulable": true}});
+        nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+    let mut conditions = n.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    if !conditions.iter().any(|c| c.type_ == "Terminating") {
+        conditions.push(k8s_openapi::api::core::v1::NodeCondition {
+            type_: "Terminating".into(),
+            status: "True".into(),
+            reason: Some("ScaleDown".into()),
+            message: Some("Machine Controller is scaling down machine".into()),
+            last_transition_time: Some(mcm_core::machine::to_time(chrono::Utc::now())),
+            ..Default::default()
+        });
+        let patch = json!({"status": {"conditions": conditions}});
+        if let Err(e) = nodes.patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+            debug!(error = %e, "could not set the Terminating node condition");
+        }
+    }
+    Ok(())
+}
+
+/// Cordons and drains `node`.
+pub async fn drain_node(client: &Client, node: &str, opts: &DrainOptions, driver: &dyn Driver) -> Result<(), DrainError> {
+    let deadline = Instant::now() + opts.timeout;
+    match cordon(client, node).await {
+        Ok(()) => {}
+        Err(e) if opts.force => warn!(node, error = %e, "cordon failed; continuing forced drain"),
+        Err(e) => return Err(e.into()),
+    }
+    let pods_api: Api<Pod> = Api::all(client.clone());
+    let pods = pods_to_drain(
+        pods_api
+            .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+            .await?
+            .items,
+    );
+    info!(node, pods = pods.len(), force = opts.force, "draining node");
+    if opts.force {
+        let deletes = pods.iter().map(|p| delete_pod(client, p, Some(0)));
+        for r in join_all(deletes).await {
+            r?;
+        }
+        return Ok(());
+    }
+    let (mut with_pv, without_pv): (Vec<Pod>, Vec<Pod>) = pods.into_iter().partition(|p| !pvc_names(p).is_empty());
+    let results = join_all(without_pv.iter().map(|p| evict_and_wait(client, p, opts, deadline))).await;
+    for r in results {
+        r?;
+    }
+    with_pv.sort_by_key(|p| std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
+    for p in &with_pv {
+        let volumes = volume_ids(client, p, driver).await;
+        evict_and_wait(client, p, opts, deadline).await?;
+        wait_for_detach(client, node, &volumes, opts.pv_detach_timeout.min(deadline.saturating_duration_since(Instant::now()))).await;
+    }
+    Ok(())
+}
+
+async fn delete_pod(client: &Client, p: &Pod, grace: Option<u32>) -> Result<(), kube::Error> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
+    let dp = DeleteParams {
+        grace_period_seconds: grace,
+        ..Default::default()
+    };
+    match api.delete(&p.name_any(), &dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn evict_and_wait(client: &Client, p: &Pod, opts: &DrainOptions, deadline: Instant) -> Result<(), DrainError> {
+    let ns = p.namespace().unwrap_or_default();
+    let name = p.name_any();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match api.evict(&name, &EvictParams::default()).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 429 => {
+                if attempts >= opts.max_evict_retries {
+                    warn!(pod = %name, namespace = %ns, attempts, "eviction still blocked; deleting the pod");
+                    delete_pod(client, p, None).await?;
+                    break;
+                }
+                debug!(pod = %name, attempts, "eviction blocked by a PodDisruptionBudget; retrying");
+                if Instant::now() + opts.eviction_retry_interval > deadline {
+                    return Err(DrainError::Timeout { node: String::new(), pending: 1 });
+                }
+                sleep(opts.eviction_retry_interval).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // Wait until the pod is gone (or replaced by one with another UID).
+    let uid = p.uid();
+    loop {
+        match api.get_opt(&name).await? {
+            None => return Ok(()),
+            Some(cur) if cur.uid() != uid => return Ok(()),
+            Some(_) => {}
+        }
+        if Instant::now() >= deadline {
+            return Err(DrainError::Timeout { node: p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(), pending: 1 });
+        }
+        sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The provider volume IDs and PV names of a pod's persistent volumes.
+async fn volume_ids(client: &Client, p: &Pod, driver: &dyn Driver) -> Vec<String> {
+    let ns = p.namespace().unwrap_or_default();
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let mut names = Vec::new();
+    let mut specs = Vec::new();
+    for claim in pvc_names(p) {
+        let Ok(Some(pvc)) = pvcs.get_opt(&claim).await else { continue };
+        let Some(pv_name) = pvc.spec.and_then(|s| s.volume_name) else { continue };
+        names.push(pv_name.clone());
+        if let Ok(Some(pv)) = pvs.get_opt(&pv_name).await {
+            if let Some(spec) = pv.spec {
+                specs.push(spec);
+            }
+        }
+    }
+    if let Ok(resp) = driver.get_volume_ids(&GetVolumeIdsRequest { pv_specs: specs }).await {
+        names.extend(resp.volume_ids);
+    }
+    names
+}
+
+/// Waits until no live VolumeAttachment on `node` refers to one of `volumes`
+/// (PV names or provider volume IDs), and the node reports none attached.
+async fn wait_for_detach(client: &Client, node: &str, volumes: &[String], timeout: Duration) {
+    if volumes.is_empty() {
+        return;
+    }
+    let vas: Api<VolumeAttachment> = Api::all(client.clone());
+    let nodes: Api<Node> = Api::all(client.clone());
+    let until = Instant::now() + timeout;
+    loop {
+        let attached_va = match vas.list(&ListParams::default()).await {
+            Ok(list) => list.items.iter().any(|va| {
+                va.spec.node_name == node
+                    && va.status.as_ref().is_some_and(|s| s.attached)
+                    && va.spec.source.persistent_volume_name.as_ref().is_some_and(|pv| volumes.contains(pv))
+            }),
+            Err(_) => false,
+        };
+        let attached_node = match nodes.get_opt(node).await {
+            Ok(Some(n)) => n
+                .status
+                .and_then(|s| s.volumes_attached)
+                .unwrap_or_default()
+                .iter()
+                .any(|v| volumes.iter().any(|id| v.name.contains(id.as_str()))),
+            _ => false,
+        };
+        if !attached_va && !attached_node {
+            return;
+        }
+        if Instant::now() >= until {
+            warn!(node, "timed out waiting for volumes to detach");
+            return;
+        }
+        sleep(Duration::from_secs(1)).await;
+    }
+}
