@@ -73,14 +73,16 @@ pub const DEFAULT_MACHINE_PRIORITY: &str = "3";
 /// Value of [`PRIORITY_ANNOTATION`] that marks a machine for deletion first.
 pub const MACHINE_PRIORITY_DELETE_FIRST: &str = "1";
 /// Machine annotation: RFC3339 time when a scaler marked the machine for deletion.
-pub const MARKED_FOR_DELETION_TIME_ANNOTATION: &str = "machine.sapcloud.io/marked-for-deletion-time";
+pub const MARKED_FOR_DELETION_TIME_ANNOTATION: &str =
+    "machine.sapcloud.io/marked-for-deletion-time";
 /// MachineDeployment (copied to the new MachineSet) annotation: RFC3339 time of the last
 /// replica change by a scaler.
 pub const LAST_REPLICA_CHANGE_BY_SCALER_TIME_ANNOTATION: &str =
     "machine.sapcloud.io/last-deployment-replica-change-by-scaler-time";
 /// MachineDeployment annotation written by the cluster-autoscaler MCM provider:
 /// `machine1~time1,machine2~time2`.
-pub const TRIGGER_DELETION_BY_MCM_ANNOTATION: &str = "node.machine.sapcloud.io/trigger-deletion-by-mcm";
+pub const TRIGGER_DELETION_BY_MCM_ANNOTATION: &str =
+    "node.machine.sapcloud.io/trigger-deletion-by-mcm";
 /// Rollout revision of MachineDeployments and MachineSets.
 pub const REVISION_ANNOTATION: &str = "deployment.kubernetes.io/revision";
 /// MachineSet annotation: comma list of previous revisions.
@@ -98,7 +100,8 @@ pub const PREFER_NO_SCHEDULE_VALUE: &str = "True";
 pub const UNFREEZE_ANNOTATION: &str = "safety.machine.sapcloud.io/unfreeze";
 /// Annotation on MachineDeployments → MachineSets → Machines: Go duration that overrides
 /// the template's `creationTimeout` for new machines.
-pub const EFFECTIVE_CREATION_TIMEOUT_ANNOTATION: &str = "node.machine.sapcloud.io/effective-creation-timeout";
+pub const EFFECTIVE_CREATION_TIMEOUT_ANNOTATION: &str =
+    "node.machine.sapcloud.io/effective-creation-timeout";
 /// Machine annotation: how long the node took to join (Go duration, diagnostic only).
 pub const MACHINE_JOIN_DURATION_ANNOTATION: &str = "node.machine.sapcloud.io/machine-join-duration";
 /// Machine / Node annotation requesting preservation; values below.
@@ -129,7 +132,8 @@ pub const LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION: &str =
 /// Node label holding the machine name.
 pub const MACHINE_NAME_NODE_LABEL: &str = "node.gardener.cloud/machine-name";
 /// Node annotation: JSON of the last applied nodeTemplate annotations, labels and taints.
-pub const LAST_APPLIED_ALT_ANNOTATION: &str = "node.machine.sapcloud.io/last-applied-anno-labels-taints";
+pub const LAST_APPLIED_ALT_ANNOTATION: &str =
+    "node.machine.sapcloud.io/last-applied-anno-labels-taints";
 /// Node annotation: JSON of the last applied MachineClass nodeTemplate virtualCapacity.
 pub const LAST_APPLIED_VIRTUAL_CAPACITY_ANNOTATION: &str =
     "node.machine.sapcloud.io/last-applied-virtual-capacity";
@@ -148,16 +152,19 @@ pub const NODE_UPDATE_RESULT_SUCCESSFUL: &str = "successful";
 /// [`NODE_UPDATE_RESULT_LABEL`] value: the update failed.
 pub const NODE_UPDATE_RESULT_FAILED: &str = "failed";
 /// Node annotation: why an in-place update failed.
-pub const NODE_UPDATE_FAILED_REASON_ANNOTATION: &str = "node.machine.sapcloud.io/update-failed-reason";
+pub const NODE_UPDATE_FAILED_REASON_ANNOTATION: &str =
+    "node.machine.sapcloud.io/update-failed-reason";
 /// Node annotation disabling cluster-autoscaler scale-down (value `"true"`).
-pub const CA_SCALE_DOWN_DISABLED_ANNOTATION: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
+pub const CA_SCALE_DOWN_DISABLED_ANNOTATION: &str =
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled";
 /// Node annotation recording that MCM set [`CA_SCALE_DOWN_DISABLED_ANNOTATION`] (value `"true"`).
 pub const CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION: &str =
     "cluster-autoscaler.kubernetes.io/scale-down-disabled-by-mcm";
 /// Value of the two cluster-autoscaler annotations above.
 pub const CA_SCALE_DOWN_DISABLED_VALUE: &str = "true";
 /// Gardener taint (NoSchedule) blocking Pending → Running; re-added after an in-place update.
-pub const CRITICAL_COMPONENTS_NOT_READY_TAINT: &str = "node.gardener.cloud/critical-components-not-ready";
+pub const CRITICAL_COMPONENTS_NOT_READY_TAINT: &str =
+    "node.gardener.cloud/critical-components-not-ready";
 /// Taint (NoSchedule) cordoning the node of a preserved failed machine.
 pub const PRESERVED_TAINT: &str = "node.machine.sapcloud.io/preserved";
 /// Taints whose addition or removal requires an immediate machine reconcile.
@@ -170,7 +177,8 @@ pub const ESSENTIAL_TAINTS: [&str; 1] = [CRITICAL_COMPONENTS_NOT_READY_TAINT];
 /// Node condition `Ready`.
 pub const NODE_READY_CONDITION: &str = "Ready";
 /// Default of the `--node-conditions` flag: conditions that must be False.
-pub const DEFAULT_NODE_CONDITIONS: &str = "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable";
+pub const DEFAULT_NODE_CONDITIONS: &str =
+    "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable";
 /// Node condition `ReadonlyFilesystem` (forced drain after 5 minutes).
 pub const NODE_READONLY_FILESYSTEM_CONDITION: &str = "ReadonlyFilesystem";
 /// Node condition written by the controller on deletion (status True).
@@ -276,9 +284,18 @@ mod tests {
 
     #[test]
     fn constants_match_the_reference_strings() {
-        assert_eq!(MCM_FINALIZER, "machine.sapcloud.io/machine-controller-manager");
-        assert_eq!(MC_SECRET_FINALIZER, "machine.sapcloud.io/machine-controller");
-        assert_eq!(NODE_FINALIZER, "node.machine.sapcloud.io/machine-controller");
+        assert_eq!(
+            MCM_FINALIZER,
+            "machine.sapcloud.io/machine-controller-manager"
+        );
+        assert_eq!(
+            MC_SECRET_FINALIZER,
+            "machine.sapcloud.io/machine-controller"
+        );
+        assert_eq!(
+            NODE_FINALIZER,
+            "node.machine.sapcloud.io/machine-controller"
+        );
         assert_eq!(NODE_LABEL, "node");
         assert_eq!(PRIORITY_ANNOTATION, "machinepriority.machine.sapcloud.io");
         assert_eq!(TEMPLATE_HASH_LABEL, "machine-template-hash");

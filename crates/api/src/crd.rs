@@ -120,7 +120,9 @@ fn with_type_meta(mut crd: CustomResourceDefinition) -> CustomResourceDefinition
         );
         properties.insert(
             "kind".to_owned(),
-            string_property("Kind is a string value representing the REST resource this object represents."),
+            string_property(
+                "Kind is a string value representing the REST resource this object represents.",
+            ),
         );
         properties.insert(
             "metadata".to_owned(),
@@ -145,10 +147,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 
 /// The file name under which a CRD is committed: `<plural>.<group>.yaml`.
 pub fn crd_file_name(crd: &CustomResourceDefinition) -> String {
-    format!(
-        "{}.{}.yaml",
-        crd.spec.names.plural, crd.spec.group
-    )
+    format!("{}.{}.yaml", crd.spec.names.plural, crd.spec.group)
 }
 
 /// One CRD as a YAML document (without a leading `---`). Should serialization ever fail, the

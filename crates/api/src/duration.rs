@@ -221,19 +221,46 @@ mod tests {
     #[test]
     fn rejects_malformed_durations() {
         assert!(matches!(parse_duration(""), Err(DurationError::Invalid(_))));
-        assert!(matches!(parse_duration("-"), Err(DurationError::Invalid(_))));
-        assert!(matches!(parse_duration("."), Err(DurationError::Invalid(_))));
-        assert!(matches!(parse_duration("m"), Err(DurationError::Invalid(_))));
-        assert!(matches!(parse_duration("20"), Err(DurationError::MissingUnit(_))));
-        assert!(matches!(parse_duration("1h20"), Err(DurationError::MissingUnit(_))));
-        assert!(matches!(parse_duration("20d"), Err(DurationError::UnknownUnit { .. })));
-        assert!(matches!(parse_duration("20 m"), Err(DurationError::UnknownUnit { .. })));
-        assert!(matches!(parse_duration("-5m"), Err(DurationError::Negative(_))));
+        assert!(matches!(
+            parse_duration("-"),
+            Err(DurationError::Invalid(_))
+        ));
+        assert!(matches!(
+            parse_duration("."),
+            Err(DurationError::Invalid(_))
+        ));
+        assert!(matches!(
+            parse_duration("m"),
+            Err(DurationError::Invalid(_))
+        ));
+        assert!(matches!(
+            parse_duration("20"),
+            Err(DurationError::MissingUnit(_))
+        ));
+        assert!(matches!(
+            parse_duration("1h20"),
+            Err(DurationError::MissingUnit(_))
+        ));
+        assert!(matches!(
+            parse_duration("20d"),
+            Err(DurationError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_duration("20 m"),
+            Err(DurationError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_duration("-5m"),
+            Err(DurationError::Negative(_))
+        ));
         assert!(matches!(
             parse_duration("9999999999999999999999h"),
             Err(DurationError::Overflow(_))
         ));
-        assert!(matches!(parse_duration("3000000h"), Err(DurationError::Overflow(_))));
+        assert!(matches!(
+            parse_duration("3000000h"),
+            Err(DurationError::Overflow(_))
+        ));
     }
 
     #[test]

@@ -301,11 +301,20 @@ mod tests {
 
     #[test]
     fn enums_display_and_parse() {
-        assert_eq!(MachinePhase::CrashLoopBackOff.to_string(), "CrashLoopBackOff");
+        assert_eq!(
+            MachinePhase::CrashLoopBackOff.to_string(),
+            "CrashLoopBackOff"
+        );
         assert_eq!(MachinePhase::CrashLoopBackOff.as_str(), "CrashLoopBackOff");
-        assert_eq!("Running".parse::<MachinePhase>().unwrap(), MachinePhase::Running);
+        assert_eq!(
+            "Running".parse::<MachinePhase>().unwrap(),
+            MachinePhase::Running
+        );
         assert_eq!(MachineState::from("Processing"), MachineState::Processing);
-        assert_eq!(MachineOperationType::from("DrainNode"), MachineOperationType::DrainNode);
+        assert_eq!(
+            MachineOperationType::from("DrainNode"),
+            MachineOperationType::DrainNode
+        );
         assert_eq!(MachineOperationType::Empty.as_str(), "");
         assert_eq!(String::from(MachineState::Failed), "Failed");
         assert_eq!(MachinePhase::KNOWN.len(), 10);
@@ -316,7 +325,10 @@ mod tests {
     #[test]
     fn other_with_known_value_equals_known_variant() {
         assert_eq!(MachinePhase::Other("Running".into()), MachinePhase::Running);
-        assert_eq!(MachinePhase::from(String::from("Running")), MachinePhase::Running);
+        assert_eq!(
+            MachinePhase::from(String::from("Running")),
+            MachinePhase::Running
+        );
         assert!(MachinePhase::Running == "Running");
     }
 }

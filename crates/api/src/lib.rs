@@ -79,8 +79,7 @@ pub use crd::{crd_file_name, crd_yaml, crds, crds_yaml};
 pub use duration::{format_duration, parse_duration, DurationError};
 pub use enums::{
     ConditionStatus, MachineDeploymentConditionType, MachineDeploymentStrategyType,
-    MachineOperationType, MachinePhase, MachineSetConditionType, MachineState,
-    OrchestrationType,
+    MachineOperationType, MachinePhase, MachineSetConditionType, MachineState, OrchestrationType,
 };
 pub use machine::{
     ClassSpec, CurrentStatus, LastOperation, Machine, MachineConfiguration, MachineSpec,

@@ -18,6 +18,8 @@ use crate::schema::{is_default, preserve_unknown_object, template_metadata};
 /// The `#[derive(CustomResource)]` generates the [`Machine`] kind from this struct:
 /// `machine.sapcloud.io/v1alpha1`, namespaced, short name `mc`, status subresource.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+// clippy mistakes the repeated `type_ = ...` of the printer columns for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[kube(
     group = "machine.sapcloud.io",
     version = "v1alpha1",
@@ -250,7 +252,11 @@ pub struct LastOperation {
     pub state: MachineState,
 
     /// Type of operation
-    #[serde(default, rename = "type", skip_serializing_if = "MachineOperationType::is_empty")]
+    #[serde(
+        default,
+        rename = "type",
+        skip_serializing_if = "MachineOperationType::is_empty"
+    )]
     pub type_: MachineOperationType,
 }
 

@@ -18,6 +18,8 @@ use crate::schema::{atomic, is_default};
 /// The `#[derive(CustomResource)]` generates the [`MachineDeployment`] kind: namespaced, short
 /// name `mcd`, status and scale subresources.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+// clippy mistakes the repeated `type_ = ...` of the printer columns for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[kube(
     group = "machine.sapcloud.io",
     version = "v1alpha1",
@@ -168,10 +170,7 @@ pub struct InPlaceUpdateMachineDeployment {
 
     /// OrchestrationType specifies the orchestration type for the inplace update: Auto or
     /// Manual.
-    #[serde(
-        default,
-        skip_serializing_if = "OrchestrationType::is_empty"
-    )]
+    #[serde(default, skip_serializing_if = "OrchestrationType::is_empty")]
     pub orchestration_type: OrchestrationType,
 }
 

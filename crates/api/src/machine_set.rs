@@ -14,6 +14,8 @@ use crate::schema::{atomic, is_default};
 /// The `#[derive(CustomResource)]` generates the [`MachineSet`] kind: namespaced, short name
 /// `mcs`, status and scale subresources.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+// clippy mistakes the repeated `type_ = ...` of the printer columns for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[kube(
     group = "machine.sapcloud.io",
     version = "v1alpha1",

@@ -405,7 +405,8 @@ pub fn scaled_value_from_int_or_percent(
             }
         }
     };
-    i32::try_from(resolved).map_err(|_| IntOrStringError::OutOfRange(int_or_string_display(Some(value))))
+    i32::try_from(resolved)
+        .map_err(|_| IntOrStringError::OutOfRange(int_or_string_display(Some(value))))
 }
 
 /// Resolves `maxSurge` (rounded up) and `maxUnavailable` (rounded down) against the desired
@@ -428,9 +429,7 @@ pub fn resolve_fenceposts(
 mod tests {
     use super::*;
     use crate::machine::{MachineSpec, MachineTemplateSpec};
-    use crate::machine_deployment::{
-        InPlaceUpdateMachineDeployment, MachineDeploymentStrategy,
-    };
+    use crate::machine_deployment::{InPlaceUpdateMachineDeployment, MachineDeploymentStrategy};
     use crate::MachineSetSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use serde_json::json;
@@ -531,7 +530,10 @@ mod tests {
             "spec.strategy.type: Invalid value: \"Foo\": bad"
         );
         assert_eq!(aggregate(&[]), "");
-        assert_eq!(aggregate(std::slice::from_ref(&invalid)), invalid.to_string());
+        assert_eq!(
+            aggregate(std::slice::from_ref(&invalid)),
+            invalid.to_string()
+        );
         assert_eq!(
             aggregate(&[required.clone(), invalid.clone()]),
             format!("[{required}, {invalid}]")
@@ -572,7 +574,9 @@ mod tests {
         for value in [json!("text"), json!([1]), json!(3), json!(true)] {
             let errors = validate_machine_class(&MachineClass::new("c", value)).unwrap_err();
             assert_eq!(errors[0].error_type, FieldErrorType::Invalid);
-            assert!(errors[0].to_string().starts_with("providerSpec: Invalid value:"));
+            assert!(errors[0]
+                .to_string()
+                .starts_with("providerSpec: Invalid value:"));
         }
     }
 
@@ -617,14 +621,26 @@ mod tests {
     fn machine_set_rejects_selector_not_matching_template() {
         let mut set = valid_set();
         set.spec.selector = selector(&[("app", "b")]);
-        assert_eq!(fields(validate_machine_set(&set)), ["spec.selector.matchLabels"]);
+        assert_eq!(
+            fields(validate_machine_set(&set)),
+            ["spec.selector.matchLabels"]
+        );
         set.spec.selector = selector(&[("other", "a")]);
-        assert_eq!(fields(validate_machine_set(&set)), ["spec.selector.matchLabels"]);
+        assert_eq!(
+            fields(validate_machine_set(&set)),
+            ["spec.selector.matchLabels"]
+        );
         set.spec.template.metadata.labels = None;
-        assert_eq!(fields(validate_machine_set(&set)), ["spec.selector.matchLabels"]);
+        assert_eq!(
+            fields(validate_machine_set(&set)),
+            ["spec.selector.matchLabels"]
+        );
         // Only one error even with several mismatching keys.
         set.spec.selector = selector(&[("a", "1"), ("b", "2")]);
-        assert_eq!(fields(validate_machine_set(&set)), ["spec.selector.matchLabels"]);
+        assert_eq!(
+            fields(validate_machine_set(&set)),
+            ["spec.selector.matchLabels"]
+        );
     }
 
     #[test]
@@ -640,7 +656,10 @@ mod tests {
         set.spec.template.spec.class = ClassSpec::default();
         assert_eq!(
             fields(validate_machine_set(&set)),
-            ["spec.template.spec.class.kind", "spec.template.spec.class.name"]
+            [
+                "spec.template.spec.class.kind",
+                "spec.template.spec.class.name"
+            ]
         );
     }
 
@@ -661,7 +680,10 @@ mod tests {
     fn machine_deployment_rejects_negative_replicas() {
         let mut deployment = valid_deployment();
         deployment.spec.replicas = -3;
-        assert_eq!(fields(validate_machine_deployment(&deployment)), ["spec.replicas"]);
+        assert_eq!(
+            fields(validate_machine_deployment(&deployment)),
+            ["spec.replicas"]
+        );
     }
 
     #[test]
@@ -716,7 +738,13 @@ mod tests {
 
     #[test]
     fn machine_deployment_rejects_bad_fencepost_values() {
-        for bad in [string("25"), string("abc"), string("%"), int(-1), string("-5%")] {
+        for bad in [
+            string("25"),
+            string("abc"),
+            string("%"),
+            int(-1),
+            string("-5%"),
+        ] {
             let mut deployment = valid_deployment();
             deployment.spec.strategy.rolling_update = Some(UpdateConfiguration {
                 max_surge: bad.clone(),
@@ -808,7 +836,10 @@ mod tests {
     fn machine_deployment_selector_and_class_rules() {
         let mut deployment = valid_deployment();
         deployment.spec.selector = None;
-        assert_eq!(fields(validate_machine_deployment(&deployment)), ["spec.selector"]);
+        assert_eq!(
+            fields(validate_machine_deployment(&deployment)),
+            ["spec.selector"]
+        );
 
         let mut deployment = valid_deployment();
         deployment.spec.selector = selector(&[("app", "other")]);
@@ -848,13 +879,34 @@ mod tests {
 
     #[test]
     fn scaled_values() {
-        assert_eq!(scaled_value_from_int_or_percent(int(5).as_ref(), 10, true), Ok(5));
-        assert_eq!(scaled_value_from_int_or_percent(string("25%").as_ref(), 10, true), Ok(3));
-        assert_eq!(scaled_value_from_int_or_percent(string("25%").as_ref(), 10, false), Ok(2));
-        assert_eq!(scaled_value_from_int_or_percent(string("100%").as_ref(), 7, false), Ok(7));
-        assert_eq!(scaled_value_from_int_or_percent(string("+10%").as_ref(), 10, false), Ok(1));
-        assert_eq!(scaled_value_from_int_or_percent(string("0%").as_ref(), 10, true), Ok(0));
-        assert_eq!(scaled_value_from_int_or_percent(string("50%").as_ref(), 0, true), Ok(0));
+        assert_eq!(
+            scaled_value_from_int_or_percent(int(5).as_ref(), 10, true),
+            Ok(5)
+        );
+        assert_eq!(
+            scaled_value_from_int_or_percent(string("25%").as_ref(), 10, true),
+            Ok(3)
+        );
+        assert_eq!(
+            scaled_value_from_int_or_percent(string("25%").as_ref(), 10, false),
+            Ok(2)
+        );
+        assert_eq!(
+            scaled_value_from_int_or_percent(string("100%").as_ref(), 7, false),
+            Ok(7)
+        );
+        assert_eq!(
+            scaled_value_from_int_or_percent(string("+10%").as_ref(), 10, false),
+            Ok(1)
+        );
+        assert_eq!(
+            scaled_value_from_int_or_percent(string("0%").as_ref(), 10, true),
+            Ok(0)
+        );
+        assert_eq!(
+            scaled_value_from_int_or_percent(string("50%").as_ref(), 0, true),
+            Ok(0)
+        );
         assert_eq!(
             scaled_value_from_int_or_percent(None, 10, true),
             Err(IntOrStringError::Missing)
@@ -884,25 +936,58 @@ mod tests {
     #[test]
     fn fenceposts_round_surge_up_and_unavailable_down() {
         // The reference's documented examples.
-        assert_eq!(resolve_fenceposts(string("0%").as_ref(), string("1%").as_ref(), 2), Ok((0, 1)));
-        assert_eq!(resolve_fenceposts(string("1%").as_ref(), string("25%").as_ref(), 2), Ok((1, 0)));
-        assert_eq!(resolve_fenceposts(string("1%").as_ref(), string("0%").as_ref(), 1), Ok((1, 0)));
-        assert_eq!(resolve_fenceposts(string("30%").as_ref(), string("30%").as_ref(), 10), Ok((3, 3)));
-        assert_eq!(resolve_fenceposts(string("25%").as_ref(), string("25%").as_ref(), 3), Ok((1, 0)));
-        assert_eq!(resolve_fenceposts(int(1).as_ref(), int(0).as_ref(), 3), Ok((1, 0)));
-        assert_eq!(resolve_fenceposts(int(2).as_ref(), int(3).as_ref(), 3), Ok((2, 3)));
+        assert_eq!(
+            resolve_fenceposts(string("0%").as_ref(), string("1%").as_ref(), 2),
+            Ok((0, 1))
+        );
+        assert_eq!(
+            resolve_fenceposts(string("1%").as_ref(), string("25%").as_ref(), 2),
+            Ok((1, 0))
+        );
+        assert_eq!(
+            resolve_fenceposts(string("1%").as_ref(), string("0%").as_ref(), 1),
+            Ok((1, 0))
+        );
+        assert_eq!(
+            resolve_fenceposts(string("30%").as_ref(), string("30%").as_ref(), 10),
+            Ok((3, 3))
+        );
+        assert_eq!(
+            resolve_fenceposts(string("25%").as_ref(), string("25%").as_ref(), 3),
+            Ok((1, 0))
+        );
+        assert_eq!(
+            resolve_fenceposts(int(1).as_ref(), int(0).as_ref(), 3),
+            Ok((1, 0))
+        );
+        assert_eq!(
+            resolve_fenceposts(int(2).as_ref(), int(3).as_ref(), 3),
+            Ok((2, 3))
+        );
     }
 
     #[test]
     fn fenceposts_both_zero_forces_one_unavailable() {
-        assert_eq!(resolve_fenceposts(int(0).as_ref(), int(0).as_ref(), 5), Ok((0, 1)));
-        assert_eq!(resolve_fenceposts(string("0%").as_ref(), string("10%").as_ref(), 5), Ok((0, 1)));
+        assert_eq!(
+            resolve_fenceposts(int(0).as_ref(), int(0).as_ref(), 5),
+            Ok((0, 1))
+        );
+        assert_eq!(
+            resolve_fenceposts(string("0%").as_ref(), string("10%").as_ref(), 5),
+            Ok((0, 1))
+        );
     }
 
     #[test]
     fn fenceposts_errors() {
-        assert_eq!(resolve_fenceposts(None, int(1).as_ref(), 3), Err(IntOrStringError::Missing));
-        assert_eq!(resolve_fenceposts(int(1).as_ref(), None, 3), Err(IntOrStringError::Missing));
+        assert_eq!(
+            resolve_fenceposts(None, int(1).as_ref(), 3),
+            Err(IntOrStringError::Missing)
+        );
+        assert_eq!(
+            resolve_fenceposts(int(1).as_ref(), None, 3),
+            Err(IntOrStringError::Missing)
+        );
         assert_eq!(
             resolve_fenceposts(string("1").as_ref(), int(1).as_ref(), 3),
             Err(IntOrStringError::NotAPercentage("1".into()))

@@ -19,8 +19,8 @@ use mcm_api::validation::{
     validate_machine, validate_machine_class, validate_machine_deployment, validate_machine_set,
 };
 use mcm_api::{
-    crds, Machine, MachineClass, MachineDeployment, MachineOperationType, MachinePhase,
-    MachineSet, MachineState,
+    crds, Machine, MachineClass, MachineDeployment, MachineOperationType, MachinePhase, MachineSet,
+    MachineState,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -140,7 +140,9 @@ fn compare_schema(reference: &Value, ours: &Value, path: &str, problems: &mut Ve
     // Type.
     if is_int_or_string(reference) {
         if !is_int_or_string(ours) {
-            problems.push(format!("{path}: reference is int-or-string, ours is {ours}"));
+            problems.push(format!(
+                "{path}: reference is int-or-string, ours is {ours}"
+            ));
         }
     } else if let Some(reference_type) = reference.get("type") {
         if ours.get("type") != Some(reference_type) {
@@ -170,8 +172,13 @@ fn compare_schema(reference: &Value, ours: &Value, path: &str, problems: &mut Ve
     // Required: ours must not demand more than the reference.
     for name in required_set(ours).difference(&required_set(reference)) {
         let field = format!("{path}.{name}");
-        if !ALLOWED_EXTRA_REQUIRED.iter().any(|allowed| field.ends_with(allowed)) {
-            problems.push(format!("{field}: required in ours, optional in the reference"));
+        if !ALLOWED_EXTRA_REQUIRED
+            .iter()
+            .any(|allowed| field.ends_with(allowed))
+        {
+            problems.push(format!(
+                "{field}: required in ours, optional in the reference"
+            ));
         }
     }
     // Children.
@@ -179,22 +186,29 @@ fn compare_schema(reference: &Value, ours: &Value, path: &str, problems: &mut Ve
         for (name, reference_child) in properties {
             let child_path = format!("{path}.{name}");
             match ours.get("properties").and_then(|props| props.get(name)) {
-                Some(our_child) => compare_schema(reference_child, our_child, &child_path, problems),
+                Some(our_child) => {
+                    compare_schema(reference_child, our_child, &child_path, problems)
+                }
                 None => problems.push(format!("{child_path}: missing in ours")),
             }
         }
     }
     if let Some(reference_items) = reference.get("items") {
         match ours.get("items") {
-            Some(our_items) => compare_schema(reference_items, our_items, &format!("{path}[]"), problems),
+            Some(our_items) => {
+                compare_schema(reference_items, our_items, &format!("{path}[]"), problems)
+            }
             None => problems.push(format!("{path}[]: items missing in ours")),
         }
     }
     if let Some(reference_values) = reference.get("additionalProperties") {
         match ours.get("additionalProperties") {
-            Some(our_values) => {
-                compare_schema(reference_values, our_values, &format!("{path}{{*}}"), problems)
-            }
+            Some(our_values) => compare_schema(
+                reference_values,
+                our_values,
+                &format!("{path}{{*}}"),
+                problems,
+            ),
             None => problems.push(format!("{path}{{*}}: additionalProperties missing in ours")),
         }
     }
@@ -219,10 +233,22 @@ fn generated_schemas_accept_every_reference_field() {
         let reference = reference_crd(kind);
         let ours = generated_crd(kind);
         let reference_schema = schema_of(&reference);
-        assert!(count_paths(reference_schema) > 5, "{kind}: reference schema is empty");
-        compare_schema(reference_schema, schema_of(&ours), &format!("{kind}:<root>"), &mut problems);
+        assert!(
+            count_paths(reference_schema) > 5,
+            "{kind}: reference schema is empty"
+        );
+        compare_schema(
+            reference_schema,
+            schema_of(&ours),
+            &format!("{kind}:<root>"),
+            &mut problems,
+        );
     }
-    assert!(problems.is_empty(), "schema incompatibilities:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "schema incompatibilities:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
@@ -257,7 +283,10 @@ fn names_short_names_and_scope_match_reference() {
     for kind in KINDS {
         let reference = reference_crd(kind);
         let ours = generated_crd(kind);
-        assert_eq!(ours["metadata"]["name"], reference["metadata"]["name"], "{kind}");
+        assert_eq!(
+            ours["metadata"]["name"], reference["metadata"]["name"],
+            "{kind}"
+        );
         assert_eq!(ours["spec"]["group"], reference["spec"]["group"], "{kind}");
         assert_eq!(ours["spec"]["scope"], reference["spec"]["scope"], "{kind}");
         for key in ["kind", "listKind", "plural", "singular", "shortNames"] {
@@ -266,10 +295,15 @@ fn names_short_names_and_scope_match_reference() {
                 "{kind}: names.{key}"
             );
         }
-        let (our_version, reference_version) =
-            (&ours["spec"]["versions"][0], &reference["spec"]["versions"][0]);
+        let (our_version, reference_version) = (
+            &ours["spec"]["versions"][0],
+            &reference["spec"]["versions"][0],
+        );
         for key in ["name", "served", "storage"] {
-            assert_eq!(our_version[key], reference_version[key], "{kind}: version {key}");
+            assert_eq!(
+                our_version[key], reference_version[key],
+                "{kind}: version {key}"
+            );
         }
         assert_eq!(
             ours["spec"]["versions"].as_array().map(Vec::len),
@@ -291,7 +325,10 @@ fn subresources_match_reference() {
         );
     }
     // Spelled out, so that a change of the reference is noticed too.
-    assert_eq!(generated_crd("MachineClass")["spec"]["versions"][0]["subresources"], Value::Null);
+    assert_eq!(
+        generated_crd("MachineClass")["spec"]["versions"][0]["subresources"],
+        Value::Null
+    );
     assert_eq!(
         generated_crd("Machine")["spec"]["versions"][0]["subresources"],
         json!({"status": {}})
@@ -509,7 +546,12 @@ fn examples_round_trip_through_the_typed_structs() {
             // `spec.template.spec.class.namespace` of the reference aws-machine-deployment).
             let mut stored = document.clone();
             let mut pruned = Vec::new();
-            prune(&mut stored, schema_of(&reference_crd(&kind)), "", &mut pruned);
+            prune(
+                &mut stored,
+                schema_of(&reference_crd(&kind)),
+                "",
+                &mut pruned,
+            );
             let back = round_trip_kind(&document);
             assert_eq!(
                 back,
@@ -538,12 +580,31 @@ fn examples_are_valid_against_generated_schemas_and_pruned_like_the_reference() 
             assert!(problems.is_empty(), "{}: {problems:#?}", path.display());
 
             let (mut ours_pruned, mut reference_pruned) = (Vec::new(), Vec::new());
-            prune(&mut document.clone(), schema_of(&ours), "", &mut ours_pruned);
-            prune(&mut document.clone(), schema_of(&reference), "", &mut reference_pruned);
-            assert_eq!(ours_pruned, reference_pruned, "{}: pruning differs", path.display());
+            prune(
+                &mut document.clone(),
+                schema_of(&ours),
+                "",
+                &mut ours_pruned,
+            );
+            prune(
+                &mut document.clone(),
+                schema_of(&reference),
+                "",
+                &mut reference_pruned,
+            );
+            assert_eq!(
+                ours_pruned,
+                reference_pruned,
+                "{}: pruning differs",
+                path.display()
+            );
             // Our own examples must not contain anything that gets dropped.
             if path.starts_with(our_examples_dir()) {
-                assert!(ours_pruned.is_empty(), "{}: {ours_pruned:?}", path.display());
+                assert!(
+                    ours_pruned.is_empty(),
+                    "{}: {ours_pruned:?}",
+                    path.display()
+                );
             }
         }
     }
@@ -563,7 +624,12 @@ fn our_examples_are_complete_and_valid() {
                         .data
                         .iter()
                         .flat_map(|data| data.keys().cloned())
-                        .chain(secret.string_data.iter().flat_map(|data| data.keys().cloned()))
+                        .chain(
+                            secret
+                                .string_data
+                                .iter()
+                                .flat_map(|data| data.keys().cloned()),
+                        )
                         .collect();
                     assert!(!data_keys.is_empty(), "{}: empty Secret", path.display());
                 }
@@ -596,10 +662,16 @@ fn our_examples_are_complete_and_valid() {
     }
     assert_eq!(
         kinds,
-        ["Machine", "MachineClass", "MachineDeployment", "MachineSet", "Secret"]
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
+        [
+            "Machine",
+            "MachineClass",
+            "MachineDeployment",
+            "MachineSet",
+            "Secret"
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
     );
     for file in [
         "machine-class.yaml",
@@ -618,13 +690,23 @@ fn local_machine_class_example_matches_the_local_provider_contract() {
     let secret = docs.iter().find(|doc| doc["kind"] == "Secret").unwrap();
     let secret: Secret = serde_json::from_value(secret.clone()).unwrap();
     assert_eq!(secret.metadata.name.as_deref(), Some("local-secret"));
-    let user_data = secret.data.as_ref().and_then(|data| data.get("userData")).unwrap();
+    let user_data = secret
+        .data
+        .as_ref()
+        .and_then(|data| data.get("userData"))
+        .unwrap();
     assert!(String::from_utf8_lossy(&user_data.0).starts_with("#cloud-config"));
 
-    let class = docs.iter().find(|doc| doc["kind"] == "MachineClass").unwrap();
+    let class = docs
+        .iter()
+        .find(|doc| doc["kind"] == "MachineClass")
+        .unwrap();
     let class: MachineClass = serde_json::from_value(class.clone()).unwrap();
     assert_eq!(class.provider, "local");
-    assert_eq!(class.secret_ref.as_ref().and_then(|r| r.name.as_deref()), Some("local-secret"));
+    assert_eq!(
+        class.secret_ref.as_ref().and_then(|r| r.name.as_deref()),
+        Some("local-secret")
+    );
     let spec = &class.provider_spec;
     assert_eq!(spec["image"], "local-ubuntu");
     assert_eq!(spec["instanceType"], "small");
@@ -641,8 +723,18 @@ fn local_machine_class_example_matches_the_local_provider_contract() {
     let deployment: MachineDeployment = serde_json::from_value(deployment).unwrap();
     assert_eq!(deployment.spec.replicas, 3);
     let (surge, unavailable) = mcm_api::validation::resolve_fenceposts(
-        deployment.spec.strategy.rolling_update.as_ref().and_then(|r| r.max_surge.as_ref()),
-        deployment.spec.strategy.rolling_update.as_ref().and_then(|r| r.max_unavailable.as_ref()),
+        deployment
+            .spec
+            .strategy
+            .rolling_update
+            .as_ref()
+            .and_then(|r| r.max_surge.as_ref()),
+        deployment
+            .spec
+            .strategy
+            .rolling_update
+            .as_ref()
+            .and_then(|r| r.max_unavailable.as_ref()),
         deployment.spec.replicas,
     )
     .unwrap();
@@ -656,8 +748,14 @@ fn unknown_provider_spec_fields_survive_a_round_trip() {
     let document = documents(&path).into_iter().find(is_mcm_kind).unwrap();
     let class: MachineClass = serde_json::from_value(document.clone()).unwrap();
     let back = serde_json::to_value(&class).unwrap();
-    assert_eq!(back["providerSpec"]["blockDevices"][1]["ebs"]["encrypted"], true);
-    assert_eq!(back["providerSpec"]["instanceMetadataOptions"]["httpPutResponseHopLimit"], 1);
+    assert_eq!(
+        back["providerSpec"]["blockDevices"][1]["ebs"]["encrypted"],
+        true
+    );
+    assert_eq!(
+        back["providerSpec"]["instanceMetadataOptions"]["httpPutResponseHopLimit"],
+        1
+    );
     assert_eq!(back["providerSpec"]["spotPrice"], "");
     assert_eq!(back["providerSpec"], document["providerSpec"]);
 
@@ -736,14 +834,21 @@ fn machine_written_by_the_go_controller_parses() {
     assert_eq!(status.last_operation.state, MachineState::Failed);
     assert_eq!(status.last_operation.type_, MachineOperationType::Create);
     assert_eq!(status.last_operation.error_code, "ResourceExhausted");
-    assert!(status.last_operation.description.contains("code = [ResourceExhausted]"));
+    assert!(status
+        .last_operation
+        .description
+        .contains("code = [ResourceExhausted]"));
     assert_eq!(
         machine.spec.configuration.creation_timeout_duration(),
         Ok(Some(std::time::Duration::from_secs(1200)))
     );
     assert_eq!(machine.spec.configuration.max_evict_retries, Some(360));
     assert_eq!(
-        machine.spec.configuration.node_conditions_list().map(|list| list.len()),
+        machine
+            .spec
+            .configuration
+            .node_conditions_list()
+            .map(|list| list.len()),
         Some(4)
     );
     assert_eq!(machine.meta().finalizers.as_ref().map(Vec::len), Some(1));
@@ -868,11 +973,20 @@ fn machine_set_written_by_the_go_controller_parses() {
     assert_eq!(validate_machine_set(&set), Ok(()));
     let status = set.status.as_ref().unwrap();
     assert_eq!(status.conditions.len(), 1);
-    assert_eq!(status.conditions[0].type_, mcm_api::MachineSetConditionType::Frozen);
+    assert_eq!(
+        status.conditions[0].type_,
+        mcm_api::MachineSetConditionType::Frozen
+    );
     assert_eq!(status.conditions[0].status, mcm_api::ConditionStatus::True);
     let failed = status.failed_machines.as_ref().unwrap();
-    assert_eq!(failed[0].provider_id, "aws:///eu-west-1/i-0123456789abcdef0");
-    assert_eq!(failed[0].last_operation.type_, MachineOperationType::HealthCheck);
+    assert_eq!(
+        failed[0].provider_id,
+        "aws:///eu-west-1/i-0123456789abcdef0"
+    );
+    assert_eq!(
+        failed[0].last_operation.type_,
+        MachineOperationType::HealthCheck
+    );
     assert_eq!(status.auto_preserve_failed_machine_count, 1);
     let back = serde_json::to_value(&set).unwrap();
     assert!(back["status"].get("machineSetCondition").is_some());
@@ -923,18 +1037,29 @@ fn machine_deployment_written_by_the_go_controller_parses() {
     let deployment: MachineDeployment = serde_json::from_value(document).unwrap();
     assert_eq!(validate_machine_deployment(&deployment), Ok(()));
     let spec = &deployment.spec;
-    assert_eq!(spec.revision_history_limit, Some(0), "pointer: explicit zero is kept");
+    assert_eq!(
+        spec.revision_history_limit,
+        Some(0),
+        "pointer: explicit zero is kept"
+    );
     assert_eq!(spec.rollback_to.as_ref().map(|r| r.revision), Some(2));
     assert!(spec.paused);
     let in_place = spec.strategy.in_place_update.as_ref().unwrap();
-    assert_eq!(in_place.orchestration_type, mcm_api::OrchestrationType::Manual);
+    assert_eq!(
+        in_place.orchestration_type,
+        mcm_api::OrchestrationType::Manual
+    );
     assert_eq!(
         in_place.update_configuration.max_surge,
         Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("25%".into()))
     );
     let fence = spec.update_configuration().unwrap();
     assert_eq!(
-        mcm_api::validation::resolve_fenceposts(fence.max_surge.as_ref(), fence.max_unavailable.as_ref(), 2),
+        mcm_api::validation::resolve_fenceposts(
+            fence.max_surge.as_ref(),
+            fence.max_unavailable.as_ref(),
+            2
+        ),
         Ok((1, 1))
     );
     let status = deployment.status.as_ref().unwrap();
@@ -949,7 +1074,10 @@ fn machine_deployment_written_by_the_go_controller_parses() {
 #[test]
 fn kube_resource_metadata() {
     assert_eq!(Machine::api_version(&()), "machine.sapcloud.io/v1alpha1");
-    assert_eq!(MachineClass::api_version(&()), "machine.sapcloud.io/v1alpha1");
+    assert_eq!(
+        MachineClass::api_version(&()),
+        "machine.sapcloud.io/v1alpha1"
+    );
     assert_eq!(MachineClass::plural(&()), "machineclasses");
     assert_eq!(MachineSet::plural(&()), "machinesets");
     assert_eq!(MachineDeployment::plural(&()), "machinedeployments");

@@ -16,7 +16,9 @@ fn crds_dir() -> PathBuf {
 }
 
 /// The committed file content for one CRD.
-fn file_content(crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) -> String {
+fn file_content(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> String {
     format!("{HEADER}---\n{}", crd_yaml(crd))
 }
 
@@ -61,7 +63,10 @@ fn committed_crd_files_are_exactly_the_generated_set() {
     actual.sort();
     let mut sorted = expected.clone();
     sorted.sort();
-    assert_eq!(actual, sorted, "deploy/crds/ holds unexpected or missing files");
+    assert_eq!(
+        actual, sorted,
+        "deploy/crds/ holds unexpected or missing files"
+    );
     assert_eq!(
         expected,
         [
@@ -76,7 +81,10 @@ fn committed_crd_files_are_exactly_the_generated_set() {
 #[test]
 fn crds_yaml_concatenates_the_committed_documents_in_order() {
     let stream = crds_yaml();
-    let documents: Vec<String> = crds().iter().map(|crd| format!("---\n{}", crd_yaml(crd))).collect();
+    let documents: Vec<String> = crds()
+        .iter()
+        .map(|crd| format!("---\n{}", crd_yaml(crd)))
+        .collect();
     assert_eq!(stream, documents.concat());
     let kinds: Vec<String> = serde_yaml::Deserializer::from_str(&stream)
         .map(|document| {
@@ -84,5 +92,8 @@ fn crds_yaml_concatenates_the_committed_documents_in_order() {
             value["spec"]["names"]["kind"].as_str().unwrap().to_owned()
         })
         .collect();
-    assert_eq!(kinds, ["MachineClass", "Machine", "MachineSet", "MachineDeployment"]);
+    assert_eq!(
+        kinds,
+        ["MachineClass", "Machine", "MachineSet", "MachineDeployment"]
+    );
 }

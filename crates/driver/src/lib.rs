@@ -20,6 +20,8 @@
 pub mod codes;
 pub mod conformance;
 pub mod status;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use codes::Code;
 pub use status::{MachineIdentity, ParseStatusError, Status};

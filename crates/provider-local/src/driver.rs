@@ -31,7 +31,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tracing::{debug, info, instrument, warn};
+use tracing::{debug, info, instrument};
 
 /// The CSI driver name whose volumes belong to the local cloud.
 pub const CSI_DRIVER: &str = "local.csi.mcm.invalid";
@@ -294,22 +294,17 @@ impl Driver for LocalDriver {
     #[instrument(skip_all, fields(machine = req.machine.metadata.name.as_deref().unwrap_or("")))]
     async fn delete_machine(&self, req: &DeleteMachineRequest) -> DriverResult<DeleteMachineResponse> {
         let spec = class_spec(&req.machine_class)?;
-        let mut ids: Vec<String> = Vec::new();
-        if let Some(id) = machine_provider_id(&req.machine).and_then(wire::instance_id_of) {
-            ids.push(id.to_string());
-        }
-        match self.find(&req.machine, &spec).await {
-            Ok(found) => {
-                for i in found {
-                    if !ids.contains(&i.id) {
-                        ids.push(i.id);
-                    }
-                }
-            }
-            // Without a providerID there is nothing else to go by.
-            Err(e) if ids.is_empty() => return Err(e),
-            Err(e) => warn!(error = %e, "looking up further instances failed; deleting the known one"),
-        }
+        // With a providerID the instance is known; otherwise (a create whose
+        // answer was never recorded) find it by the Machine's UID and name.
+        let ids: Vec<String> = match machine_provider_id(&req.machine).and_then(wire::instance_id_of) {
+            Some(id) => vec![id.to_string()],
+            None => self
+                .find(&req.machine, &spec)
+                .await?
+                .into_iter()
+                .map(|i| i.id)
+                .collect(),
+        };
         for id in &ids {
             let url = self.endpoint(&format!("v1/instances/{id}"))?;
             let r: DeleteInstanceResponse = Self::answer("delete", self.http.delete(url).send().await).await?;

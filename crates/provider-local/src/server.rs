@@ -49,7 +49,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex, MutexGuard};
 use std::time::Duration;
@@ -330,12 +330,22 @@ fn private_ip(seq: u64) -> String {
     format!("10.{}.{}.{}", (rest / 256) % 256, rest % 256, z)
 }
 
-fn ipv6_address(seq: u64, k: usize) -> String {
-    format!("fd00:10:{:x}:{:x}::{:x}", (seq >> 16) & 0xffff, seq & 0xffff, k + 1)
+fn seq_words(seq: u64) -> (u16, u16) {
+    (((seq >> 16) & 0xffff) as u16, (seq & 0xffff) as u16)
 }
 
+/// The `k`-th IPv6 address of sequence number `seq` (in the ULA range fd00::/8).
+fn ipv6_address(seq: u64, k: usize) -> String {
+    let (hi, lo) = seq_words(seq);
+    let k = u16::try_from(k + 1).unwrap_or(u16::MAX);
+    Ipv6Addr::new(0xfd00, 0x10, hi, lo, 0, 0, 0, k).to_string()
+}
+
+/// The `k`-th IPv6 /80 prefix of sequence number `seq`.
 fn ipv6_prefix(seq: u64, k: usize) -> String {
-    format!("fd00:20:{:x}:{:x}:{:x}::/80", (seq >> 16) & 0xffff, seq & 0xffff, k + 1)
+    let (hi, lo) = seq_words(seq);
+    let k = u16::try_from(k + 1).unwrap_or(u16::MAX);
+    format!("{}/80", Ipv6Addr::new(0xfd00, 0x20, hi, lo, k, 0, 0, 0))
 }
 
 fn view(inst: &Instance, now: DateTime<Utc>) -> Instance {
@@ -1003,6 +1013,7 @@ mod tests {
         assert_eq!(private_ip(253), "10.0.0.254");
         assert_eq!(private_ip(254), "10.0.1.1");
         assert_eq!(ipv6_address(1, 0), "fd00:10:0:1::1");
+        assert_eq!(ipv6_address(0, 1), "fd00:10::2");
         assert_eq!(ipv6_prefix(1, 1), "fd00:20:0:1:2::/80");
         let id = instance_id();
         assert!(id.starts_with("i-") && id.len() == 19, "{id}");

@@ -1,0 +1,120 @@
+//! The simulated kubelets against the real test control plane
+//! (`hack/testenv.sh up`): skipped when it is not running, except with CI=true.
+
+mod common;
+
+use common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams};
+use mcm_driver::Driver;
+use mcm_provider_local::kubelet::{LEASE_NAMESPACE, MACHINE_NAME_LABEL};
+use mcm_provider_local::server::CloudConfig;
+use mcm_provider_local::wire::instance_id_of;
+use mcm_provider_local::{InstanceAction, Tunables};
+use mcm_testenv::{kubeconfig_path, must_eventually, TestEnv};
+use std::time::Duration;
+
+fn condition(node: &Node, type_: &str) -> Option<(String, Option<k8s_openapi::jiff::Timestamp>)> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.last_heartbeat_time.as_ref().map(|t| t.0)))
+}
+
+async fn renew_time(leases: &Api<Lease>, name: &str) -> Option<k8s_openapi::jiff::Timestamp> {
+    leases
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.renew_time)
+        .map(|t| t.0)
+}
+
+#[tokio::test]
+async fn kubelets_register_ready_nodes_and_stop_heartbeating_when_killed() {
+    let Some(env) = TestEnv::new("local-kubelet").await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut config = CloudConfig::new(dir.path().join("cloud.redb"));
+    config.tunables = Tunables::unlimited();
+    config.tunables.boot_delay_ms = 500;
+    config.target_kubeconfig = Some(kubeconfig_path());
+    config.heartbeat_interval = Duration::from_secs(1);
+    let (handle, driver, admin) = start_with(config).await;
+
+    let class = class("kubelet");
+    let m = machine("lk");
+    let name = m.metadata.name.clone().expect("name");
+    let req = request(&m, &class);
+    let created = driver.create_machine(&req).await.expect("create");
+    let id = instance_id_of(&created.provider_id).expect("id").to_string();
+
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), LEASE_NAMESPACE);
+    let node = must_eventually(Duration::from_secs(30), "a Ready node", || async {
+        let n = nodes.get_opt(&name).await.ok().flatten()?;
+        (condition(&n, "Ready")?.0 == "True").then_some(n)
+    })
+    .await;
+    let spec = node.spec.clone().expect("spec");
+    assert_eq!(spec.provider_id.as_deref(), Some(created.provider_id.as_str()));
+    let labels = node.metadata.labels.clone().expect("labels");
+    assert_eq!(labels.get(MACHINE_NAME_LABEL), Some(&name));
+    let addresses = node.status.clone().and_then(|s| s.addresses).expect("addresses");
+    assert!(addresses.iter().any(|a| a.type_ == "InternalIP" && a.address.starts_with("10.")));
+
+    // Heartbeats: the lease and the Ready condition keep moving.
+    let first = must_eventually(Duration::from_secs(10), "a lease", || renew_time(&leases, &name)).await;
+    let hb1 = condition(&node, "Ready").and_then(|c| c.1).expect("heartbeat time");
+    let second = must_eventually(Duration::from_secs(10), "a renewed lease", || async {
+        renew_time(&leases, &name).await.filter(|t| *t > first)
+    })
+    .await;
+    must_eventually(Duration::from_secs(10), "a newer Ready heartbeat", || async {
+        let n = nodes.get_opt(&name).await.ok().flatten()?;
+        condition(&n, "Ready")?.1.filter(|t| *t > hb1)
+    })
+    .await;
+
+    // Kill the instance: heartbeats stop.
+    admin.instance_action(&id, InstanceAction::Kill).await.expect("kill");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let frozen = renew_time(&leases, &name).await.expect("lease");
+    assert!(frozen >= second);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(renew_time(&leases, &name).await, Some(frozen), "the lease of a killed instance is not renewed");
+
+    // The node lifecycle controller (grace period 20 s in the test env) marks the Node Unknown.
+    must_eventually(Duration::from_secs(60), "the node's Ready condition Unknown", || async {
+        let n = nodes.get_opt(&name).await.ok().flatten()?;
+        (condition(&n, "Ready")?.0 == "Unknown").then_some(())
+    })
+    .await;
+
+    // Started again, it heartbeats again and the Node turns Ready.
+    admin.instance_action(&id, InstanceAction::Start).await.expect("start");
+    must_eventually(Duration::from_secs(30), "the node Ready again", || async {
+        let n = nodes.get_opt(&name).await.ok().flatten()?;
+        (condition(&n, "Ready")?.0 == "True").then_some(())
+    })
+    .await;
+
+    // Deleting the instance stops its heartbeats; the Node is the controller's to delete.
+    driver.delete_machine(&req).await.expect("delete");
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let last = renew_time(&leases, &name).await.expect("lease");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(renew_time(&leases, &name).await, Some(last));
+    assert!(nodes.get_opt(&name).await.expect("get").is_some(), "the node is left to the controller");
+
+    let _ = nodes.delete(&name, &DeleteParams::default()).await;
+    let _ = leases.delete(&name, &DeleteParams::default()).await;
+    handle.shutdown().await.expect("shutdown");
+}
