@@ -33,6 +33,14 @@
 //! Plain Go values with `omitempty` are plain Rust values with `#[serde(default)]` and are
 //! omitted when they equal their default; Go pointers are `Option`s.
 //!
+//! ## Serialization and status writes
+//!
+//! Like Go's `omitempty`, empty strings, zero numbers, `false`, empty lists and empty structs
+//! are left out when serializing. Writing a status with a JSON *merge* patch therefore cannot
+//! clear a field by leaving it empty (e.g. `lastOperation.errorCode`): replace the status
+//! (`Api::replace_status`, a PUT, which is what the Go controller does) or set the field to
+//! `null` explicitly in the patch.
+//!
 //! ## Other modules
 //!
 //! * [`constants`]: finalizers, labels, annotations, taints, condition reasons and the

@@ -11,7 +11,9 @@
 //!   `inPlaceUpdate` (with `orchestrationType` Auto or Manual); their `maxSurge` and
 //!   `maxUnavailable` must both be set and resolve to an int32 against `replicas`.
 //! * MachineClass (mcm-rs only; the reference has no class validation): `providerSpec` must be
-//!   present and a JSON object.
+//!   present and a JSON object. [`validate_node_template`] is the separate check the machine
+//!   controller applies before reconciling a machine of a class (capacity cpu/gpu/memory,
+//!   instanceType, region, zone).
 //!
 //! Deliberate differences from the reference, all stricter and documented here:
 //! * a missing selector is an error instead of a panic;
@@ -154,6 +156,38 @@ pub fn validate_machine_class(class: &MachineClass) -> Result<(), Vec<FieldError
             json_type_name(other),
             "providerSpec must be a JSON object",
         )),
+    }
+    into_result(errors)
+}
+
+/// Validates the optional `nodeTemplate` of a MachineClass the way the machine controller
+/// does before it reconciles a machine of that class: `capacity` must contain `cpu`, `gpu`
+/// and `memory`, and `instanceType`, `region` and `zone` must not be empty. A class without
+/// node template is fine.
+pub fn validate_node_template(class: &MachineClass) -> Result<(), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let Some(template) = class.node_template.as_ref() else {
+        return Ok(());
+    };
+    for resource in ["cpu", "gpu", "memory"] {
+        if !template.capacity.contains_key(resource) {
+            errors.push(FieldError::required(
+                format!("nodeTemplate.capacity.{resource}"),
+                "MachineClass NodeTemplate Capacity should mandatorily have CPU, GPU and Memory configured",
+            ));
+        }
+    }
+    for (name, value) in [
+        ("instanceType", &template.instance_type),
+        ("region", &template.region),
+        ("zone", &template.zone),
+    ] {
+        if value.is_empty() {
+            errors.push(FieldError::required(
+                format!("nodeTemplate.{name}"),
+                "MachineClass NodeTemplate Instance Type, region and zone cannot be empty",
+            ));
+        }
     }
     into_result(errors)
 }
@@ -590,6 +624,43 @@ mod tests {
         }))
         .unwrap();
         assert!(validate_machine_class(&class).is_err());
+    }
+
+    #[test]
+    fn node_template_requires_capacity_keys_and_placement() {
+        use crate::NodeTemplate;
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+        let mut class = MachineClass::new("c", json!({}));
+        assert_eq!(
+            validate_node_template(&class),
+            Ok(()),
+            "no node template is fine"
+        );
+
+        let capacity = ["cpu", "gpu", "memory"]
+            .into_iter()
+            .map(|key| (key.to_owned(), Quantity("1".into())))
+            .collect();
+        class.node_template = Some(NodeTemplate {
+            capacity,
+            instance_type: "small".into(),
+            region: "local".into(),
+            zone: "local-a".into(),
+            ..NodeTemplate::default()
+        });
+        assert_eq!(validate_node_template(&class), Ok(()));
+
+        if let Some(template) = class.node_template.as_mut() {
+            template.capacity.remove("gpu");
+            template.zone.clear();
+        }
+        let errors = validate_node_template(&class).unwrap_err();
+        assert_eq!(
+            errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+            ["nodeTemplate.capacity.gpu", "nodeTemplate.zone"]
+        );
+        assert!(errors[0].to_string().contains("CPU, GPU and Memory"));
     }
 
     // ---- MachineSet ----------------------------------------------------------------------

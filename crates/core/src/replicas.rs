@@ -376,6 +376,19 @@ pub fn selector_matches(
     Ok(true)
 }
 
+/// Checks that every `matchExpressions` requirement of a selector can be
+/// evaluated (known operator, values present exactly when required).
+pub fn validate_selector(selector: &LabelSelector) -> Result<(), SelectorError> {
+    for req in selector.match_expressions.iter().flatten() {
+        let only = LabelSelector {
+            match_labels: None,
+            match_expressions: Some(vec![req.clone()]),
+        };
+        selector_matches(&only, &BTreeMap::new())?;
+    }
+    Ok(())
+}
+
 /// Whether `labels` contains every entry of `required` (`fullyLabeledReplicas`,
 /// the safety loop's "carries the template labels").
 pub fn labels_contain(labels: &BTreeMap<String, String>, required: &BTreeMap<String, String>) -> bool {
@@ -1161,6 +1174,27 @@ mod tests {
         assert_eq!(selector_matches(&sel(req("DoesNotExist", &[])), &l), Ok(false));
         assert!(selector_matches(&sel(req("Bogus", &[])), &l).is_err());
         assert!(selector_matches(&sel(req("In", &[])), &l).is_err());
+    }
+
+    #[test]
+    fn selector_validation_finds_a_bad_requirement_behind_a_false_one() {
+        let sel = LabelSelector {
+            match_labels: Some([("a".into(), "1".into())].into()),
+            match_expressions: Some(vec![
+                LabelSelectorRequirement {
+                    key: "k".into(),
+                    operator: "Exists".into(),
+                    values: None,
+                },
+                LabelSelectorRequirement {
+                    key: "k".into(),
+                    operator: "Near".into(),
+                    values: None,
+                },
+            ]),
+        };
+        assert_eq!(selector_matches(&sel, &BTreeMap::new()), Ok(false));
+        assert_eq!(validate_selector(&sel), Err(SelectorError::UnknownOperator("Near".into())));
     }
 
     #[test]

@@ -61,9 +61,13 @@ impl AdminClient {
     async fn send<T: DeserializeOwned>(&self, rb: reqwest::RequestBuilder) -> Result<T, Error> {
         let resp = rb.send().await.map_err(|e| Error::Request(e.to_string()))?;
         let status = resp.status();
-        let body = resp.bytes().await.map_err(|e| Error::Request(e.to_string()))?;
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| Error::Request(e.to_string()))?;
         if status.is_success() {
-            return serde_json::from_slice(&body).map_err(|e| Error::Request(format!("undecodable answer: {e}")));
+            return serde_json::from_slice(&body)
+                .map_err(|e| Error::Request(format!("undecodable answer: {e}")));
         }
         match serde_json::from_slice::<ErrorBody>(&body) {
             Ok(e) => Err(Error::Api {
@@ -82,14 +86,20 @@ impl AdminClient {
     }
 
     /// `POST /admin/instances/{id}/{action}`.
-    pub async fn instance_action(&self, id: &str, action: InstanceAction) -> Result<Instance, Error> {
+    pub async fn instance_action(
+        &self,
+        id: &str,
+        action: InstanceAction,
+    ) -> Result<Instance, Error> {
         let url = self.url(&format!("admin/instances/{id}/{}", action.as_str()))?;
         self.send(self.http.post(url)).await
     }
 
     /// `GET /admin/instances`: every instance.
     pub async fn instances(&self) -> Result<Vec<Instance>, Error> {
-        let l: InstanceList = self.send(self.http.get(self.url("admin/instances")?)).await?;
+        let l: InstanceList = self
+            .send(self.http.get(self.url("admin/instances")?))
+            .await?;
         Ok(l.instances)
     }
 
@@ -100,12 +110,14 @@ impl AdminClient {
 
     /// `PUT /admin/faults`: replace the tunables (fields left out take the defaults).
     pub async fn put_tunables(&self, doc: &serde_json::Value) -> Result<Tunables, Error> {
-        self.send(self.http.put(self.url("admin/faults")?).json(doc)).await
+        self.send(self.http.put(self.url("admin/faults")?).json(doc))
+            .await
     }
 
     /// `PATCH /admin/faults`: merge into the current tunables.
     pub async fn patch_tunables(&self, patch: &serde_json::Value) -> Result<Tunables, Error> {
-        self.send(self.http.patch(self.url("admin/faults")?).json(patch)).await
+        self.send(self.http.patch(self.url("admin/faults")?).json(patch))
+            .await
     }
 
     /// `GET /admin/stats`.
@@ -184,7 +196,9 @@ pub async fn run(cmd: LocalCloudCommand) -> Result<(), Error> {
         let id = crate::wire::instance_id_of(&a.instance)
             .map(str::to_string)
             .unwrap_or(a.instance);
-        let inst = AdminClient::new(&a.url.url)?.instance_action(&id, act).await?;
+        let inst = AdminClient::new(&a.url.url)?
+            .instance_action(&id, act)
+            .await?;
         print_json(&inst)
     };
     match cmd {
@@ -192,7 +206,9 @@ pub async fn run(cmd: LocalCloudCommand) -> Result<(), Error> {
         LocalCloudCommand::Stop(a) => action(a, InstanceAction::Stop).await,
         LocalCloudCommand::Kill(a) => action(a, InstanceAction::Kill).await,
         LocalCloudCommand::Start(a) => action(a, InstanceAction::Start).await,
-        LocalCloudCommand::Instances(u) => print_json(&AdminClient::new(&u.url)?.instances().await?),
+        LocalCloudCommand::Instances(u) => {
+            print_json(&AdminClient::new(&u.url)?.instances().await?)
+        }
         LocalCloudCommand::Stats(u) => print_json(&AdminClient::new(&u.url)?.stats().await?),
         LocalCloudCommand::Faults(f) => {
             let c = AdminClient::new(&f.url.url)?;

@@ -161,7 +161,8 @@ fn class_spec(class: &MachineClass) -> DriverResult<LocalProviderSpec> {
             )));
         }
     }
-    LocalProviderSpec::parse(&class.provider_spec).map_err(|e| Status::invalid_argument(e.to_string()))
+    LocalProviderSpec::parse(&class.provider_spec)
+        .map_err(|e| Status::invalid_argument(e.to_string()))
 }
 
 impl LocalDriver {
@@ -189,7 +190,10 @@ impl LocalDriver {
             .map_err(|e| Status::internal(format!("local cloud URL for {path}: {e}")))
     }
 
-    async fn answer<T: DeserializeOwned>(what: &str, r: Result<reqwest::Response, reqwest::Error>) -> DriverResult<T> {
+    async fn answer<T: DeserializeOwned>(
+        what: &str,
+        r: Result<reqwest::Response, reqwest::Error>,
+    ) -> DriverResult<T> {
         let resp = r.map_err(|e| transport(what, e))?;
         let status = resp.status();
         let body = resp.bytes().await.map_err(|e| transport(what, e))?;
@@ -204,18 +208,30 @@ impl LocalDriver {
                 Code::Unavailable,
                 format!(
                     "local cloud {what}: HTTP {status}: {}",
-                    String::from_utf8_lossy(&body).chars().take(200).collect::<String>()
+                    String::from_utf8_lossy(&body)
+                        .chars()
+                        .take(200)
+                        .collect::<String>()
                 ),
             )),
         }
     }
 
-    async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(&self, what: &str, path: &str, body: &B) -> DriverResult<T> {
+    async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        what: &str,
+        path: &str,
+        body: &B,
+    ) -> DriverResult<T> {
         let url = self.endpoint(path)?;
         Self::answer(what, self.http.post(url).json(body).send().await).await
     }
 
-    async fn find(&self, machine: &Machine, spec: &LocalProviderSpec) -> DriverResult<Vec<Instance>> {
+    async fn find(
+        &self,
+        machine: &Machine,
+        spec: &LocalProviderSpec,
+    ) -> DriverResult<Vec<Instance>> {
         let req = FindInstancesRequest {
             instance_id: machine_provider_id(machine)
                 .and_then(wire::instance_id_of)
@@ -229,7 +245,11 @@ impl LocalDriver {
     }
 
     /// The one instance backing a machine: `NotFound` for none, `OutOfRange` for several.
-    async fn the_instance(&self, machine: &Machine, spec: &LocalProviderSpec) -> DriverResult<Instance> {
+    async fn the_instance(
+        &self,
+        machine: &Machine,
+        spec: &LocalProviderSpec,
+    ) -> DriverResult<Instance> {
         let name = machine_name(machine)?;
         let mut found = self.find(machine, spec).await?;
         match found.len() {
@@ -241,7 +261,11 @@ impl LocalDriver {
                 Code::OutOfRange,
                 format!(
                     "several local instances back machine {name}: {}",
-                    found.iter().map(|i| i.id.as_str()).collect::<Vec<_>>().join(", ")
+                    found
+                        .iter()
+                        .map(|i| i.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             )),
         }
@@ -251,7 +275,10 @@ impl LocalDriver {
 #[async_trait]
 impl Driver for LocalDriver {
     #[instrument(skip_all, fields(machine = req.machine.metadata.name.as_deref().unwrap_or("")))]
-    async fn create_machine(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
         // Validate locally first: a bad class never reaches the cloud.
         class_spec(&req.machine_class)?;
         let name = machine_name(&req.machine)?;
@@ -271,7 +298,10 @@ impl Driver for LocalDriver {
     }
 
     #[instrument(skip_all, fields(machine = req.machine.metadata.name.as_deref().unwrap_or("")))]
-    async fn initialize_machine(&self, req: &InitializeMachineRequest) -> DriverResult<InitializeMachineResponse> {
+    async fn initialize_machine(
+        &self,
+        req: &InitializeMachineRequest,
+    ) -> DriverResult<InitializeMachineResponse> {
         let spec = class_spec(&req.machine_class)?;
         let id = match machine_provider_id(&req.machine).and_then(wire::instance_id_of) {
             Some(id) => id.to_string(),
@@ -281,7 +311,11 @@ impl Driver for LocalDriver {
             provider_spec: req.machine_class.provider_spec.clone(),
         };
         let inst: Instance = self
-            .post("initialize", &format!("v1/instances/{id}/initialize"), &body)
+            .post(
+                "initialize",
+                &format!("v1/instances/{id}/initialize"),
+                &body,
+            )
             .await?;
         info!(instance = %inst.id, "machine initialized");
         Ok(InitializeMachineResponse {
@@ -292,22 +326,27 @@ impl Driver for LocalDriver {
     }
 
     #[instrument(skip_all, fields(machine = req.machine.metadata.name.as_deref().unwrap_or("")))]
-    async fn delete_machine(&self, req: &DeleteMachineRequest) -> DriverResult<DeleteMachineResponse> {
+    async fn delete_machine(
+        &self,
+        req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
         let spec = class_spec(&req.machine_class)?;
         // With a providerID the instance is known; otherwise (a create whose
         // answer was never recorded) find it by the Machine's UID and name.
-        let ids: Vec<String> = match machine_provider_id(&req.machine).and_then(wire::instance_id_of) {
-            Some(id) => vec![id.to_string()],
-            None => self
-                .find(&req.machine, &spec)
-                .await?
-                .into_iter()
-                .map(|i| i.id)
-                .collect(),
-        };
+        let ids: Vec<String> =
+            match machine_provider_id(&req.machine).and_then(wire::instance_id_of) {
+                Some(id) => vec![id.to_string()],
+                None => self
+                    .find(&req.machine, &spec)
+                    .await?
+                    .into_iter()
+                    .map(|i| i.id)
+                    .collect(),
+            };
         for id in &ids {
             let url = self.endpoint(&format!("v1/instances/{id}"))?;
-            let r: DeleteInstanceResponse = Self::answer("delete", self.http.delete(url).send().await).await?;
+            let r: DeleteInstanceResponse =
+                Self::answer("delete", self.http.delete(url).send().await).await?;
             if r.deleted {
                 info!(instance = %id, "instance deleted");
             } else {
@@ -323,7 +362,10 @@ impl Driver for LocalDriver {
     }
 
     #[instrument(skip_all, fields(machine = req.machine.metadata.name.as_deref().unwrap_or("")))]
-    async fn get_machine_status(&self, req: &GetMachineStatusRequest) -> DriverResult<GetMachineStatusResponse> {
+    async fn get_machine_status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
         let spec = class_spec(&req.machine_class)?;
         let inst = self.the_instance(&req.machine, &spec).await?;
         let diff = network_differences(&inst, &spec);
@@ -349,7 +391,8 @@ impl Driver for LocalDriver {
     async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
         let spec = class_spec(&req.machine_class)?;
         let mut url = self.endpoint("v1/instances")?;
-        url.query_pairs_mut().append_pair("clusterTag", spec.cluster_tag());
+        url.query_pairs_mut()
+            .append_pair("clusterTag", spec.cluster_tag());
         let list: InstanceList = Self::answer("list", self.http.get(url).send().await).await?;
         let machine_list: BTreeMap<String, String> = list
             .instances
@@ -360,7 +403,10 @@ impl Driver for LocalDriver {
         Ok(ListMachinesResponse { machine_list })
     }
 
-    async fn get_volume_ids(&self, req: &GetVolumeIdsRequest) -> DriverResult<GetVolumeIdsResponse> {
+    async fn get_volume_ids(
+        &self,
+        req: &GetVolumeIdsRequest,
+    ) -> DriverResult<GetVolumeIdsResponse> {
         let volume_ids = req
             .pv_specs
             .iter()

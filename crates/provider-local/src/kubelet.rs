@@ -113,7 +113,10 @@ pub(crate) async fn run(shared: Arc<Shared>, client: Client, cfg: KubeletConfig)
         let work: Vec<(Instance, NodeMemory)> = running
             .iter()
             .map(|i| {
-                let m = memory.get(&i.id).cloned().unwrap_or_else(|| NodeMemory::new(i));
+                let m = memory
+                    .get(&i.id)
+                    .cloned()
+                    .unwrap_or_else(|| NodeMemory::new(i));
                 (i.clone(), m)
             })
             .filter(|(_, m)| {
@@ -141,7 +144,13 @@ pub(crate) async fn run(shared: Arc<Shared>, client: Client, cfg: KubeletConfig)
     }
 }
 
-async fn beat(nodes: &Api<Node>, leases: &Api<Lease>, inst: &Instance, mut m: NodeMemory, cfg: KubeletConfig) -> NodeMemory {
+async fn beat(
+    nodes: &Api<Node>,
+    leases: &Api<Lease>,
+    inst: &Instance,
+    mut m: NodeMemory,
+    cfg: KubeletConfig,
+) -> NodeMemory {
     let now = Instant::now();
     if m.node_uid.is_none() {
         match register(nodes, inst, &m).await {
@@ -163,13 +172,19 @@ async fn beat(nodes: &Api<Node>, leases: &Api<Lease>, inst: &Instance, mut m: No
     if due(m.last_lease, cfg.heartbeat_interval, now) {
         match renew_lease(leases, inst, &uid).await {
             Ok(()) => m.last_lease = Some(now),
-            Err(e) => warn!(instance = %inst.id, node = %inst.node_name, error = %e, "lease renewal failed"),
+            Err(e) => {
+                warn!(instance = %inst.id, node = %inst.node_name, error = %e, "lease renewal failed")
+            }
         }
     }
     if due(m.last_status, cfg.node_status_interval, now) {
         let node = status_node(inst, &m);
         match nodes
-            .patch_status(&inst.node_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&node))
+            .patch_status(
+                &inst.node_name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&node),
+            )
             .await
         {
             Ok(_) => m.last_status = Some(now),
@@ -177,7 +192,9 @@ async fn beat(nodes: &Api<Node>, leases: &Api<Lease>, inst: &Instance, mut m: No
                 info!(instance = %inst.id, node = %inst.node_name, "node is gone; registering again");
                 m.node_uid = None;
             }
-            Err(e) => warn!(instance = %inst.id, node = %inst.node_name, error = %e, "node status update failed"),
+            Err(e) => {
+                warn!(instance = %inst.id, node = %inst.node_name, error = %e, "node status update failed")
+            }
         }
     }
     m
@@ -185,7 +202,11 @@ async fn beat(nodes: &Api<Node>, leases: &Api<Lease>, inst: &Instance, mut m: No
 
 /// Creates the Node (or adopts an existing one with the same providerID);
 /// `None` when a Node of that name belongs to another VM.
-async fn register(nodes: &Api<Node>, inst: &Instance, m: &NodeMemory) -> Result<Option<String>, kube::Error> {
+async fn register(
+    nodes: &Api<Node>,
+    inst: &Instance,
+    m: &NodeMemory,
+) -> Result<Option<String>, kube::Error> {
     let existing = match nodes.get_opt(&inst.node_name).await? {
         Some(n) => Some(n),
         None => {
@@ -197,7 +218,11 @@ async fn register(nodes: &Api<Node>, inst: &Instance, m: &NodeMemory) -> Result<
                     // The API server may drop status on create: apply it right away.
                     let status = status_node(inst, m);
                     nodes
-                        .patch_status(&inst.node_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&status))
+                        .patch_status(
+                            &inst.node_name,
+                            &PatchParams::apply(FIELD_MANAGER).force(),
+                            &Patch::Apply(&status),
+                        )
                         .await?;
                     return Ok(created.metadata.uid);
                 }
@@ -209,7 +234,11 @@ async fn register(nodes: &Api<Node>, inst: &Instance, m: &NodeMemory) -> Result<
     let Some(node) = existing else {
         return Ok(None);
     };
-    let theirs = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or("");
+    let theirs = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .unwrap_or("");
     if !theirs.is_empty() && theirs != inst.provider_id {
         warn!(instance = %inst.id, node = %inst.node_name, node_provider_id = theirs,
               "a node of this name belongs to another VM; not heartbeating for it");
@@ -246,7 +275,10 @@ fn labels(inst: &Instance) -> BTreeMap<String, String> {
         ("kubernetes.io/hostname", inst.node_name.as_str()),
         ("kubernetes.io/os", "linux"),
         ("kubernetes.io/arch", "amd64"),
-        ("node.kubernetes.io/instance-type", inst.instance_type.as_str()),
+        (
+            "node.kubernetes.io/instance-type",
+            inst.instance_type.as_str(),
+        ),
         ("topology.kubernetes.io/zone", inst.zone.as_str()),
     ]
     .into_iter()
@@ -271,10 +303,30 @@ fn status(inst: &Instance, m: &NodeMemory) -> NodeStatus {
         allocatable: Some(cap.clone()),
         capacity: Some(cap),
         conditions: Some(vec![
-            condition("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-            condition("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            condition("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status (simulated by the mcm local cloud)"),
+            condition(
+                "MemoryPressure",
+                "False",
+                "KubeletHasSufficientMemory",
+                "kubelet has sufficient memory available",
+            ),
+            condition(
+                "DiskPressure",
+                "False",
+                "KubeletHasNoDiskPressure",
+                "kubelet has no disk pressure",
+            ),
+            condition(
+                "PIDPressure",
+                "False",
+                "KubeletHasSufficientPID",
+                "kubelet has sufficient PID available",
+            ),
+            condition(
+                "Ready",
+                "True",
+                "KubeletReady",
+                "kubelet is posting ready status (simulated by the mcm local cloud)",
+            ),
         ]),
         node_info: Some(NodeSystemInfo {
             architecture: "amd64".into(),
@@ -319,7 +371,11 @@ fn status_node(inst: &Instance, m: &NodeMemory) -> Node {
     }
 }
 
-async fn renew_lease(leases: &Api<Lease>, inst: &Instance, node_uid: &str) -> Result<(), kube::Error> {
+async fn renew_lease(
+    leases: &Api<Lease>,
+    inst: &Instance,
+    node_uid: &str,
+) -> Result<(), kube::Error> {
     let lease = Lease {
         metadata: ObjectMeta {
             name: Some(inst.node_name.clone()),
@@ -341,7 +397,11 @@ async fn renew_lease(leases: &Api<Lease>, inst: &Instance, node_uid: &str) -> Re
         }),
     };
     leases
-        .patch(&inst.node_name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&lease))
+        .patch(
+            &inst.node_name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&lease),
+        )
         .await?;
     debug!(instance = %inst.id, node = %inst.node_name, "lease renewed");
     Ok(())

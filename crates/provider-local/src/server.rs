@@ -85,13 +85,21 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeArgs {
     /// The address to listen on. The API has no authentication: keep it on loopback.
-    #[arg(long, env = "MCM_LOCAL_CLOUD_LISTEN_ADDRESS", default_value = "127.0.0.1")]
+    #[arg(
+        long,
+        env = "MCM_LOCAL_CLOUD_LISTEN_ADDRESS",
+        default_value = "127.0.0.1"
+    )]
     pub listen_address: IpAddr,
     /// The port to listen on (0 picks a free one).
     #[arg(long, env = "MCM_LOCAL_CLOUD_PORT", default_value_t = DEFAULT_PORT)]
     pub port: u16,
     /// The redb file holding the cloud's state (created when missing).
-    #[arg(long, env = "MCM_LOCAL_CLOUD_STORE", default_value = ".mcm/local-cloud.redb")]
+    #[arg(
+        long,
+        env = "MCM_LOCAL_CLOUD_STORE",
+        default_value = ".mcm/local-cloud.redb"
+    )]
     pub store: PathBuf,
     /// The kubeconfig of the cluster where the simulated kubelets register Nodes
     /// and renew Leases; `none` turns the kubelet simulation off.
@@ -259,7 +267,9 @@ impl ApiError {
 
 fn http_status(code: Code) -> StatusCode {
     match code {
-        Code::InvalidArgument | Code::OutOfRange | Code::FailedPrecondition => StatusCode::BAD_REQUEST,
+        Code::InvalidArgument | Code::OutOfRange | Code::FailedPrecondition => {
+            StatusCode::BAD_REQUEST
+        }
         Code::Unauthenticated => StatusCode::UNAUTHORIZED,
         Code::PermissionDenied => StatusCode::FORBIDDEN,
         Code::NotFound => StatusCode::NOT_FOUND,
@@ -320,7 +330,8 @@ fn lock<T>(m: &StdMutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn instance_id() -> String {
-    format!("i-{:017x}", rand::random::<u64>() & 0x0fff_ffff_ffff_ffff_u64)
+    // 17 hex digits, like EC2.
+    format!("i-{:017x}", rand::random::<u128>() & ((1u128 << 68) - 1))
 }
 
 /// The fake private IPv4 address of sequence number `seq`: 10.x.y.z, z in 1..=254.
@@ -606,7 +617,8 @@ impl Shared {
 
     async fn find(&self, body: Bytes) -> Result<InstanceList, ApiError> {
         let req: FindInstancesRequest = parse_body(&body)?;
-        let nonempty = |s: &Option<String>| s.as_deref().filter(|v| !v.is_empty()).map(str::to_string);
+        let nonempty =
+            |s: &Option<String>| s.as_deref().filter(|v| !v.is_empty()).map(str::to_string);
         let (id, token, name, cluster) = (
             nonempty(&req.instance_id),
             nonempty(&req.client_token),
@@ -788,7 +800,10 @@ async fn admin_instances(State(s): AppState) -> Response {
     .into_response()
 }
 
-async fn admin_action(State(s): AppState, UrlPath((id, action)): UrlPath<(String, String)>) -> Response {
+async fn admin_action(
+    State(s): AppState,
+    UrlPath((id, action)): UrlPath<(String, String)>,
+) -> Response {
     match s.act(&id, &action).await {
         Ok(i) => Json(i).into_response(),
         Err(e) => e.into_response(),
@@ -806,7 +821,10 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/instances/find", post(find))
         .route("/v1/instances/{id}", axum::routing::delete(delete))
         .route("/v1/instances/{id}/initialize", post(initialize))
-        .route("/admin/faults", get(get_faults).put(put_faults).patch(patch_faults))
+        .route(
+            "/admin/faults",
+            get(get_faults).put(put_faults).patch(patch_faults),
+        )
         .route("/admin/stats", get(get_stats).delete(reset_stats))
         .route("/admin/instances", get(admin_instances))
         .route("/admin/instances/{id}/{action}", post(admin_action))
@@ -894,7 +912,9 @@ pub async fn spawn(config: CloudConfig) -> Result<(SocketAddr, ServerHandle), Er
     };
     for inst in loaded.instances {
         if !inst.client_token.is_empty() {
-            state.by_token.insert(inst.client_token.clone(), inst.id.clone());
+            state
+                .by_token
+                .insert(inst.client_token.clone(), inst.id.clone());
         }
         state.instances.insert(inst.id.clone(), inst);
     }
@@ -916,7 +936,9 @@ pub async fn spawn(config: CloudConfig) -> Result<(SocketAddr, ServerHandle), Er
             let client = kubelet::client(path).await?;
             let kc = KubeletConfig {
                 heartbeat_interval: config.heartbeat_interval,
-                node_status_interval: config.node_status_interval.unwrap_or(config.heartbeat_interval),
+                node_status_interval: config
+                    .node_status_interval
+                    .unwrap_or(config.heartbeat_interval),
             };
             info!(kubeconfig = %path.display(), heartbeat = ?kc.heartbeat_interval,
                   node_status = ?kc.node_status_interval, "kubelet simulation on");
@@ -1027,16 +1049,23 @@ mod tests {
             #[command(flatten)]
             serve: ServeArgs,
         }
-        let cli = Cli::try_parse_from(["x", "--port", "0", "--boot-delay", "1s", "--no-rate-limits"])
-            .expect("parses");
+        let cli =
+            Cli::try_parse_from(["x", "--port", "0", "--boot-delay", "1s", "--no-rate-limits"])
+                .expect("parses");
         assert_eq!(cli.serve.target_kubeconfig, None);
         let c = cli.serve.to_config().expect("config");
         assert_eq!(c.tunables.boot_delay_ms, 1000);
         assert!(c.tunables.create.rate_limit.is_none());
         assert_eq!(c.listen.port(), 0);
         let cli = Cli::try_parse_from(["x", "--target-kubeconfig", "/k"]).expect("parses");
-        assert_eq!(cli.serve.to_config().expect("config").target_kubeconfig, Some(PathBuf::from("/k")));
+        assert_eq!(
+            cli.serve.to_config().expect("config").target_kubeconfig,
+            Some(PathBuf::from("/k"))
+        );
         let cli = Cli::try_parse_from(["x", "--target-kubeconfig", "none"]).expect("parses");
-        assert_eq!(cli.serve.to_config().expect("config").target_kubeconfig, None);
+        assert_eq!(
+            cli.serve.to_config().expect("config").target_kubeconfig,
+            None
+        );
     }
 }

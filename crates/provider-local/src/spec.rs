@@ -72,14 +72,20 @@ pub struct WantedNetwork {
     pub ipv6_prefix_count: usize,
 }
 
-fn required_string(obj: &serde_json::Map<String, Value>, field: &str, problems: &mut Vec<String>) -> String {
+fn required_string(
+    obj: &serde_json::Map<String, Value>,
+    field: &str,
+    problems: &mut Vec<String>,
+) -> String {
     match obj.get(field) {
         None | Some(Value::Null) => {
             problems.push(format!("providerSpec.{field}: required"));
             String::new()
         }
         Some(Value::String(s)) if s.trim().is_empty() => {
-            problems.push(format!("providerSpec.{field}: required (must not be empty)"));
+            problems.push(format!(
+                "providerSpec.{field}: required (must not be empty)"
+            ));
             String::new()
         }
         Some(Value::String(s)) => s.clone(),
@@ -105,7 +111,10 @@ fn count(obj: &serde_json::Map<String, Value>, field: &str, problems: &mut Vec<S
     }
 }
 
-fn tags(obj: &serde_json::Map<String, Value>, problems: &mut Vec<String>) -> BTreeMap<String, String> {
+fn tags(
+    obj: &serde_json::Map<String, Value>,
+    problems: &mut Vec<String>,
+) -> BTreeMap<String, String> {
     let map = match obj.get("tags") {
         None | Some(Value::Null) => {
             problems.push(format!(
@@ -128,7 +137,10 @@ fn tags(obj: &serde_json::Map<String, Value>, problems: &mut Vec<String>) -> BTr
             _ => problems.push(format!("providerSpec.tags[{k}]: must be a string")),
         }
     }
-    let clusters: Vec<&String> = tags.keys().filter(|k| k.starts_with(CLUSTER_TAG_PREFIX)).collect();
+    let clusters: Vec<&String> = tags
+        .keys()
+        .filter(|k| k.starts_with(CLUSTER_TAG_PREFIX))
+        .collect();
     match clusters.as_slice() {
         [] => problems.push(format!(
             "providerSpec.tags: a key {CLUSTER_TAG_PREFIX}<name> is required"
@@ -142,7 +154,9 @@ fn tags(obj: &serde_json::Map<String, Value>, problems: &mut Vec<String>) -> BTr
         )),
     }
     if !tags.contains_key(ROLE_NODE_TAG) {
-        problems.push(format!("providerSpec.tags: the key {ROLE_NODE_TAG} is required"));
+        problems.push(format!(
+            "providerSpec.tags: the key {ROLE_NODE_TAG} is required"
+        ));
     }
     tags
 }
@@ -166,7 +180,8 @@ impl LocalProviderSpec {
             None | Some(Value::Null) => None,
             Some(Value::String(z)) if !z.is_empty() && !z.contains('/') => Some(z.clone()),
             Some(_) => {
-                problems.push("providerSpec.zone: must be a non-empty string without '/'".to_string());
+                problems
+                    .push("providerSpec.zone: must be a non-empty string without '/'".to_string());
                 None
             }
         };
@@ -262,11 +277,17 @@ mod tests {
         let e = LocalProviderSpec::parse(&json!({})).expect_err("invalid");
         let text = e.to_string();
         assert!(text.contains("providerSpec.image: required"), "{text}");
-        assert!(text.contains("providerSpec.instanceType: required"), "{text}");
+        assert!(
+            text.contains("providerSpec.instanceType: required"),
+            "{text}"
+        );
         assert!(text.contains("providerSpec.tags"), "{text}");
 
         let e = LocalProviderSpec::parse(&json!("garbage")).expect_err("invalid");
-        assert_eq!(e.problems, vec!["providerSpec: must be a JSON object".to_string()]);
+        assert_eq!(
+            e.problems,
+            vec!["providerSpec: must be a JSON object".to_string()]
+        );
         let e = LocalProviderSpec::parse(&Value::Null).expect_err("invalid");
         assert!(e.to_string().contains("providerSpec: required"));
 
@@ -274,8 +295,13 @@ mod tests {
         v["image"] = json!(7);
         v["ipv6PrefixCount"] = json!(-1);
         v["tags"] = json!({"kubernetes.io/cluster/a": "1", "kubernetes.io/cluster/b": "1"});
-        let text = LocalProviderSpec::parse(&v).expect_err("invalid").to_string();
-        assert!(text.contains("providerSpec.image: must be a string"), "{text}");
+        let text = LocalProviderSpec::parse(&v)
+            .expect_err("invalid")
+            .to_string();
+        assert!(
+            text.contains("providerSpec.image: must be a string"),
+            "{text}"
+        );
         assert!(text.contains("providerSpec.ipv6PrefixCount"), "{text}");
         assert!(text.contains("exactly one key"), "{text}");
         assert!(text.contains(ROLE_NODE_TAG), "{text}");

@@ -105,11 +105,12 @@ impl Store {
         let mut instances = Vec::new();
         for item in table.iter().map_err(|e| self.err(e))? {
             let (k, v) = item.map_err(|e| self.err(e))?;
-            let inst: Instance = serde_json::from_slice(v.value()).map_err(|source| StoreError::Codec {
-                path: self.path.to_path_buf(),
-                id: k.value().to_string(),
-                source,
-            })?;
+            let inst: Instance =
+                serde_json::from_slice(v.value()).map_err(|source| StoreError::Codec {
+                    path: self.path.to_path_buf(),
+                    id: k.value().to_string(),
+                    source,
+                })?;
             instances.push(inst);
         }
         let meta = txn.open_table(META).map_err(|e| self.err(e))?;

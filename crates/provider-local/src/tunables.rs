@@ -27,6 +27,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+/// The longest latency, boot delay or eventual-consistency delay accepted (1 hour).
+pub const MAX_DELAY_MS: u64 = 3_600_000;
+
 /// The operations of the cloud API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
@@ -228,16 +231,30 @@ impl Tunables {
         for op in Op::ALL {
             let o = self.op(op);
             if !(0.0..=1.0).contains(&o.error_rate) {
-                return Err(TunablesError(format!("{op}.errorRate must be within 0..=1")));
+                return Err(TunablesError(format!(
+                    "{op}.errorRate must be within 0..=1"
+                )));
             }
             if let Some(r) = o.rate_limit {
-                if !(r.refill_per_second.is_finite() && r.refill_per_second > 0.0) || r.capacity == 0 {
+                if !(r.refill_per_second.is_finite() && r.refill_per_second > 0.0)
+                    || r.capacity == 0
+                {
                     return Err(TunablesError(format!(
                         "{op}.rateLimit needs capacity >= 1 and refillPerSecond > 0"
                     )));
                 }
             }
+            if o.latency_ms.saturating_add(o.jitter_ms) > MAX_DELAY_MS {
+                return Err(TunablesError(format!(
+                    "{op}.latencyMs + jitterMs must be at most {MAX_DELAY_MS}"
+                )));
+            }
             check_code(&format!("{op}.errorCode"), &o.error_code)?;
+        }
+        if self.boot_delay_ms > MAX_DELAY_MS || self.eventual_consistency_ms > MAX_DELAY_MS {
+            return Err(TunablesError(format!(
+                "bootDelayMs and eventualConsistencyMs must be at most {MAX_DELAY_MS}"
+            )));
         }
         check_code("failInitialization.code", &self.fail_initialization.code)
     }
@@ -246,7 +263,9 @@ impl Tunables {
 fn check_code(field: &str, name: &str) -> Result<(), TunablesError> {
     let code = mcm_driver::Code::from_name(name);
     if code == mcm_driver::Code::Unknown && name != "Unknown" {
-        return Err(TunablesError(format!("{field}: unknown machine code {name:?}")));
+        return Err(TunablesError(format!(
+            "{field}: unknown machine code {name:?}"
+        )));
     }
     if code == mcm_driver::Code::Ok {
         return Err(TunablesError(format!("{field}: OK is not an error code")));
@@ -354,6 +373,12 @@ mod tests {
         assert!(Tunables::merged(&base, &json!({"create": {"errorRate": 2}})).is_err());
         assert!(Tunables::merged(&base, &json!({"create": {"errorCode": "Bogus"}})).is_err());
         assert!(Tunables::merged(&base, &json!({"bootDelayMs": "x"})).is_err());
+        assert!(Tunables::merged(&base, &json!({"bootDelayMs": 3_600_001})).is_err());
+        assert!(Tunables::merged(
+            &base,
+            &json!({"status": {"latencyMs": 3_600_000, "jitterMs": 1}})
+        )
+        .is_err());
     }
 
     #[test]

@@ -22,7 +22,12 @@ fn condition(node: &Node, type_: &str) -> Option<(String, Option<k8s_openapi::ji
         .as_ref()?
         .iter()
         .find(|c| c.type_ == type_)
-        .map(|c| (c.status.clone(), c.last_heartbeat_time.as_ref().map(|t| t.0)))
+        .map(|c| {
+            (
+                c.status.clone(),
+                c.last_heartbeat_time.as_ref().map(|t| t.0),
+            )
+        })
 }
 
 async fn renew_time(leases: &Api<Lease>, name: &str) -> Option<k8s_openapi::jiff::Timestamp> {
@@ -54,7 +59,9 @@ async fn kubelets_register_ready_nodes_and_stop_heartbeating_when_killed() {
     let name = m.metadata.name.clone().expect("name");
     let req = request(&m, &class);
     let created = driver.create_machine(&req).await.expect("create");
-    let id = instance_id_of(&created.provider_id).expect("id").to_string();
+    let id = instance_id_of(&created.provider_id)
+        .expect("id")
+        .to_string();
 
     let nodes: Api<Node> = Api::all(env.client.clone());
     let leases: Api<Lease> = Api::namespaced(env.client.clone(), LEASE_NAMESPACE);
@@ -64,42 +71,74 @@ async fn kubelets_register_ready_nodes_and_stop_heartbeating_when_killed() {
     })
     .await;
     let spec = node.spec.clone().expect("spec");
-    assert_eq!(spec.provider_id.as_deref(), Some(created.provider_id.as_str()));
+    assert_eq!(
+        spec.provider_id.as_deref(),
+        Some(created.provider_id.as_str())
+    );
     let labels = node.metadata.labels.clone().expect("labels");
     assert_eq!(labels.get(MACHINE_NAME_LABEL), Some(&name));
-    let addresses = node.status.clone().and_then(|s| s.addresses).expect("addresses");
-    assert!(addresses.iter().any(|a| a.type_ == "InternalIP" && a.address.starts_with("10.")));
+    let addresses = node
+        .status
+        .clone()
+        .and_then(|s| s.addresses)
+        .expect("addresses");
+    assert!(addresses
+        .iter()
+        .any(|a| a.type_ == "InternalIP" && a.address.starts_with("10.")));
 
     // Heartbeats: the lease and the Ready condition keep moving.
-    let first = must_eventually(Duration::from_secs(10), "a lease", || renew_time(&leases, &name)).await;
-    let hb1 = condition(&node, "Ready").and_then(|c| c.1).expect("heartbeat time");
+    let first = must_eventually(Duration::from_secs(10), "a lease", || {
+        renew_time(&leases, &name)
+    })
+    .await;
+    let hb1 = condition(&node, "Ready")
+        .and_then(|c| c.1)
+        .expect("heartbeat time");
     let second = must_eventually(Duration::from_secs(10), "a renewed lease", || async {
         renew_time(&leases, &name).await.filter(|t| *t > first)
     })
     .await;
-    must_eventually(Duration::from_secs(10), "a newer Ready heartbeat", || async {
-        let n = nodes.get_opt(&name).await.ok().flatten()?;
-        condition(&n, "Ready")?.1.filter(|t| *t > hb1)
-    })
+    must_eventually(
+        Duration::from_secs(10),
+        "a newer Ready heartbeat",
+        || async {
+            let n = nodes.get_opt(&name).await.ok().flatten()?;
+            condition(&n, "Ready")?.1.filter(|t| *t > hb1)
+        },
+    )
     .await;
 
     // Kill the instance: heartbeats stop.
-    admin.instance_action(&id, InstanceAction::Kill).await.expect("kill");
+    admin
+        .instance_action(&id, InstanceAction::Kill)
+        .await
+        .expect("kill");
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let frozen = renew_time(&leases, &name).await.expect("lease");
     assert!(frozen >= second);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(renew_time(&leases, &name).await, Some(frozen), "the lease of a killed instance is not renewed");
+    assert_eq!(
+        renew_time(&leases, &name).await,
+        Some(frozen),
+        "the lease of a killed instance is not renewed"
+    );
 
     // The node lifecycle controller (grace period 20 s in the test env) marks the Node Unknown.
-    must_eventually(Duration::from_secs(60), "the node's Ready condition Unknown", || async {
-        let n = nodes.get_opt(&name).await.ok().flatten()?;
-        (condition(&n, "Ready")?.0 == "Unknown").then_some(())
-    })
+    must_eventually(
+        Duration::from_secs(60),
+        "the node's Ready condition Unknown",
+        || async {
+            let n = nodes.get_opt(&name).await.ok().flatten()?;
+            (condition(&n, "Ready")?.0 == "Unknown").then_some(())
+        },
+    )
     .await;
 
     // Started again, it heartbeats again and the Node turns Ready.
-    admin.instance_action(&id, InstanceAction::Start).await.expect("start");
+    admin
+        .instance_action(&id, InstanceAction::Start)
+        .await
+        .expect("start");
     must_eventually(Duration::from_secs(30), "the node Ready again", || async {
         let n = nodes.get_opt(&name).await.ok().flatten()?;
         (condition(&n, "Ready")?.0 == "True").then_some(())
@@ -112,7 +151,10 @@ async fn kubelets_register_ready_nodes_and_stop_heartbeating_when_killed() {
     let last = renew_time(&leases, &name).await.expect("lease");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(renew_time(&leases, &name).await, Some(last));
-    assert!(nodes.get_opt(&name).await.expect("get").is_some(), "the node is left to the controller");
+    assert!(
+        nodes.get_opt(&name).await.expect("get").is_some(),
+        "the node is left to the controller"
+    );
 
     let _ = nodes.delete(&name, &DeleteParams::default()).await;
     let _ = leases.delete(&name, &DeleteParams::default()).await;

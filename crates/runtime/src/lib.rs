@@ -17,6 +17,7 @@ pub mod drain;
 pub mod leader;
 pub mod machine;
 pub mod metrics;
+pub mod safety;
 
 pub use config::Config;
 pub use context::{Context, DriverRegistry};

@@ -22,14 +22,16 @@ pub struct Cloud {
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_test_writer()
         .try_init();
 }
 
-pub async fn start_at(store: &Path, tunables: Tunables) -> (ServerHandle, LocalDriver, AdminClient) {
+pub async fn start_at(
+    store: &Path,
+    tunables: Tunables,
+) -> (ServerHandle, LocalDriver, AdminClient) {
     let mut config = CloudConfig::new(store);
     config.tunables = tunables;
     start_with(config).await

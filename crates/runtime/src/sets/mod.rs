@@ -1,0 +1,596 @@
+//! # MachineSet and MachineDeployment controllers, and the overshoot safety loop
+//!
+//! The provider-independent half of machine-controller-manager (spec
+//! `sets-deployments-safety.md` §8-§11, §14) on kube-rs. All decisions are
+//! made by [`mcm_core::replicas`] and [`mcm_core::deployment`]; this module
+//! reads the world and carries them out:
+//!
+//! - [`machineset`]: keeps `spec.replicas` machines per MachineSet (claim,
+//!   adopt, release, create in slow-start batches, delete in deletion order,
+//!   replace Failed machines, propagate in-place template fields, status).
+//! - [`deployment`]: rolls MachineSets out (RollingUpdate, Recreate),
+//!   scales them (proportionally during a rollout), rolls back, pauses,
+//!   cleans up revision history, maintains status and conditions, and
+//!   applies the cluster-autoscaler's deletion annotation.
+//! - [`safety`]: the overshoot freeze: sets with too many machines get the
+//!   `freeze` label and a `Frozen` condition (no more creations) until the
+//!   count drops or the unfreeze annotation is set.
+//!
+//! One watch per kind (Machines, MachineSets, MachineDeployments) fills the
+//! caches and routes every change (deletions included) to the controllers
+//! that care: a Machine to its MachineSet (orphans to every set whose
+//! selector matches) and to that set's MachineDeployment; a MachineSet to its
+//! deployment. Every reconcile re-reads its object from the API server; every
+//! write of a computed value carries a resourceVersion precondition, and a
+//! MachineSet does not act on its machine count while creations or
+//! deletions it made are not yet visible in the cache.
+//!
+//! Without a target cluster this module never touches Nodes: the
+//! prefer-no-schedule taints and cluster-autoscaler node annotations of a
+//! rollout, the node `preserve` annotation and the InPlaceUpdate strategy
+//! (which needs the node agent protocol) are not available here.
+
+pub mod deployment;
+pub mod machineset;
+pub mod safety;
+
+use futures::channel::mpsc;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, Resource, ResourceExt};
+use mcm_api::{Machine, MachineDeployment, MachineSet};
+use mcm_core::backoff::{periods, Backoff, FailureKind};
+use mcm_core::replicas::{controller_ref, selector_is_empty, selector_matches, Expectations};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+/// Settings of the MachineSet / MachineDeployment controllers and the safety loop.
+#[derive(Debug, Clone)]
+pub struct SetsConfig {
+    /// Reconciles running at once per controller (`--concurrent-syncs`, default 10).
+    pub concurrent_syncs: u16,
+    /// Extra machines above the limit before a set is frozen (`--safety-up`, default 2).
+    pub safety_up: i32,
+    /// How far below the freeze limit the count must fall to unfreeze (`--safety-down`, default 1).
+    pub safety_down: i32,
+    /// Period of the overshoot check (`--machine-safety-overshooting-period`, default 1 min).
+    pub overshooting_period: Duration,
+    /// Periodic re-reconcile of every set and deployment (reference: 10 min).
+    pub resync_period: Duration,
+    /// `reportingInstance` of the Events (e.g. the pod name).
+    pub reporting_instance: Option<String>,
+}
+
+impl Default for SetsConfig {
+    fn default() -> Self {
+        SetsConfig {
+            concurrent_syncs: 10,
+            safety_up: 2,
+            safety_down: 1,
+            overshooting_period: Duration::from_secs(60),
+            resync_period: Duration::from_secs(600),
+            reporting_instance: None,
+        }
+    }
+}
+
+/// Errors of the set controllers.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes API call failed.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// A serialization problem.
+    #[error("serialization: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The object cannot be acted upon as it is.
+    #[error("invalid object: {0}")]
+    Invalid(String),
+    /// Creating or deleting machines failed (the status carries `ReplicaFailure`).
+    #[error("managing replicas: {0}")]
+    Replicas(String),
+    /// The owner changed while adopting (deleted, recreated).
+    #[error("owner changed while adopting: {0}")]
+    OwnerChanged(String),
+    /// A new MachineSet's name is taken by another object.
+    #[error("hash collision for new MachineSet {0}")]
+    Collision(String),
+    /// The caches were not filled.
+    #[error("caches not ready")]
+    NotReady,
+}
+
+impl Error {
+    /// An optimistic-concurrency conflict (HTTP 409): retry soon, not with backoff.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Kube(kube::Error::Api(s)) if s.code == 409)
+    }
+}
+
+/// The answer of an API call was NotFound.
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// The answer of an API call was a conflict or AlreadyExists (HTTP 409).
+pub(crate) fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// The caches every controller reads.
+#[derive(Clone)]
+pub(crate) struct Caches {
+    pub machines: Store<Machine>,
+    pub sets: Store<MachineSet>,
+    pub deployments: Store<MachineDeployment>,
+}
+
+impl Caches {
+    /// Waits until every cache has been filled once.
+    pub async fn ready(&self) -> Result<(), Error> {
+        self.machines.wait_until_ready().await.map_err(|_| Error::NotReady)?;
+        self.sets.wait_until_ready().await.map_err(|_| Error::NotReady)?;
+        self.deployments.wait_until_ready().await.map_err(|_| Error::NotReady)?;
+        Ok(())
+    }
+}
+
+/// What the controllers share.
+pub(crate) struct Ctx {
+    pub client: Client,
+    pub namespace: String,
+    pub config: SetsConfig,
+    pub caches: Caches,
+    pub set_recorder: Recorder,
+    pub deployment_recorder: Recorder,
+    pub safety_recorder: Recorder,
+    pub expectations: Mutex<Expectations>,
+    pub safety_wakeup: Notify,
+    backoff: Backoff,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Ctx {
+    pub fn machines(&self) -> Api<Machine> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub fn sets(&self) -> Api<MachineSet> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    pub fn deployments(&self) -> Api<MachineDeployment> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// The delay before retrying `key` after a failure.
+    pub fn failure_delay(&self, key: &str, err: &Error) -> Duration {
+        if err.is_conflict() {
+            return periods::CONFLICT;
+        }
+        let n = match self.failures.lock() {
+            Ok(mut m) => {
+                let n = m.entry(key.to_string()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            }
+            Err(_) => 1,
+        };
+        self.backoff.delay(n, FailureKind::Normal, rand::random::<f64>())
+    }
+
+    /// Forgets the failures of `key`.
+    pub fn reset_failures(&self, key: &str) {
+        if let Ok(mut m) = self.failures.lock() {
+            m.remove(key);
+        }
+    }
+}
+
+/// Publishes an Event, logging (not failing) when that is impossible.
+pub(crate) async fn publish<K: Resource<DynamicType = ()>>(
+    recorder: &Recorder,
+    obj: &K,
+    type_: EventType,
+    reason: &str,
+    note: String,
+    action: &str,
+) {
+    let ev = Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: action.to_string(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, &obj.object_ref(&())).await {
+        debug!(error = %e, reason, "event not published");
+    }
+}
+
+/// The controller ownerReference pointing at `owner`.
+pub(crate) fn owner_reference<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
+    OwnerReference {
+        api_version: K::api_version(&()).to_string(),
+        kind: K::kind(&()).to_string(),
+        name: owner.meta().name.clone().unwrap_or_default(),
+        uid: owner.meta().uid.clone().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// Whether the object carries the MCM finalizer.
+pub(crate) fn has_finalizer<K: Resource>(obj: &K) -> bool {
+    obj.meta()
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == mcm_api::constants::MCM_FINALIZER)
+}
+
+/// A merge patch of `metadata` guarded by the object's resourceVersion.
+fn guarded_metadata_patch<K: Resource>(obj: &K, metadata: serde_json::Value) -> serde_json::Value {
+    let mut meta = metadata;
+    if let (Some(m), Some(rv)) = (meta.as_object_mut(), obj.meta().resource_version.clone()) {
+        m.insert("resourceVersion".into(), json!(rv));
+    }
+    json!({ "metadata": meta })
+}
+
+/// Adds the MCM finalizer (resourceVersion-guarded merge patch).
+pub(crate) async fn add_finalizer<K>(api: &Api<K>, obj: &K) -> Result<K, Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let mut finalizers = obj.meta().finalizers.clone().unwrap_or_default();
+    finalizers.push(mcm_api::constants::MCM_FINALIZER.to_string());
+    let patch = guarded_metadata_patch(obj, json!({ "finalizers": finalizers }));
+    Ok(api
+        .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await?)
+}
+
+/// Removes the MCM finalizer (resourceVersion-guarded merge patch).
+pub(crate) async fn remove_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let finalizers: Vec<String> = obj
+        .meta()
+        .finalizers
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != mcm_api::constants::MCM_FINALIZER)
+        .collect();
+    let patch = guarded_metadata_patch(obj, json!({ "finalizers": finalizers }));
+    match api
+        .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Makes `owner` the controller of `obj`, keeping its other (non-controller)
+/// owners; guarded by `obj`'s resourceVersion.
+pub(crate) async fn adopt<K, O>(api: &Api<K>, obj: &K, owner: &O) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+    O: Resource<DynamicType = ()>,
+{
+    let mut refs: Vec<OwnerReference> = obj
+        .meta()
+        .owner_references
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.controller != Some(true))
+        .collect();
+    refs.push(owner_reference(owner));
+    let patch = guarded_metadata_patch(obj, json!({ "ownerReferences": refs }));
+    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+}
+
+/// Removes the ownerReference with `owner_uid` from `obj` (for real: the
+/// reference's `$patch: delete` inside a merge patch is a no-op, §19 quirk 2).
+pub(crate) async fn release<K>(api: &Api<K>, obj: &K, owner_uid: &str) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let refs: Vec<OwnerReference> = obj
+        .meta()
+        .owner_references
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.uid != owner_uid)
+        .collect();
+    let value = if refs.is_empty() { serde_json::Value::Null } else { json!(refs) };
+    let patch = guarded_metadata_patch(obj, json!({ "ownerReferences": value }));
+    match api
+        .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The MachineSets a Machine change concerns: its controller (kind
+/// MachineSet), or for an orphan every set whose non-empty selector matches.
+fn sets_for_machine(m: &Machine, sets: &Store<MachineSet>, ns: &str) -> Vec<ObjectRef<MachineSet>> {
+    match controller_ref(&m.metadata) {
+        Some(c) if c.kind == "MachineSet" => vec![ObjectRef::new(&c.name).within(ns)],
+        Some(_) => Vec::new(),
+        None => {
+            let labels = m.metadata.labels.clone().unwrap_or_default();
+            sets.state()
+                .iter()
+                .filter(|s| {
+                    s.spec.selector.as_ref().is_some_and(|sel| {
+                        !selector_is_empty(sel) && selector_matches(sel, &labels).unwrap_or(false)
+                    })
+                })
+                .map(|s| ObjectRef::from_obj(&**s))
+                .collect()
+        }
+    }
+}
+
+/// The MachineDeployments a MachineSet change concerns: its controller, or
+/// for an orphan every deployment whose non-empty selector matches.
+fn deployments_for_set(
+    s: &MachineSet,
+    deployments: &Store<MachineDeployment>,
+    ns: &str,
+) -> Vec<ObjectRef<MachineDeployment>> {
+    match controller_ref(&s.metadata) {
+        Some(c) if c.kind == "MachineDeployment" => vec![ObjectRef::new(&c.name).within(ns)],
+        Some(_) => Vec::new(),
+        None => {
+            let labels = s.metadata.labels.clone().unwrap_or_default();
+            deployments
+                .state()
+                .iter()
+                .filter(|d| {
+                    d.spec.selector.as_ref().is_some_and(|sel| {
+                        !selector_is_empty(sel) && selector_matches(sel, &labels).unwrap_or(false)
+                    })
+                })
+                .map(|d| ObjectRef::from_obj(&**d))
+                .collect()
+        }
+    }
+}
+
+/// The deployment of a machine's set (machine → set → deployment by controller refs).
+fn deployments_for_machine(
+    m: &Machine,
+    sets: &Store<MachineSet>,
+    ns: &str,
+) -> Vec<ObjectRef<MachineDeployment>> {
+    let Some(c) = controller_ref(&m.metadata).filter(|c| c.kind == "MachineSet") else {
+        return Vec::new();
+    };
+    sets.get(&ObjectRef::new(&c.name).within(ns))
+        .and_then(|s| controller_ref(&s.metadata))
+        .filter(|d| d.kind == "MachineDeployment")
+        .map(|d| vec![ObjectRef::new(&d.name).within(ns)])
+        .unwrap_or_default()
+}
+
+struct Routes {
+    set_objects: mpsc::UnboundedSender<Arc<MachineSet>>,
+    set_refs: mpsc::UnboundedSender<ObjectRef<MachineSet>>,
+    deployment_objects: mpsc::UnboundedSender<Arc<MachineDeployment>>,
+    deployment_refs: mpsc::UnboundedSender<ObjectRef<MachineDeployment>>,
+}
+
+impl Routes {
+    fn set_refs(&self, refs: Vec<ObjectRef<MachineSet>>) {
+        for r in refs {
+            let _ = self.set_refs.unbounded_send(r);
+        }
+    }
+
+    fn deployment_refs(&self, refs: Vec<ObjectRef<MachineDeployment>>) {
+        for r in refs {
+            let _ = self.deployment_refs.unbounded_send(r);
+        }
+    }
+
+    fn all_sets(&self, sets: &Store<MachineSet>) {
+        for s in sets.state() {
+            let _ = self.set_objects.unbounded_send(s);
+        }
+    }
+
+    fn all_deployments(&self, deployments: &Store<MachineDeployment>) {
+        for d in deployments.state() {
+            let _ = self.deployment_objects.unbounded_send(d);
+        }
+    }
+}
+
+async fn pump_machines(ctx: Arc<Ctx>, writer: reflector::store::Writer<Machine>, routes: Arc<Routes>) {
+    let stream = watcher(ctx.machines(), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    let mut stream = std::pin::pin!(stream);
+    let ns = ctx.namespace.clone();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(watcher::Event::Apply(m)) | Ok(watcher::Event::Delete(m)) => {
+                routes.set_refs(sets_for_machine(&m, &ctx.caches.sets, &ns));
+                routes.deployment_refs(deployments_for_machine(&m, &ctx.caches.sets, &ns));
+                ctx.safety_wakeup.notify_one();
+            }
+            Ok(watcher::Event::InitDone) => {
+                // A (re)list may have hidden deletions: look at everything again.
+                routes.all_sets(&ctx.caches.sets);
+                routes.all_deployments(&ctx.caches.deployments);
+                ctx.safety_wakeup.notify_one();
+            }
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "machine watch"),
+        }
+    }
+}
+
+async fn pump_sets(ctx: Arc<Ctx>, writer: reflector::store::Writer<MachineSet>, routes: Arc<Routes>) {
+    let stream = watcher(ctx.sets(), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    let mut stream = std::pin::pin!(stream);
+    let ns = ctx.namespace.clone();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(watcher::Event::Apply(s)) => {
+                routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
+                let _ = routes.set_objects.unbounded_send(Arc::new(s));
+            }
+            Ok(watcher::Event::Delete(s)) => {
+                routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
+            }
+            Ok(watcher::Event::InitDone) => {
+                routes.all_sets(&ctx.caches.sets);
+                routes.all_deployments(&ctx.caches.deployments);
+            }
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "machineset watch"),
+        }
+    }
+}
+
+async fn pump_deployments(
+    ctx: Arc<Ctx>,
+    writer: reflector::store::Writer<MachineDeployment>,
+    routes: Arc<Routes>,
+) {
+    let stream = watcher(ctx.deployments(), watcher::Config::default())
+        .default_backoff()
+        .reflect(writer);
+    let mut stream = std::pin::pin!(stream);
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(watcher::Event::Apply(d)) => {
+                let _ = routes.deployment_objects.unbounded_send(Arc::new(d));
+                ctx.safety_wakeup.notify_one();
+            }
+            Ok(watcher::Event::InitDone) => routes.all_deployments(&ctx.caches.deployments),
+            Ok(_) => {}
+            Err(e) => warn!(error = %e, "machinedeployment watch"),
+        }
+    }
+}
+
+/// Runs the MachineSet and MachineDeployment controllers and the safety loop
+/// in `namespace` until they stop (they do not stop on their own).
+pub async fn run(client: Client, namespace: String, config: SetsConfig) {
+    run_until(client, namespace, config, futures::future::pending()).await;
+}
+
+/// Like [`run`], with a graceful shutdown when `shutdown` completes
+/// (reconciles in flight finish, no new ones start).
+pub async fn run_until(
+    client: Client,
+    namespace: String,
+    config: SetsConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let shutdown = shutdown.boxed().shared();
+    let (machines, machine_writer) = reflector::store();
+    let (sets, set_writer) = reflector::store();
+    let (deployments, deployment_writer) = reflector::store();
+    let reporter = |controller: &str| Reporter {
+        controller: controller.to_string(),
+        instance: config.reporting_instance.clone(),
+    };
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        namespace: namespace.clone(),
+        caches: Caches {
+            machines,
+            sets: sets.clone(),
+            deployments: deployments.clone(),
+        },
+        set_recorder: Recorder::new(client.clone(), reporter("machineset-controller")),
+        deployment_recorder: Recorder::new(client.clone(), reporter("machinedeployment-controller")),
+        safety_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
+        expectations: Mutex::new(Expectations::new()),
+        safety_wakeup: Notify::new(),
+        backoff: Backoff::default(),
+        failures: Mutex::new(HashMap::new()),
+        config: config.clone(),
+    });
+    let (set_objects, set_objects_rx) = mpsc::unbounded();
+    let (set_refs, set_refs_rx) = mpsc::unbounded();
+    let (deployment_objects, deployment_objects_rx) = mpsc::unbounded();
+    let (deployment_refs, deployment_refs_rx) = mpsc::unbounded();
+    let routes = Arc::new(Routes {
+        set_objects,
+        set_refs,
+        deployment_objects,
+        deployment_refs,
+    });
+    info!(namespace = %namespace, "starting MachineSet and MachineDeployment controllers");
+    let controller_config = ControllerConfig::default().concurrency(config.concurrent_syncs);
+    let set_controller = Controller::for_shared_stream(set_objects_rx, sets)
+        .reconcile_on(set_refs_rx)
+        .with_config(controller_config.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(machineset::reconcile, machineset::error_policy, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                debug!(error = %e, "machineset reconcile");
+            }
+        });
+    let deployment_controller = Controller::for_shared_stream(deployment_objects_rx, deployments)
+        .reconcile_on(deployment_refs_rx)
+        .with_config(controller_config)
+        .graceful_shutdown_on(shutdown.clone())
+        .run(deployment::reconcile, deployment::error_policy, ctx.clone())
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                debug!(error = %e, "machinedeployment reconcile");
+            }
+        });
+    let safety_loop = safety::run(ctx.clone(), shutdown.clone());
+    let pumps = futures::future::join3(
+        pump_machines(ctx.clone(), machine_writer, routes.clone()),
+        pump_sets(ctx.clone(), set_writer, routes.clone()),
+        pump_deployments(ctx.clone(), deployment_writer, routes),
+    );
+    let controllers = futures::future::join3(set_controller, deployment_controller, safety_loop);
+    tokio::select! {
+        _ = controllers => {}
+        _ = pumps => {}
+    }
+    info!(namespace = %namespace, "MachineSet and MachineDeployment controllers stopped");
+}
+
+/// The periodic re-reconcile, shortened to `soon` when something is pending.
+pub(crate) fn requeue(ctx: &Ctx, soon: Option<Duration>) -> Action {
+    match soon {
+        Some(d) if d < ctx.config.resync_period => Action::requeue(d),
+        _ => Action::requeue(ctx.config.resync_period),
+    }
+}
