@@ -18,6 +18,7 @@ pub mod leader;
 pub mod machine;
 pub mod metrics;
 pub mod safety;
+pub mod sets;
 
 pub use config::Config;
 pub use context::{Context, DriverRegistry};
