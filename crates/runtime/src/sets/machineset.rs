@@ -134,7 +134,7 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
         debug!("waiting for earlier creations/deletions to show up in the cache");
         soon = Some(EXPECTATIONS_RECHECK);
     }
-    write_status(ctx, &api, &ms, &claimed, &views, manage_error.as_deref()).await?;
+    write_status(&api, &ms, &claimed, &views, manage_error.as_deref()).await?;
     if let Some(e) = manage_error {
         return Err(Error::Replicas(e));
     }
@@ -366,8 +366,9 @@ fn is_timeout(e: &kube::Error) -> bool {
 async fn create_machines(ctx: &Ctx, ms: &MachineSet, key: &str, batches: &[usize]) -> Result<(), String> {
     let machine = machine_from_template(ms)?;
     let api = ctx.machines();
+    let pp = PostParams::default();
     for &size in batches {
-        let results = join_all((0..size).map(|_| api.create(&PostParams::default(), &machine))).await;
+        let results = join_all((0..size).map(|_| api.create(&pp, &machine))).await;
         let mut created = Vec::new();
         let mut first_error = None;
         for r in results {
@@ -462,7 +463,6 @@ async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
 
 /// Computes and writes the status (§9.9) when something relevant changed.
 async fn write_status(
-    ctx: &Ctx,
     api: &Api<MachineSet>,
     ms: &MachineSet,
     claimed: &[Arc<Machine>],
@@ -535,9 +535,6 @@ async fn write_status(
     match api.replace_status(&ms.name_any(), &PostParams::default(), &obj).await {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => {
-            let _ = ctx;
-            Err(e.into())
-        }
+        Err(e) => Err(e.into()),
     }
 }
