@@ -84,8 +84,14 @@ mod tests {
     fn delays_double_from_short_and_cap_at_long() {
         let b = Backoff::default();
         assert_eq!(b.base_delay(1, FailureKind::Normal), Duration::from_secs(5));
-        assert_eq!(b.base_delay(2, FailureKind::Normal), Duration::from_secs(10));
-        assert_eq!(b.base_delay(4, FailureKind::Normal), Duration::from_secs(40));
+        assert_eq!(
+            b.base_delay(2, FailureKind::Normal),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            b.base_delay(4, FailureKind::Normal),
+            Duration::from_secs(40)
+        );
         assert_eq!(b.base_delay(20, FailureKind::Normal), periods::LONG);
         assert_eq!(b.base_delay(u32::MAX, FailureKind::Normal), periods::LONG);
     }
@@ -93,7 +99,10 @@ mod tests {
     #[test]
     fn throttling_starts_further_up_the_ladder() {
         let b = Backoff::default();
-        assert_eq!(b.base_delay(1, FailureKind::Throttled), Duration::from_secs(40));
+        assert_eq!(
+            b.base_delay(1, FailureKind::Throttled),
+            Duration::from_secs(40)
+        );
         assert!(b.base_delay(1, FailureKind::Throttled) > b.base_delay(1, FailureKind::Normal));
     }
 

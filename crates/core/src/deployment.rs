@@ -172,11 +172,19 @@ pub fn resolve_strategy(spec: &MachineDeploymentSpec) -> Result<Strategy, Strate
                 .ok_or(StrategyError::Missing("spec.strategy.inPlaceUpdate"))?;
             let manual = ip.orchestration_type == OrchestrationType::Manual;
             let cfg = &ip.update_configuration;
-            let max_surge = scaled_value_from_int_or_percent(cfg.max_surge.as_ref(), replicas, true)?;
+            let max_surge =
+                scaled_value_from_int_or_percent(cfg.max_surge.as_ref(), replicas, true)?;
             let zero = IntOrString::Int(0);
-            let surge_for_unavailable = if manual { Some(&zero) } else { cfg.max_surge.as_ref() };
-            let (_, max_unavailable) =
-                resolve_fenceposts(surge_for_unavailable, cfg.max_unavailable.as_ref(), replicas)?;
+            let surge_for_unavailable = if manual {
+                Some(&zero)
+            } else {
+                cfg.max_surge.as_ref()
+            };
+            let (_, max_unavailable) = resolve_fenceposts(
+                surge_for_unavailable,
+                cfg.max_unavailable.as_ref(),
+                replicas,
+            )?;
             Ok(Strategy::InPlaceUpdate {
                 max_surge,
                 max_unavailable,
@@ -423,7 +431,9 @@ impl SetView {
     }
 
     fn int_annotation(&self, key: &str) -> Option<i32> {
-        self.annotations.get(key).and_then(|v| v.trim().parse().ok())
+        self.annotations
+            .get(key)
+            .and_then(|v| v.trim().parse().ok())
     }
 }
 
@@ -553,7 +563,11 @@ pub fn new_set_annotations(
 }
 
 /// Writes `desired-replicas` and `max-replicas`; answers whether anything changed.
-pub fn set_replicas_annotations(annotations: &mut BTreeMap<String, String>, desired: i32, max: i32) -> bool {
+pub fn set_replicas_annotations(
+    annotations: &mut BTreeMap<String, String>,
+    desired: i32,
+    max: i32,
+) -> bool {
     let mut changed = false;
     for (k, v) in [
         (c::DESIRED_REPLICAS_ANNOTATION, desired.to_string()),
@@ -639,11 +653,19 @@ fn set_fraction(set: &SetView, replicas: i32, max_surge: i32, status_replicas: i
     if annotated <= 0 {
         return 0;
     }
-    let size = round_i32(f64::from(set.replicas) * f64::from(deployment_replicas) / f64::from(annotated));
+    let size =
+        round_i32(f64::from(set.replicas) * f64::from(deployment_replicas) / f64::from(annotated));
     size.saturating_sub(set.replicas)
 }
 
-fn proportion(set: &SetView, replicas: i32, max_surge: i32, status_replicas: i32, to_add: i32, added: i32) -> i32 {
+fn proportion(
+    set: &SetView,
+    replicas: i32,
+    max_surge: i32,
+    status_replicas: i32,
+    to_add: i32,
+    added: i32,
+) -> i32 {
     if set.replicas == 0 || to_add == 0 || to_add == added {
         return 0;
     }
@@ -679,7 +701,11 @@ pub fn scale_targets(
     old_desc.sort_by(|&a, &b| by_creation(&sets[b], &sets[a]));
     let mut candidates = old_desc.clone();
     candidates.extend(part.new);
-    let active: Vec<usize> = candidates.iter().copied().filter(|&i| sets[i].is_active()).collect();
+    let active: Vec<usize> = candidates
+        .iter()
+        .copied()
+        .filter(|&i| sets[i].is_active())
+        .collect();
     match active.len() {
         0 => {
             if let Some(target) = part.new.or_else(|| old_desc.first().copied()) {
@@ -705,7 +731,11 @@ pub fn scale_targets(
     }
     let surge = strategy.max_surge();
     let total: i32 = active.iter().map(|&i| sets[i].replicas).sum();
-    let allowed = if replicas > 0 { replicas.saturating_add(surge) } else { 0 };
+    let allowed = if replicas > 0 {
+        replicas.saturating_add(surge)
+    } else {
+        0
+    };
     let to_add = allowed - total;
     let mut sizes: BTreeMap<usize, i32> = active.iter().map(|&i| (i, sets[i].replicas)).collect();
     let mut order = active.clone();
@@ -736,7 +766,10 @@ pub fn scale_targets(
             sizes.insert(first, (v + leftover).max(0));
         }
     }
-    order.iter().map(|&i| (i, sizes.get(&i).copied().unwrap_or(0))).collect()
+    order
+        .iter()
+        .map(|&i| (i, sizes.get(&i).copied().unwrap_or(0)))
+        .collect()
 }
 
 /// The size of the new set when created or grown by a rollout (`NewISNewReplicas`).
@@ -747,11 +780,18 @@ pub fn scale_targets(
 /// reference counts `status.replicas` only, so while the new set's status
 /// lags behind its spec, every pass surges again (§19 quirk 5, fixed).
 /// Recreate: `replicas`. InPlaceUpdate Manual: 0.
-pub fn new_set_replicas(strategy: &Strategy, replicas: i32, sets: &[SetView], new: &SetView) -> i32 {
+pub fn new_set_replicas(
+    strategy: &Strategy,
+    replicas: i32,
+    sets: &[SetView],
+    new: &SetView,
+) -> i32 {
     let surge = match strategy {
         Strategy::Recreate => return replicas,
         Strategy::InPlaceUpdate { manual: true, .. } => return 0,
-        Strategy::RollingUpdate { max_surge, .. } | Strategy::InPlaceUpdate { max_surge, .. } => *max_surge,
+        Strategy::RollingUpdate { max_surge, .. } | Strategy::InPlaceUpdate { max_surge, .. } => {
+            *max_surge
+        }
     };
     let current: i32 = sets
         .iter()
@@ -768,7 +808,12 @@ pub fn new_set_replicas(strategy: &Strategy, replicas: i32, sets: &[SetView], ne
 /// The new set's target in a RollingUpdate pass (`reconcileNewMachineSet`):
 /// `None` when it already has `replicas`; down to `replicas` when above;
 /// else [`new_set_replicas`].
-pub fn rolling_new_set_target(strategy: &Strategy, replicas: i32, sets: &[SetView], new: &SetView) -> Option<i32> {
+pub fn rolling_new_set_target(
+    strategy: &Strategy,
+    replicas: i32,
+    sets: &[SetView],
+    new: &SetView,
+) -> Option<i32> {
     match new.replicas.cmp(&replicas) {
         Ordering::Equal => None,
         Ordering::Greater => Some(replicas),
@@ -788,12 +833,22 @@ pub fn rolling_new_set_target(strategy: &Strategy, replicas: i32, sets: &[SetVie
 /// the number of available machines above `replicas − maxUnavailable`.
 /// Gating on spec (not status) means a scale-down that the status does not
 /// show yet is never repeated.
-pub fn rolling_scale_down(replicas: i32, max_unavailable: i32, sets: &[SetView], part: &Partition) -> Vec<(usize, i32)> {
+pub fn rolling_scale_down(
+    replicas: i32,
+    max_unavailable: i32,
+    sets: &[SetView],
+    part: &Partition,
+) -> Vec<(usize, i32)> {
     let Some(n) = part.new else {
         return Vec::new();
     };
     let new = &sets[n];
-    let mut old: Vec<usize> = part.old.iter().copied().filter(|&i| sets[i].is_active()).collect();
+    let mut old: Vec<usize> = part
+        .old
+        .iter()
+        .copied()
+        .filter(|&i| sets[i].is_active())
+        .collect();
     old.sort_by(|&a, &b| by_creation(&sets[a], &sets[b]));
     let old_count: i32 = old.iter().map(|&i| sets[i].replicas).sum();
     if old_count == 0 {
@@ -826,7 +881,10 @@ pub fn rolling_scale_down(replicas: i32, max_unavailable: i32, sets: &[SetView],
     }
     // Scale down by the available surplus.
     let available: i32 = new.status.available_replicas
-        + old.iter().map(|&i| sets[i].status.available_replicas).sum::<i32>();
+        + old
+            .iter()
+            .map(|&i| sets[i].status.available_replicas)
+            .sum::<i32>();
     if available > min_available {
         let total = available - min_available;
         let mut scaled = 0;
@@ -868,8 +926,18 @@ pub enum RecreateStep {
 
 /// The next Recreate step. `old_machines_exist` tells whether any machine
 /// matching the deployment is still controlled by a set other than the new one.
-pub fn recreate_step(replicas: i32, sets: &[SetView], part: &Partition, old_machines_exist: bool) -> RecreateStep {
-    let active_old: Vec<usize> = part.old.iter().copied().filter(|&i| sets[i].is_active()).collect();
+pub fn recreate_step(
+    replicas: i32,
+    sets: &[SetView],
+    part: &Partition,
+    old_machines_exist: bool,
+) -> RecreateStep {
+    let active_old: Vec<usize> = part
+        .old
+        .iter()
+        .copied()
+        .filter(|&i| sets[i].is_active())
+        .collect();
     if !active_old.is_empty() {
         return RecreateStep::ScaleDownOld(active_old);
     }
@@ -899,7 +967,12 @@ pub fn history_cleanup(limit: Option<i32>, sets: &[SetView], part: &Partition) -
     let Some(limit) = limit else {
         return Vec::new();
     };
-    let mut alive: Vec<usize> = part.old.iter().copied().filter(|&i| !sets[i].deleting).collect();
+    let mut alive: Vec<usize> = part
+        .old
+        .iter()
+        .copied()
+        .filter(|&i| !sets[i].deleting)
+        .collect();
     let diff = alive.len() as i64 - i64::from(limit.max(0));
     if diff <= 0 {
         return Vec::new();
@@ -910,7 +983,9 @@ pub fn history_cleanup(limit: Option<i32>, sets: &[SetView], part: &Partition) -
         .take(usize::try_from(diff).unwrap_or(0))
         .filter(|&i| {
             let s = &sets[i];
-            s.status.replicas == 0 && s.replicas == 0 && s.generation <= s.status.observed_generation
+            s.status.replicas == 0
+                && s.replicas == 0
+                && s.generation <= s.status.observed_generation
         })
         .collect()
 }
@@ -959,7 +1034,10 @@ pub fn rollback_decision(
 ) -> RollbackDecision {
     let mut target = to_revision;
     if target == 0 {
-        let mut revs: Vec<i64> = sets.iter().filter_map(|s| revision(&s.annotations)).collect();
+        let mut revs: Vec<i64> = sets
+            .iter()
+            .filter_map(|s| revision(&s.annotations))
+            .collect();
         if part.new.is_none() {
             revs.push(max_revision(sets) + 1);
         }
@@ -972,7 +1050,9 @@ pub fn rollback_decision(
         .iter()
         .position(|s| revision(&s.annotations) == Some(target))
     else {
-        return RollbackDecision::RevisionNotFound("Unable to find the revision to rollback to.".into());
+        return RollbackDecision::RevisionNotFound(
+            "Unable to find the revision to rollback to.".into(),
+        );
     };
     if equal_ignore_hash(&sets[i].template, template) {
         return RollbackDecision::TemplateUnchanged { revision: target };
@@ -1010,7 +1090,10 @@ pub fn new_condition(
 /// Sets a condition (`SetMachineDeploymentCondition`): nothing when one of
 /// the same type, status and reason exists; the transition time is kept
 /// when only the reason changes.
-pub fn set_condition(conditions: &mut Vec<MachineDeploymentCondition>, mut cond: MachineDeploymentCondition) {
+pub fn set_condition(
+    conditions: &mut Vec<MachineDeploymentCondition>,
+    mut cond: MachineDeploymentCondition,
+) {
     if let Some(cur) = conditions.iter().find(|c| c.type_ == cond.type_) {
         if cur.status == cond.status && cur.reason == cond.reason {
             return;
@@ -1024,7 +1107,10 @@ pub fn set_condition(conditions: &mut Vec<MachineDeploymentCondition>, mut cond:
 }
 
 /// Removes the condition of that type.
-pub fn remove_condition(conditions: &mut Vec<MachineDeploymentCondition>, type_: &MachineDeploymentConditionType) {
+pub fn remove_condition(
+    conditions: &mut Vec<MachineDeploymentCondition>,
+    type_: &MachineDeploymentConditionType,
+) {
     conditions.retain(|c| &c.type_ != type_);
 }
 
@@ -1122,11 +1208,18 @@ pub fn is_progressing(old: &MachineDeploymentStatus, new: &MachineDeploymentStat
 }
 
 /// Whether the progress deadline has passed for this status.
-pub fn is_timed_out(progress_deadline_seconds: Option<i32>, status: &MachineDeploymentStatus, now: DateTime<Utc>) -> bool {
+pub fn is_timed_out(
+    progress_deadline_seconds: Option<i32>,
+    status: &MachineDeploymentStatus,
+    now: DateTime<Utc>,
+) -> bool {
     let Some(deadline) = progress_deadline_seconds else {
         return false;
     };
-    let Some(cond) = get_condition(&status.conditions, &MachineDeploymentConditionType::Progressing) else {
+    let Some(cond) = get_condition(
+        &status.conditions,
+        &MachineDeploymentConditionType::Progressing,
+    ) else {
         return false;
     };
     if cond.reason == c::NEW_MACHINE_SET_AVAILABLE_REASON {
@@ -1153,7 +1246,10 @@ pub fn rollout_status(
     now: DateTime<Utc>,
 ) -> MachineDeploymentStatus {
     let mut status = deployment_status(d, sets, part, now);
-    let current = get_condition(&d.status.conditions, &MachineDeploymentConditionType::Progressing);
+    let current = get_condition(
+        &d.status.conditions,
+        &MachineDeploymentConditionType::Progressing,
+    );
     let already_complete = status.replicas == status.updated_replicas
         && current.is_some_and(|c| c.reason == c::NEW_MACHINE_SET_AVAILABLE_REASON);
     let subject = match part.new {
@@ -1184,7 +1280,10 @@ pub fn rollout_status(
                 if cur.status == ConditionStatus::True {
                     cond.last_transition_time = cur.last_transition_time.clone();
                 }
-                remove_condition(&mut status.conditions, &MachineDeploymentConditionType::Progressing);
+                remove_condition(
+                    &mut status.conditions,
+                    &MachineDeploymentConditionType::Progressing,
+                );
             }
             set_condition(&mut status.conditions, cond);
         } else if is_timed_out(d.progress_deadline_seconds, &status, now) {
@@ -1216,13 +1315,19 @@ pub fn rollout_status(
                 message: f.message,
             },
         ),
-        None => remove_condition(&mut status.conditions, &MachineDeploymentConditionType::ReplicaFailure),
+        None => remove_condition(
+            &mut status.conditions,
+            &MachineDeploymentConditionType::ReplicaFailure,
+        ),
     }
     status
 }
 
 /// Whether a computed status differs enough to be written (`statusUpdateRequired`).
-pub fn status_update_required(old: &MachineDeploymentStatus, new: &MachineDeploymentStatus) -> bool {
+pub fn status_update_required(
+    old: &MachineDeploymentStatus,
+    new: &MachineDeploymentStatus,
+) -> bool {
     let same = old.available_replicas == new.available_replicas
         && old.collision_count == new.collision_count
         && old.failed_machines.len() == new.failed_machines.len()
@@ -1237,9 +1342,9 @@ pub fn status_update_required(old: &MachineDeploymentStatus, new: &MachineDeploy
         return true;
     }
     new.failed_machines.iter().any(|n| {
-        !old.failed_machines
-            .iter()
-            .any(|o| o.name == n.name && o.last_operation.description == n.last_operation.description)
+        !old.failed_machines.iter().any(|o| {
+            o.name == n.name && o.last_operation.description == n.last_operation.description
+        })
     })
 }
 
@@ -1247,9 +1352,16 @@ pub fn status_update_required(old: &MachineDeploymentStatus, new: &MachineDeploy
 /// (`requeueStuckMachineDeployment`): `None` without deadline, when complete
 /// or already timed out; else the time until the deadline plus 1 s (at
 /// least 1 s).
-pub fn progress_requeue(d: &DeploymentFacts<'_>, new_status: &MachineDeploymentStatus, now: DateTime<Utc>) -> Option<Duration> {
+pub fn progress_requeue(
+    d: &DeploymentFacts<'_>,
+    new_status: &MachineDeploymentStatus,
+    now: DateTime<Utc>,
+) -> Option<Duration> {
     let deadline = d.progress_deadline_seconds?;
-    let cond = get_condition(&d.status.conditions, &MachineDeploymentConditionType::Progressing)?;
+    let cond = get_condition(
+        &d.status.conditions,
+        &MachineDeploymentConditionType::Progressing,
+    )?;
     if is_complete(d.replicas, d.generation, new_status) || cond.reason == c::TIMED_OUT_REASON {
         return None;
     }
@@ -1420,7 +1532,12 @@ pub fn safety_surge(spec: &MachineDeploymentSpec) -> i32 {
 /// The freeze (`high`) and unfreeze (`low`) machine counts of a set: without
 /// a parent deployment `2·replicas + safetyUp`; with one
 /// `deployment replicas + surge + safetyUp`; `low = high − safetyDown`.
-pub fn overshoot_thresholds(set_replicas: i32, parent: Option<(i32, i32)>, safety_up: i32, safety_down: i32) -> (i64, i64) {
+pub fn overshoot_thresholds(
+    set_replicas: i32,
+    parent: Option<(i32, i32)>,
+    safety_up: i32,
+    safety_down: i32,
+) -> (i64, i64) {
     let high = match parent {
         None => 2 * i64::from(set_replicas) + i64::from(safety_up),
         Some((replicas, surge)) => i64::from(replicas) + i64::from(surge) + i64::from(safety_up),
@@ -1467,7 +1584,9 @@ mod tests {
     use mcm_api::{ClassSpec, MachineDeploymentStrategy, MachineSpec, UpdateConfiguration};
 
     fn t(secs: i64) -> DateTime<Utc> {
-        Utc.timestamp_opt(1_700_000_000 + secs, 0).single().unwrap_or_default()
+        Utc.timestamp_opt(1_700_000_000 + secs, 0)
+            .single()
+            .unwrap_or_default()
     }
 
     fn tpl(class: &str) -> MachineTemplateSpec {
@@ -1517,7 +1636,11 @@ mod tests {
         }
     }
 
-    fn spec_with(type_: &str, ru: Option<(IntOrString, IntOrString)>, replicas: i32) -> MachineDeploymentSpec {
+    fn spec_with(
+        type_: &str,
+        ru: Option<(IntOrString, IntOrString)>,
+        replicas: i32,
+    ) -> MachineDeploymentSpec {
         MachineDeploymentSpec {
             replicas,
             strategy: MachineDeploymentStrategy {
@@ -1533,7 +1656,9 @@ mod tests {
     }
 
     fn by_name(sets: &[SetView], v: Vec<(usize, i32)>) -> Vec<(String, i32)> {
-        v.into_iter().map(|(i, r)| (sets[i].name.clone(), r)).collect()
+        v.into_iter()
+            .map(|(i, r)| (sets[i].name.clone(), r))
+            .collect()
     }
 
     // --- strategy ---
@@ -1542,7 +1667,10 @@ mod tests {
     fn max_surge_rounds_up_and_max_unavailable_rounds_down() {
         let spec = spec_with(
             "RollingUpdate",
-            Some((IntOrString::String("25%".into()), IntOrString::String("25%".into()))),
+            Some((
+                IntOrString::String("25%".into()),
+                IntOrString::String("25%".into()),
+            )),
             10,
         );
         assert_eq!(resolve_strategy(&spec), Ok(rolling(3, 2)));
@@ -1550,7 +1678,11 @@ mod tests {
 
     #[test]
     fn both_fence_posts_zero_means_one_unavailable() {
-        let spec = spec_with("RollingUpdate", Some((IntOrString::Int(0), IntOrString::Int(0))), 3);
+        let spec = spec_with(
+            "RollingUpdate",
+            Some((IntOrString::Int(0), IntOrString::Int(0))),
+            3,
+        );
         let s = resolve_strategy(&spec).unwrap_or(Strategy::Recreate);
         assert_eq!(s, rolling(0, 1));
         assert_eq!(s.max_unavailable(3), 1);
@@ -1692,17 +1824,32 @@ mod tests {
         let d: BTreeMap<String, String> = [
             ("team".to_string(), "a".to_string()),
             (c::REVISION_ANNOTATION.to_string(), "9".to_string()),
-            (c::TRIGGER_DELETION_BY_MCM_ANNOTATION.to_string(), "m~t".to_string()),
-            (c::LAST_REPLICA_CHANGE_BY_SCALER_TIME_ANNOTATION.to_string(), "2024-01-01T00:00:00Z".to_string()),
+            (
+                c::TRIGGER_DELETION_BY_MCM_ANNOTATION.to_string(),
+                "m~t".to_string(),
+            ),
+            (
+                c::LAST_REPLICA_CHANGE_BY_SCALER_TIME_ANNOTATION.to_string(),
+                "2024-01-01T00:00:00Z".to_string(),
+            ),
         ]
         .into();
         let out = new_set_annotations(&d, &BTreeMap::new(), 2, false, 3, 4);
         assert_eq!(out.get("team").map(String::as_str), Some("a"));
-        assert_eq!(out.get(c::REVISION_ANNOTATION).map(String::as_str), Some("2"));
+        assert_eq!(
+            out.get(c::REVISION_ANNOTATION).map(String::as_str),
+            Some("2")
+        );
         assert!(!out.contains_key(c::TRIGGER_DELETION_BY_MCM_ANNOTATION));
         assert!(out.contains_key(c::LAST_REPLICA_CHANGE_BY_SCALER_TIME_ANNOTATION));
-        assert_eq!(out.get(c::DESIRED_REPLICAS_ANNOTATION).map(String::as_str), Some("3"));
-        assert_eq!(out.get(c::MAX_REPLICAS_ANNOTATION).map(String::as_str), Some("4"));
+        assert_eq!(
+            out.get(c::DESIRED_REPLICAS_ANNOTATION).map(String::as_str),
+            Some("3")
+        );
+        assert_eq!(
+            out.get(c::MAX_REPLICAS_ANNOTATION).map(String::as_str),
+            Some("4")
+        );
         assert!(!out.contains_key(c::REVISION_HISTORY_ANNOTATION));
     }
 
@@ -1716,15 +1863,29 @@ mod tests {
         let d: BTreeMap<String, String> = [("team".to_string(), "b".to_string())].into();
         // Same revision, annotations copied: no history entry (the reference appends "1").
         let same = new_set_annotations(&d, &set_ann, 1, true, 3, 4);
-        assert_eq!(same.get(c::REVISION_HISTORY_ANNOTATION).map(String::as_str), Some("0"));
+        assert_eq!(
+            same.get(c::REVISION_HISTORY_ANNOTATION).map(String::as_str),
+            Some("0")
+        );
         assert!(!same.contains_key(c::DESIRED_REPLICAS_ANNOTATION));
         // Rollback to this set: revision 1 → 3, history "0,1".
         let raised = new_set_annotations(&d, &set_ann, 3, true, 3, 4);
-        assert_eq!(raised.get(c::REVISION_ANNOTATION).map(String::as_str), Some("3"));
-        assert_eq!(raised.get(c::REVISION_HISTORY_ANNOTATION).map(String::as_str), Some("0,1"));
+        assert_eq!(
+            raised.get(c::REVISION_ANNOTATION).map(String::as_str),
+            Some("3")
+        );
+        assert_eq!(
+            raised
+                .get(c::REVISION_HISTORY_ANNOTATION)
+                .map(String::as_str),
+            Some("0,1")
+        );
         // Never lowered.
         let lower = new_set_annotations(&d, &raised, 2, true, 3, 4);
-        assert_eq!(lower.get(c::REVISION_ANNOTATION).map(String::as_str), Some("3"));
+        assert_eq!(
+            lower.get(c::REVISION_ANNOTATION).map(String::as_str),
+            Some("3")
+        );
     }
 
     #[test]
@@ -1769,7 +1930,13 @@ mod tests {
         let current = tpl("c2");
         let part = partition(&current, &sets);
         let d = rollback_decision(0, &current, &BTreeMap::new(), &sets, &part);
-        let RollbackDecision::RollBack { revision, set, template, .. } = d else {
+        let RollbackDecision::RollBack {
+            revision,
+            set,
+            template,
+            ..
+        } = d
+        else {
             panic!("expected RollBack, got {d:?}")
         };
         assert_eq!((revision, set), (1, 0));
@@ -1831,7 +1998,10 @@ mod tests {
         sets[1] = with_ann(sets[1].clone(), c::DESIRED_REPLICAS_ANNOTATION, "5");
         assert!(!is_scaling_event(5, &sets, &part));
         assert!(is_scaling_event(6, &sets, &part));
-        let no_new = Partition { new: None, old: vec![0, 1] };
+        let no_new = Partition {
+            new: None,
+            old: vec![0, 1],
+        };
         assert!(!is_scaling_event(6, &sets, &no_new));
     }
 
@@ -1851,11 +2021,17 @@ mod tests {
         new.template = tpl("cur");
         let sets = vec![set("old", 0, 3, 3, 3), new];
         let part = partition(&tpl("cur"), &sets);
-        assert_eq!(by_name(&sets, scale_targets(6, &rolling(1, 0), 3, &sets, &part)), [("old".to_string(), 6)]);
+        assert_eq!(
+            by_name(&sets, scale_targets(6, &rolling(1, 0), 3, &sets, &part)),
+            [("old".to_string(), 6)]
+        );
         // Nothing active: the new set.
         let mut none = sets.clone();
         none[0].replicas = 0;
-        assert_eq!(by_name(&none, scale_targets(2, &rolling(1, 0), 0, &none, &part)), [("new".to_string(), 2)]);
+        assert_eq!(
+            by_name(&none, scale_targets(2, &rolling(1, 0), 0, &none, &part)),
+            [("new".to_string(), 2)]
+        );
     }
 
     #[test]
@@ -1863,7 +2039,10 @@ mod tests {
         let (mut sets, part) = two_sets_new_first();
         sets[1] = with_ann(set("new", 10, 5, 5, 5), c::DESIRED_REPLICAS_ANNOTATION, "5");
         sets[1].template = tpl("cur");
-        assert_eq!(by_name(&sets, scale_targets(5, &rolling(1, 0), 8, &sets, &part)), [("old".to_string(), 0)]);
+        assert_eq!(
+            by_name(&sets, scale_targets(5, &rolling(1, 0), 8, &sets, &part)),
+            [("old".to_string(), 0)]
+        );
     }
 
     #[test]
@@ -1944,7 +2123,10 @@ mod tests {
         let mut new = set("new", 10, 5, 5, 5);
         new.template = tpl("cur");
         let sets = vec![new.clone()];
-        assert_eq!(rolling_new_set_target(&rolling(1, 0), 3, &sets, &new), Some(3));
+        assert_eq!(
+            rolling_new_set_target(&rolling(1, 0), 3, &sets, &new),
+            Some(3)
+        );
     }
 
     #[test]
@@ -1954,7 +2136,10 @@ mod tests {
         new.template = tpl("cur");
         let sets = vec![set("old", 0, 3, 3, 3), new];
         let part = partition(&tpl("cur"), &sets);
-        assert_eq!(by_name(&sets, rolling_scale_down(3, 0, &sets, &part)), [("old".to_string(), 2)]);
+        assert_eq!(
+            by_name(&sets, rolling_scale_down(3, 0, &sets, &part)),
+            [("old".to_string(), 2)]
+        );
     }
 
     #[test]
@@ -1984,7 +2169,10 @@ mod tests {
         let sets = vec![set("old1", 0, 2, 2, 1), set("old2", 5, 2, 2, 2), new];
         let part = partition(&tpl("cur"), &sets);
         // maxScaledDown = 5 - 3 - 1 = 1 → cleanup removes old1's unhealthy one; available 3 = min → no more.
-        assert_eq!(by_name(&sets, rolling_scale_down(4, 1, &sets, &part)), [("old1".to_string(), 1)]);
+        assert_eq!(
+            by_name(&sets, rolling_scale_down(4, 1, &sets, &part)),
+            [("old1".to_string(), 1)]
+        );
     }
 
     #[test]
@@ -1992,19 +2180,34 @@ mod tests {
         let old = set("old", 0, 2, 2, 2);
         let sets = vec![old];
         let part = partition(&tpl("cur"), &sets);
-        assert_eq!(recreate_step(3, &sets, &part, true), RecreateStep::ScaleDownOld(vec![0]));
+        assert_eq!(
+            recreate_step(3, &sets, &part, true),
+            RecreateStep::ScaleDownOld(vec![0])
+        );
         let mut drained = sets.clone();
         drained[0].replicas = 0;
-        assert_eq!(recreate_step(3, &drained, &part, true), RecreateStep::WaitForOldMachines);
+        assert_eq!(
+            recreate_step(3, &drained, &part, true),
+            RecreateStep::WaitForOldMachines
+        );
         drained[0].status.replicas = 0;
-        assert_eq!(recreate_step(3, &drained, &part, false), RecreateStep::CreateNew);
+        assert_eq!(
+            recreate_step(3, &drained, &part, false),
+            RecreateStep::CreateNew
+        );
         let mut new = set("new", 10, 0, 0, 0);
         new.template = tpl("cur");
         drained.push(new);
         let part = partition(&tpl("cur"), &drained);
-        assert_eq!(recreate_step(3, &drained, &part, false), RecreateStep::ScaleNew(3));
+        assert_eq!(
+            recreate_step(3, &drained, &part, false),
+            RecreateStep::ScaleNew(3)
+        );
         drained[1].replicas = 3;
-        assert_eq!(recreate_step(3, &drained, &part, false), RecreateStep::Steady);
+        assert_eq!(
+            recreate_step(3, &drained, &part, false),
+            RecreateStep::Steady
+        );
     }
 
     #[test]
@@ -2041,7 +2244,11 @@ mod tests {
 
     // --- status ---
 
-    fn facts<'a>(status: &'a MachineDeploymentStatus, strategy: &'a Strategy, replicas: i32) -> DeploymentFacts<'a> {
+    fn facts<'a>(
+        status: &'a MachineDeploymentStatus,
+        strategy: &'a Strategy,
+        replicas: i32,
+    ) -> DeploymentFacts<'a> {
         DeploymentFacts {
             name: "d",
             generation: 2,
@@ -2063,8 +2270,14 @@ mod tests {
         assert_eq!(status.available_replicas, 5);
         assert_eq!(status.unavailable_replicas, 0);
         assert_eq!(status.observed_generation, 2);
-        let avail = get_condition(&status.conditions, &MachineDeploymentConditionType::Available);
-        assert_eq!(avail.map(|c| c.reason.as_str()), Some(c::MINIMUM_REPLICAS_AVAILABLE));
+        let avail = get_condition(
+            &status.conditions,
+            &MachineDeploymentConditionType::Available,
+        );
+        assert_eq!(
+            avail.map(|c| c.reason.as_str()),
+            Some(c::MINIMUM_REPLICAS_AVAILABLE)
+        );
     }
 
     #[test]
@@ -2079,13 +2292,15 @@ mod tests {
         // min = 4 - 1 - 1 = 2 ≤ 2 → available.
         let ok = deployment_status(&facts(&st, &s, 4), &sets, &part, t(0));
         assert_eq!(
-            get_condition(&ok.conditions, &MachineDeploymentConditionType::Available).map(|c| c.status.clone()),
+            get_condition(&ok.conditions, &MachineDeploymentConditionType::Available)
+                .map(|c| c.status.clone()),
             Some(ConditionStatus::True)
         );
         let r = Strategy::Recreate;
         let bad = deployment_status(&facts(&st, &r, 4), &sets, &part, t(0));
         assert_eq!(
-            get_condition(&bad.conditions, &MachineDeploymentConditionType::Available).map(|c| c.reason.clone()),
+            get_condition(&bad.conditions, &MachineDeploymentConditionType::Available)
+                .map(|c| c.reason.clone()),
             Some(c::MINIMUM_REPLICAS_UNAVAILABLE.to_string())
         );
     }
@@ -2099,8 +2314,14 @@ mod tests {
         let st = MachineDeploymentStatus::default();
         let s = rolling(1, 0);
         let status = rollout_status(&facts(&st, &s, 3), &sets, &part, t(0));
-        let p = get_condition(&status.conditions, &MachineDeploymentConditionType::Progressing);
-        assert_eq!(p.map(|c| c.reason.as_str()), Some(c::NEW_MACHINE_SET_AVAILABLE_REASON));
+        let p = get_condition(
+            &status.conditions,
+            &MachineDeploymentConditionType::Progressing,
+        );
+        assert_eq!(
+            p.map(|c| c.reason.as_str()),
+            Some(c::NEW_MACHINE_SET_AVAILABLE_REASON)
+        );
         assert_eq!(status.conditions.len(), 2);
     }
 
@@ -2124,9 +2345,18 @@ mod tests {
         );
         let s = rolling(1, 0);
         let status = rollout_status(&facts(&st, &s, 3), &sets, &part, t(30));
-        let p = get_condition(&status.conditions, &MachineDeploymentConditionType::Progressing);
-        assert_eq!(p.and_then(|c| c.last_update_time.clone()), Some(to_k8s_time(t(30))));
-        assert_eq!(p.and_then(|c| c.last_transition_time.clone()), Some(to_k8s_time(t(0))));
+        let p = get_condition(
+            &status.conditions,
+            &MachineDeploymentConditionType::Progressing,
+        );
+        assert_eq!(
+            p.and_then(|c| c.last_update_time.clone()),
+            Some(to_k8s_time(t(30)))
+        );
+        assert_eq!(
+            p.and_then(|c| c.last_transition_time.clone()),
+            Some(to_k8s_time(t(0)))
+        );
     }
 
     #[test]
@@ -2155,12 +2385,22 @@ mod tests {
         let f = facts(&st, &s, 3);
         let early = rollout_status(&f, &sets, &part, t(30));
         assert_eq!(
-            get_condition(&early.conditions, &MachineDeploymentConditionType::Progressing).map(|c| c.reason.as_str()),
+            get_condition(
+                &early.conditions,
+                &MachineDeploymentConditionType::Progressing
+            )
+            .map(|c| c.reason.as_str()),
             Some(c::MACHINE_SET_UPDATED_REASON)
         );
-        assert_eq!(progress_requeue(&f, &early, t(30)), Some(Duration::from_secs(31)));
+        assert_eq!(
+            progress_requeue(&f, &early, t(30)),
+            Some(Duration::from_secs(31))
+        );
         let late = rollout_status(&f, &sets, &part, t(61));
-        let p = get_condition(&late.conditions, &MachineDeploymentConditionType::Progressing);
+        let p = get_condition(
+            &late.conditions,
+            &MachineDeploymentConditionType::Progressing,
+        );
         assert_eq!(p.map(|c| c.reason.as_str()), Some(c::TIMED_OUT_REASON));
         assert_eq!(p.map(|c| c.status.clone()), Some(ConditionStatus::False));
     }
@@ -2181,11 +2421,18 @@ mod tests {
         let st = MachineDeploymentStatus::default();
         let s = rolling(1, 0);
         let with = rollout_status(&facts(&st, &s, 3), &sets, &part, t(0));
-        let rf = get_condition(&with.conditions, &MachineDeploymentConditionType::ReplicaFailure);
+        let rf = get_condition(
+            &with.conditions,
+            &MachineDeploymentConditionType::ReplicaFailure,
+        );
         assert_eq!(rf.map(|c| c.message.as_str()), Some("quota"));
         sets[0].status.replica_failure = None;
         let without = rollout_status(&facts(&with, &s, 3), &sets, &part, t(1));
-        assert!(get_condition(&without.conditions, &MachineDeploymentConditionType::ReplicaFailure).is_none());
+        assert!(get_condition(
+            &without.conditions,
+            &MachineDeploymentConditionType::ReplicaFailure
+        )
+        .is_none());
     }
 
     #[test]
@@ -2213,17 +2460,35 @@ mod tests {
         let mut conds = Vec::new();
         set_condition(
             &mut conds,
-            new_condition(MachineDeploymentConditionType::Available, ConditionStatus::True, "A", "m".into(), t(0)),
+            new_condition(
+                MachineDeploymentConditionType::Available,
+                ConditionStatus::True,
+                "A",
+                "m".into(),
+                t(0),
+            ),
         );
         // Same status and reason: untouched.
         set_condition(
             &mut conds,
-            new_condition(MachineDeploymentConditionType::Available, ConditionStatus::True, "A", "other".into(), t(5)),
+            new_condition(
+                MachineDeploymentConditionType::Available,
+                ConditionStatus::True,
+                "A",
+                "other".into(),
+                t(5),
+            ),
         );
         assert_eq!(conds[0].message, "m");
         set_condition(
             &mut conds,
-            new_condition(MachineDeploymentConditionType::Available, ConditionStatus::True, "B", "m".into(), t(9)),
+            new_condition(
+                MachineDeploymentConditionType::Available,
+                ConditionStatus::True,
+                "B",
+                "m".into(),
+                t(9),
+            ),
         );
         assert_eq!(conds.len(), 1);
         assert_eq!(conds[0].last_transition_time, Some(to_k8s_time(t(0))));
@@ -2233,11 +2498,17 @@ mod tests {
     #[test]
     fn pause_and_resume_set_progressing_unknown_but_never_over_a_timeout() {
         let p = paused_condition(true, &[], t(0));
-        assert_eq!(p.as_ref().map(|c| c.reason.as_str()), Some(c::PAUSED_DEPLOYMENT_REASON));
+        assert_eq!(
+            p.as_ref().map(|c| c.reason.as_str()),
+            Some(c::PAUSED_DEPLOYMENT_REASON)
+        );
         let conds = vec![p.unwrap_or_default()];
         assert_eq!(paused_condition(true, &conds, t(1)), None);
         let r = paused_condition(false, &conds, t(2));
-        assert_eq!(r.map(|c| c.reason), Some(c::RESUMED_DEPLOYMENT_REASON.to_string()));
+        assert_eq!(
+            r.map(|c| c.reason),
+            Some(c::RESUMED_DEPLOYMENT_REASON.to_string())
+        );
         let timed_out = vec![new_condition(
             MachineDeploymentConditionType::Progressing,
             ConditionStatus::False,
@@ -2271,10 +2542,15 @@ mod tests {
             plan.new_value.as_deref(),
             Some("live~2024-01-01T00:00:00Z,marked~2024-01-01T00:00:00Z")
         );
-        assert_eq!(plan.mark, [("live".to_string(), "2024-01-01T00:00:00Z".to_string())]);
+        assert_eq!(
+            plan.mark,
+            [("live".to_string(), "2024-01-01T00:00:00Z".to_string())]
+        );
         let empty = trigger_deletion_plan("gone~2024-01-01T00:00:00Z", |_| TriggerTarget::NotFound);
         assert_eq!(empty.new_value.as_deref(), Some(""));
-        let same = trigger_deletion_plan("live~2024-01-01T00:00:00Z", |_| TriggerTarget::Live { marked: true });
+        let same = trigger_deletion_plan("live~2024-01-01T00:00:00Z", |_| TriggerTarget::Live {
+            marked: true,
+        });
         assert_eq!(same, TriggerPlan::default());
     }
 
@@ -2305,7 +2581,11 @@ mod tests {
     fn overshoot_threshold_without_any_max_surge_uses_zero_surge() {
         let recreate = spec_with("Recreate", None, 4);
         assert_eq!(safety_surge(&recreate), 0);
-        let ru = spec_with("RollingUpdate", Some((IntOrString::String("50%".into()), IntOrString::Int(0))), 3);
+        let ru = spec_with(
+            "RollingUpdate",
+            Some((IntOrString::String("50%".into()), IntOrString::Int(0))),
+            3,
+        );
         assert_eq!(safety_surge(&ru), 2);
     }
 
@@ -2323,9 +2603,14 @@ mod tests {
         // Two sets in one pass: the reference stops after the first action.
         let decisions: Vec<OvershootDecision> = [(false, 9usize), (true, 0usize)]
             .into_iter()
-            .map(|(frozen, count)| overshoot_decision(frozen, count, overshoot_thresholds(3, None, 2, 1)))
+            .map(|(frozen, count)| {
+                overshoot_decision(frozen, count, overshoot_thresholds(3, None, 2, 1))
+            })
             .collect();
-        assert_eq!(decisions, [OvershootDecision::Freeze, OvershootDecision::Unfreeze]);
+        assert_eq!(
+            decisions,
+            [OvershootDecision::Freeze, OvershootDecision::Unfreeze]
+        );
     }
 
     #[test]

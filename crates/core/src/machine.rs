@@ -15,9 +15,9 @@ use std::time::Duration;
 /// Deletion-step markers kept in `lastOperation.description` (contract), from the API crate.
 pub mod markers {
     pub use mcm_api::constants::{
-        DEL_VOLUMES_ATTACHMENTS as DELETE_VOLUME_ATTACHMENTS, GET_VM_STATUS,
-        INITIATE_DRAIN, INITIATE_FINALIZER_REMOVAL, INITIATE_NODE_DELETION,
-        INITIATE_VM_DELETION, INSTANCE_INITIALIZATION,
+        DEL_VOLUMES_ATTACHMENTS as DELETE_VOLUME_ATTACHMENTS, GET_VM_STATUS, INITIATE_DRAIN,
+        INITIATE_FINALIZER_REMOVAL, INITIATE_NODE_DELETION, INITIATE_VM_DELETION,
+        INSTANCE_INITIALIZATION,
     };
 }
 
@@ -203,7 +203,9 @@ impl MachineView {
         if self.phase == Phase::Failed {
             return false;
         }
-        self.provider_id.is_empty() || self.phase == Phase::Empty || self.phase == Phase::CrashLoopBackOff
+        self.provider_id.is_empty()
+            || self.phase == Phase::Empty
+            || self.phase == Phase::CrashLoopBackOff
     }
 
     /// Whether the creation timeout has passed.
@@ -222,7 +224,8 @@ impl MachineView {
         let labels = meta.labels.clone().unwrap_or_default();
         let annotations = meta.annotations.clone().unwrap_or_default();
         let cfg = &m.spec.configuration;
-        let dur = |v: &Option<String>, d: Duration| v.as_deref().and_then(parse_go_duration).unwrap_or(d);
+        let dur =
+            |v: &Option<String>, d: Duration| v.as_deref().and_then(parse_go_duration).unwrap_or(d);
         let creation_timeout = annotations
             .get(c::EFFECTIVE_CREATION_TIMEOUT_ANNOTATION)
             .and_then(|v| parse_go_duration(v))
@@ -240,11 +243,12 @@ impl MachineView {
         };
         let status = m.status.clone().unwrap_or_default();
         let op = &status.last_operation;
-        let last_operation = if op.description.is_empty() && op.state.is_empty() && op.type_.is_empty() {
-            None
-        } else {
-            Some((op.description.clone(), op.state.clone(), op.type_.clone()))
-        };
+        let last_operation =
+            if op.description.is_empty() && op.state.is_empty() && op.type_.is_empty() {
+                None
+            } else {
+                Some((op.description.clone(), op.state.clone(), op.type_.clone()))
+            };
         MachineView {
             name: meta.name.clone().unwrap_or_default(),
             created: meta
@@ -255,7 +259,11 @@ impl MachineView {
             provider_id: m.spec.provider_id.clone(),
             node: labels.get(c::NODE_LABEL).filter(|n| !n.is_empty()).cloned(),
             phase: status.current_status.phase.clone(),
-            phase_since: status.current_status.last_update_time.as_ref().map(|t| to_utc(&t.0)),
+            phase_since: status
+                .current_status
+                .last_update_time
+                .as_ref()
+                .map(|t| to_utc(&t.0)),
             last_operation,
             conditions: status.conditions.clone(),
             has_finalizer: meta
@@ -284,7 +292,8 @@ pub fn to_utc(t: &k8s_openapi::jiff::Timestamp) -> DateTime<Utc> {
 /// Converts chrono to a Kubernetes timestamp.
 pub fn to_time(t: DateTime<Utc>) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-        k8s_openapi::jiff::Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32).unwrap_or_default(),
+        k8s_openapi::jiff::Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32)
+            .unwrap_or_default(),
     )
 }
 
@@ -385,7 +394,10 @@ pub fn initialize_failed(m: &MachineView, err: &Status, now: DateTime<Utc>) -> T
     Transition {
         phase: Some(creation_failure_phase(m, now)),
         operation: Operation {
-            description: format!("Provider error: {err}. {}", markers::INSTANCE_INITIALIZATION),
+            description: format!(
+                "Provider error: {err}. {}",
+                markers::INSTANCE_INITIALIZATION
+            ),
             error_code: Some(err.code.name()),
             state: OpState::Failed,
             kind: OpType::Create,
@@ -501,7 +513,7 @@ pub fn is_healthy(conditions: &[NodeCondition], watched: &[String]) -> bool {
     conditions.iter().all(|c| {
         if c.type_ == "Ready" {
             c.status == "True"
-        } else if watched.iter().any(|w| *w == c.type_) {
+        } else if watched.contains(&c.type_) {
             c.status == "False"
         } else {
             true
@@ -604,14 +616,16 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
 fn timeouts(m: &MachineView, mut d: HealthDecision, now: DateTime<Utc>) -> HealthDecision {
     let (timeout, since) = match m.phase {
         Phase::Pending => (m.settings.creation_timeout, m.created),
-        Phase::Unknown if !m.settings.disable_health_timeout => {
-            (m.settings.health_timeout, m.phase_since.unwrap_or(m.created))
-        }
+        Phase::Unknown if !m.settings.disable_health_timeout => (
+            m.settings.health_timeout,
+            m.phase_since.unwrap_or(m.created),
+        ),
         _ => return d,
     };
     let gone = elapsed(since, now);
     if gone <= timeout {
-        d.recheck_after = Some((timeout - gone).min(Duration::from_secs(60)) + Duration::from_secs(1));
+        d.recheck_after =
+            Some((timeout - gone).min(Duration::from_secs(60)) + Duration::from_secs(1));
         return d;
     }
     let minutes = timeout.as_secs() / 60;
@@ -623,7 +637,10 @@ fn timeouts(m: &MachineView, mut d: HealthDecision, now: DateTime<Utc>) -> Healt
         Transition {
             phase: Some(Phase::Failed),
             operation: Operation::new(
-                format!("Machine {} failed to join the cluster in {minutes} minutes.", m.name),
+                format!(
+                    "Machine {} failed to join the cluster in {minutes} minutes.",
+                    m.name
+                ),
                 OpState::Failed,
                 prev_kind,
             ),
@@ -699,10 +716,16 @@ pub fn deletion_step(m: &MachineView) -> DeletionStep {
     let order = [
         (markers::GET_VM_STATUS, DeletionStep::GetVmStatus),
         (markers::INITIATE_DRAIN, DeletionStep::Drain),
-        (markers::DELETE_VOLUME_ATTACHMENTS, DeletionStep::DeleteVolumeAttachments),
+        (
+            markers::DELETE_VOLUME_ATTACHMENTS,
+            DeletionStep::DeleteVolumeAttachments,
+        ),
         (markers::INITIATE_VM_DELETION, DeletionStep::DeleteVm),
         (markers::INITIATE_NODE_DELETION, DeletionStep::DeleteNode),
-        (markers::INITIATE_FINALIZER_REMOVAL, DeletionStep::RemoveFinalizer),
+        (
+            markers::INITIATE_FINALIZER_REMOVAL,
+            DeletionStep::RemoveFinalizer,
+        ),
     ];
     order
         .iter()
@@ -787,8 +810,7 @@ pub fn plan_drain(m: &MachineView, now: DateTime<Utc>) -> DrainPlan {
         m.conditions.iter().any(|c| {
             c.type_ == ty
                 && c.status != healthy
-                && c
-                    .last_transition_time
+                && c.last_transition_time
                     .as_ref()
                     .is_some_and(|t| elapsed(to_utc(&t.0), now) > FORCE_DRAIN_AFTER)
         })
@@ -805,11 +827,9 @@ pub fn plan_drain(m: &MachineView, now: DateTime<Utc>) -> DrainPlan {
         };
     }
     let by_timeout = (m.settings.drain_timeout.as_secs() / 20).min(i32::MAX as u64) as i32;
-    let remaining = m
-        .deleting_since
-        .map_or(m.settings.drain_timeout, |t| {
-            m.settings.drain_timeout.saturating_sub(elapsed(t, now))
-        });
+    let remaining = m.deleting_since.map_or(m.settings.drain_timeout, |t| {
+        m.settings.drain_timeout.saturating_sub(elapsed(t, now))
+    });
     DrainPlan {
         force: false,
         timeout: remaining,
@@ -822,7 +842,9 @@ pub fn after_drain(plan: &DrainPlan, has_node: bool, result: Result<(), String>)
     use markers::*;
     if !has_node {
         return delete_op(
-            format!("Skipping drain as nodeName is not a valid one for machine. {INITIATE_VM_DELETION}"),
+            format!(
+                "Skipping drain as nodeName is not a valid one for machine. {INITIATE_VM_DELETION}"
+            ),
             OpState::Processing,
         );
     }
@@ -954,16 +976,28 @@ pub fn substitute_userdata(userdata: &str, machine: &str, token: Option<&str>) -
     }
     let mut out = userdata.to_string();
     if let Some(token) = token {
-        out = replace(&out, "<<BOOTSTRAP_TOKEN>>", "%3C%3CBOOTSTRAP_TOKEN%3E%3E", token);
+        out = replace(
+            &out,
+            "<<BOOTSTRAP_TOKEN>>",
+            "%3C%3CBOOTSTRAP_TOKEN%3E%3E",
+            token,
+        );
     }
-    replace(&out, "<<MACHINE_NAME>>", "%3C%3CMACHINE_NAME%3E%3E", machine)
+    replace(
+        &out,
+        "<<MACHINE_NAME>>",
+        "%3C%3CMACHINE_NAME%3E%3E",
+        machine,
+    )
 }
 
 fn query_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             b' ' => out.push('+'),
             _ => out.push_str(&format!("%{b:02X}")),
         }

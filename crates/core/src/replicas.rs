@@ -282,8 +282,11 @@ pub fn controller_ref(
 /// A Kubernetes time as a chrono time (out-of-range values clamp to the epoch).
 pub fn from_k8s_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> DateTime<Utc> {
     let ts = t.0;
-    DateTime::from_timestamp(ts.as_second(), u32::try_from(ts.subsec_nanosecond()).unwrap_or(0))
-        .unwrap_or_default()
+    DateTime::from_timestamp(
+        ts.as_second(),
+        u32::try_from(ts.subsec_nanosecond()).unwrap_or(0),
+    )
+    .unwrap_or_default()
 }
 
 /// A chrono time as a Kubernetes time, truncated to whole seconds (the API
@@ -391,7 +394,10 @@ pub fn validate_selector(selector: &LabelSelector) -> Result<(), SelectorError> 
 
 /// Whether `labels` contains every entry of `required` (`fullyLabeledReplicas`,
 /// the safety loop's "carries the template labels").
-pub fn labels_contain(labels: &BTreeMap<String, String>, required: &BTreeMap<String, String>) -> bool {
+pub fn labels_contain(
+    labels: &BTreeMap<String, String>,
+    required: &BTreeMap<String, String>,
+) -> bool {
     required.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
@@ -610,7 +616,11 @@ pub fn failed_machine_should_be_terminated(m: &MachineView, now: DateTime<Utc>) 
     if let Some(t) = m.preserve_expiry {
         return t <= now;
     }
-    let machine_value = m.annotations.get(keys::PRESERVE).cloned().unwrap_or_default();
+    let machine_value = m
+        .annotations
+        .get(keys::PRESERVE)
+        .cloned()
+        .unwrap_or_default();
     let last_applied = m
         .annotations
         .get(keys::LAST_APPLIED_NODE_PRESERVE)
@@ -632,7 +642,11 @@ pub fn marked_by_scaler(m: &MachineView, scaler_change_time: Option<DateTime<Utc
     let Some(limit) = scaler_change_time else {
         return false;
     };
-    if m.annotations.get(keys::MACHINE_PRIORITY).map(String::as_str) != Some("1") {
+    if m.annotations
+        .get(keys::MACHINE_PRIORITY)
+        .map(String::as_str)
+        != Some("1")
+    {
         return false;
     }
     m.marked_for_deletion_time().is_some_and(|t| t <= limit)
@@ -649,7 +663,11 @@ pub fn marked_by_scaler(m: &MachineView, scaler_change_time: Option<DateTime<Utc
 /// that are not preserved, each machine once.
 pub fn manage_replicas(input: &ReplicaInput<'_>) -> ReplicaPlan {
     let desired = i64::from(input.desired.max(0));
-    let live: Vec<&MachineView> = input.machines.iter().filter(|m| !m.is_terminating()).collect();
+    let live: Vec<&MachineView> = input
+        .machines
+        .iter()
+        .filter(|m| !m.is_terminating())
+        .collect();
     let candidates: Vec<&MachineView> = live
         .iter()
         .copied()
@@ -682,7 +700,9 @@ pub fn manage_replicas(input: &ReplicaInput<'_>) -> ReplicaPlan {
     };
     let delete_diff = candidates.len() as i64 - desired;
     if delete_diff > 0 {
-        let n = usize::try_from(delete_diff).unwrap_or(usize::MAX).min(BURST_REPLICAS);
+        let n = usize::try_from(delete_diff)
+            .unwrap_or(usize::MAX)
+            .min(BURST_REPLICAS);
         for m in machines_to_delete(&candidates, n, input.now) {
             push(m, DeleteReason::Surplus, &mut out);
         }
@@ -733,7 +753,8 @@ pub fn auto_preservation(max: i32, current: i32, machines: &[MachineView]) -> Au
         return plan;
     }
     if remaining < 0 {
-        let mut auto: Vec<&MachineView> = machines.iter().filter(|m| m.is_auto_preserved()).collect();
+        let mut auto: Vec<&MachineView> =
+            machines.iter().filter(|m| m.is_auto_preserved()).collect();
         auto.sort_by(|a, b| a.created.cmp(&b.created).then_with(|| a.name.cmp(&b.name)));
         let n = usize::try_from(-remaining).unwrap_or(usize::MAX);
         plan.unannotate = auto.into_iter().take(n).map(|m| m.name.clone()).collect();
@@ -750,12 +771,21 @@ pub fn auto_preservation(max: i32, current: i32, machines: &[MachineView]) -> Au
         .filter(|m| {
             m.phase == Phase::Failed
                 && !m.deleting
-                && !allowed.contains(&m.annotations.get(keys::PRESERVE).map(String::as_str).unwrap_or(""))
+                && !allowed.contains(
+                    &m.annotations
+                        .get(keys::PRESERVE)
+                        .map(String::as_str)
+                        .unwrap_or(""),
+                )
         })
         .collect();
     candidates.sort_by(|a, b| b.created.cmp(&a.created).then_with(|| a.name.cmp(&b.name)));
     let n = usize::try_from(remaining).unwrap_or(usize::MAX);
-    plan.annotate = candidates.into_iter().take(n).map(|m| m.name.clone()).collect();
+    plan.annotate = candidates
+        .into_iter()
+        .take(n)
+        .map(|m| m.name.clone())
+        .collect();
     plan
 }
 
@@ -808,7 +838,10 @@ fn count_i32(n: usize) -> i32 {
 /// Availability is phase-based only: `minReadySeconds` is not honoured (§19
 /// quirk 3, kept: machines have no "ready since" time to measure it from,
 /// and the MachineDeployment maths must agree with the reference's counts).
-pub fn set_status(template_labels: &BTreeMap<String, String>, machines: &[MachineView]) -> SetStatusCounts {
+pub fn set_status(
+    template_labels: &BTreeMap<String, String>,
+    machines: &[MachineView],
+) -> SetStatusCounts {
     let mut s = SetStatusCounts {
         replicas: count_i32(machines.len()),
         ..Default::default()
@@ -926,14 +959,24 @@ impl Expectations {
     }
 
     /// Records machines created for `key`.
-    pub fn expect_creations(&mut self, key: &str, names: impl IntoIterator<Item = String>, now: DateTime<Utc>) {
+    pub fn expect_creations(
+        &mut self,
+        key: &str,
+        names: impl IntoIterator<Item = String>,
+        now: DateTime<Utc>,
+    ) {
         let e = self.entries.entry(key.to_string()).or_default();
         e.creates.extend(names);
         e.since = Some(now);
     }
 
     /// Records machines deleted for `key`.
-    pub fn expect_deletions(&mut self, key: &str, names: impl IntoIterator<Item = String>, now: DateTime<Utc>) {
+    pub fn expect_deletions(
+        &mut self,
+        key: &str,
+        names: impl IntoIterator<Item = String>,
+        now: DateTime<Utc>,
+    ) {
         let e = self.entries.entry(key.to_string()).or_default();
         e.deletes.extend(names);
         e.since = Some(now);
@@ -947,7 +990,12 @@ impl Expectations {
     /// Removes what the cache now shows and answers whether nothing is
     /// pending any more. An entry older than [`EXPECTATIONS_TIMEOUT`] is
     /// dropped (the cache may never show a machine someone else deleted).
-    pub fn satisfied(&mut self, key: &str, seen: impl Fn(&str) -> Seen, now: DateTime<Utc>) -> bool {
+    pub fn satisfied(
+        &mut self,
+        key: &str,
+        seen: impl Fn(&str) -> Seen,
+        now: DateTime<Utc>,
+    ) -> bool {
         let Some(e) = self.entries.get_mut(key) else {
             return true;
         };
@@ -1095,7 +1143,9 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     fn t(secs: i64) -> DateTime<Utc> {
-        Utc.timestamp_opt(1_700_000_000 + secs, 0).single().unwrap_or_default()
+        Utc.timestamp_opt(1_700_000_000 + secs, 0)
+            .single()
+            .unwrap_or_default()
     }
 
     fn m(name: &str, phase: Phase, created: i64) -> MachineView {
@@ -1142,8 +1192,12 @@ mod tests {
             match_labels: Some([("a".into(), "1".into()), ("b".into(), "2".into())].into()),
             ..Default::default()
         };
-        let full: BTreeMap<String, String> =
-            [("a".into(), "1".into()), ("b".into(), "2".into()), ("c".into(), "3".into())].into();
+        let full: BTreeMap<String, String> = [
+            ("a".into(), "1".into()),
+            ("b".into(), "2".into()),
+            ("c".into(), "3".into()),
+        ]
+        .into();
         let partial: BTreeMap<String, String> = [("a".into(), "1".into())].into();
         assert_eq!(selector_matches(&sel, &full), Ok(true));
         assert_eq!(selector_matches(&sel, &partial), Ok(false));
@@ -1169,9 +1223,15 @@ mod tests {
         assert_eq!(selector_matches(&sel(req("In", &["x", "y"])), &l), Ok(true));
         assert_eq!(selector_matches(&sel(req("In", &["y"])), &l), Ok(false));
         assert_eq!(selector_matches(&sel(req("NotIn", &["y"])), &l), Ok(true));
-        assert_eq!(selector_matches(&sel(req("NotIn", &["y"])), &empty), Ok(true));
+        assert_eq!(
+            selector_matches(&sel(req("NotIn", &["y"])), &empty),
+            Ok(true)
+        );
         assert_eq!(selector_matches(&sel(req("Exists", &[])), &l), Ok(true));
-        assert_eq!(selector_matches(&sel(req("DoesNotExist", &[])), &l), Ok(false));
+        assert_eq!(
+            selector_matches(&sel(req("DoesNotExist", &[])), &l),
+            Ok(false)
+        );
         assert!(selector_matches(&sel(req("Bogus", &[])), &l).is_err());
         assert!(selector_matches(&sel(req("In", &[])), &l).is_err());
     }
@@ -1194,7 +1254,10 @@ mod tests {
             ]),
         };
         assert_eq!(selector_matches(&sel, &BTreeMap::new()), Ok(false));
-        assert_eq!(validate_selector(&sel), Err(SelectorError::UnknownOperator("Near".into())));
+        assert_eq!(
+            validate_selector(&sel),
+            Err(SelectorError::UnknownOperator("Near".into()))
+        );
     }
 
     #[test]
@@ -1222,33 +1285,63 @@ mod tests {
 
     #[test]
     fn claim_ignores_objects_controlled_by_another_owner() {
-        let me = Claimer { uid: "u1", deleting: false };
-        assert_eq!(claim(me, Some(&cref("u2")), true, false), ClaimAction::Ignore);
+        let me = Claimer {
+            uid: "u1",
+            deleting: false,
+        };
+        assert_eq!(
+            claim(me, Some(&cref("u2")), true, false),
+            ClaimAction::Ignore
+        );
     }
 
     #[test]
     fn claim_keeps_own_matching_objects_even_while_the_owner_is_deleted() {
-        let deleting = Claimer { uid: "u1", deleting: true };
-        assert_eq!(claim(deleting, Some(&cref("u1")), true, false), ClaimAction::Keep);
+        let deleting = Claimer {
+            uid: "u1",
+            deleting: true,
+        };
+        assert_eq!(
+            claim(deleting, Some(&cref("u1")), true, false),
+            ClaimAction::Keep
+        );
         assert!(ClaimAction::Keep.is_claimed());
     }
 
     #[test]
     fn claim_releases_own_objects_that_no_longer_match_unless_owner_deleting() {
-        let me = Claimer { uid: "u1", deleting: false };
-        assert_eq!(claim(me, Some(&cref("u1")), false, false), ClaimAction::Release);
-        let deleting = Claimer { uid: "u1", deleting: true };
-        assert_eq!(claim(deleting, Some(&cref("u1")), false, false), ClaimAction::Ignore);
+        let me = Claimer {
+            uid: "u1",
+            deleting: false,
+        };
+        assert_eq!(
+            claim(me, Some(&cref("u1")), false, false),
+            ClaimAction::Release
+        );
+        let deleting = Claimer {
+            uid: "u1",
+            deleting: true,
+        };
+        assert_eq!(
+            claim(deleting, Some(&cref("u1")), false, false),
+            ClaimAction::Ignore
+        );
         assert!(!ClaimAction::Release.is_claimed());
     }
 
     #[test]
     fn claim_adopts_matching_orphans_only_when_neither_side_is_deleting() {
-        let me = Claimer { uid: "u1", deleting: false };
+        let me = Claimer {
+            uid: "u1",
+            deleting: false,
+        };
         assert_eq!(claim(me, None, true, false), ClaimAction::Adopt);
         assert_eq!(claim(me, None, false, false), ClaimAction::Ignore);
         assert_eq!(claim(me, None, true, true), ClaimAction::Ignore);
-        let deleting = Claimer { uid: "u1", deleting: true };
+        let deleting = Claimer {
+            uid: "u1",
+            deleting: true,
+        };
         assert_eq!(claim(deleting, None, true, false), ClaimAction::Ignore);
     }
 
@@ -1267,10 +1360,22 @@ mod tests {
 
     #[test]
     fn deletion_order_marked_for_deletion_time_before_phase() {
-        let marked_late = with_ann(m("late", Phase::Running, 0), keys::MARKED_FOR_DELETION_TIME, "2024-01-02T00:00:00Z");
-        let marked_early = with_ann(m("early", Phase::Running, 0), keys::MARKED_FOR_DELETION_TIME, "2024-01-01T00:00:00Z");
+        let marked_late = with_ann(
+            m("late", Phase::Running, 0),
+            keys::MARKED_FOR_DELETION_TIME,
+            "2024-01-02T00:00:00Z",
+        );
+        let marked_early = with_ann(
+            m("early", Phase::Running, 0),
+            keys::MARKED_FOR_DELETION_TIME,
+            "2024-01-01T00:00:00Z",
+        );
         let unmarked_failed = m("failed", Phase::Failed, 0);
-        let garbage = with_ann(m("garbage", Phase::Terminating, 0), keys::MARKED_FOR_DELETION_TIME, "yesterday");
+        let garbage = with_ann(
+            m("garbage", Phase::Terminating, 0),
+            keys::MARKED_FOR_DELETION_TIME,
+            "yesterday",
+        );
         let all = [&unmarked_failed, &marked_late, &garbage, &marked_early];
         let order = machines_to_delete(&all, 3, t(0));
         assert_eq!(names(&order), ["early", "late", "garbage"]);
@@ -1286,11 +1391,28 @@ mod tests {
         let failed = m("failed", Phase::Failed, 20);
         let term = m("term", Phase::Terminating, 20);
         let available = m("available", Phase::Available, 20);
-        let all = [&running_new, &running_old, &available, &pending, &unknown, &crash, &failed, &term];
+        let all = [
+            &running_new,
+            &running_old,
+            &available,
+            &pending,
+            &unknown,
+            &crash,
+            &failed,
+            &term,
+        ];
         let order = machines_to_delete(&all, 7, t(100));
         assert_eq!(
             names(&order),
-            ["term", "failed", "crash", "unknown", "pending", "available", "running-old"]
+            [
+                "term",
+                "failed",
+                "crash",
+                "unknown",
+                "pending",
+                "available",
+                "running-old"
+            ]
         );
     }
 
@@ -1306,7 +1428,11 @@ mod tests {
     fn deletion_order_preserved_machines_go_last_auto_preserved_before_explicit() {
         let mut explicit = with_ann(m("explicit", Phase::Failed, 0), keys::MACHINE_PRIORITY, "1");
         explicit.preserve_expiry = Some(t(500));
-        let mut auto = with_ann(m("auto", Phase::Failed, 0), keys::PRESERVE, keys::PRESERVE_AUTO);
+        let mut auto = with_ann(
+            m("auto", Phase::Failed, 0),
+            keys::PRESERVE,
+            keys::PRESERVE_AUTO,
+        );
         auto.preserve_expiry = Some(t(900));
         let mut expired = m("expired", Phase::Running, 0);
         expired.preserve_expiry = Some(t(10)); // in the past: not preserved
@@ -1371,21 +1497,31 @@ mod tests {
         let many = [m("a", Phase::Running, 0), m("b", Phase::Running, 1)];
         let mut i = input(1, &many);
         i.frozen = true;
-        assert_eq!(deleted(&manage_replicas(&i)), [("a".to_string(), DeleteReason::Surplus)]);
+        assert_eq!(
+            deleted(&manage_replicas(&i)),
+            [("a".to_string(), DeleteReason::Surplus)]
+        );
     }
 
     #[test]
     fn scale_up_disabled_set_creates_nothing() {
         let mut i = input(2, &[]);
         i.scale_up_disabled = true;
-        assert_eq!(manage_replicas(&i), ReplicaPlan::ScaleUpDisabled { missing: 2 });
+        assert_eq!(
+            manage_replicas(&i),
+            ReplicaPlan::ScaleUpDisabled { missing: 2 }
+        );
     }
 
     #[test]
     fn terminating_machines_do_not_count_as_replicas() {
         let mut gone = m("gone", Phase::Running, 0);
         gone.deleting = true;
-        let machines = [m("t", Phase::Terminating, 0), gone, m("a", Phase::Running, 0)];
+        let machines = [
+            m("t", Phase::Terminating, 0),
+            gone,
+            m("a", Phase::Running, 0),
+        ];
         assert_eq!(
             manage_replicas(&input(2, &machines)),
             ReplicaPlan::Create {
@@ -1415,7 +1551,11 @@ mod tests {
 
     #[test]
     fn scale_to_zero_deletes_every_live_machine() {
-        let machines = [m("a", Phase::Running, 0), m("b", Phase::Pending, 1), m("c", Phase::Terminating, 1)];
+        let machines = [
+            m("a", Phase::Running, 0),
+            m("b", Phase::Pending, 1),
+            m("c", Phase::Terminating, 1),
+        ];
         let plan = manage_replicas(&input(0, &machines));
         let mut got: Vec<String> = deleted(&plan).into_iter().map(|d| d.0).collect();
         got.sort();
@@ -1425,9 +1565,10 @@ mod tests {
     #[test]
     fn in_place_updated_machines_are_never_surplus() {
         let mut moved = m("moved", Phase::Running, 0);
-        moved
-            .labels
-            .insert(keys::UPDATE_RESULT.into(), keys::UPDATE_RESULT_SUCCESSFUL.into());
+        moved.labels.insert(
+            keys::UPDATE_RESULT.into(),
+            keys::UPDATE_RESULT_SUCCESSFUL.into(),
+        );
         let machines = [moved, m("a", Phase::Running, 5)];
         // 2 machines for 1 replica, but only one candidate: nothing to delete.
         assert_eq!(manage_replicas(&input(1, &machines)), ReplicaPlan::Steady);
@@ -1440,22 +1581,36 @@ mod tests {
         assert_eq!(deleted(&plan), [("bad".to_string(), DeleteReason::Failed)]);
         // The next pass, with "bad" terminating, creates the replacement.
         let next = [m("ok", Phase::Running, 0), m("bad", Phase::Terminating, 0)];
-        assert!(matches!(manage_replicas(&input(2, &next)), ReplicaPlan::Create { count: 1, .. }));
+        assert!(matches!(
+            manage_replicas(&input(2, &next)),
+            ReplicaPlan::Create { count: 1, .. }
+        ));
     }
 
     #[test]
     fn failed_machine_is_not_deleted_while_creation_is_pending() {
         // The reference's early return on scale-up: creation first, deletion next pass.
         let machines = [m("bad", Phase::Failed, 0)];
-        assert!(matches!(manage_replicas(&input(2, &machines)), ReplicaPlan::Create { count: 1, .. }));
+        assert!(matches!(
+            manage_replicas(&input(2, &machines)),
+            ReplicaPlan::Create { count: 1, .. }
+        ));
     }
 
     #[test]
     fn preserved_failed_machines_are_kept() {
         let mut preserved = m("preserved", Phase::Failed, 0);
         preserved.preserve_expiry = Some(t(5000));
-        let annotated = with_ann(m("when-failed", Phase::Failed, 0), keys::PRESERVE, keys::PRESERVE_WHEN_FAILED);
-        let auto = with_ann(m("auto", Phase::Failed, 0), keys::PRESERVE, keys::PRESERVE_AUTO);
+        let annotated = with_ann(
+            m("when-failed", Phase::Failed, 0),
+            keys::PRESERVE,
+            keys::PRESERVE_WHEN_FAILED,
+        );
+        let auto = with_ann(
+            m("auto", Phase::Failed, 0),
+            keys::PRESERVE,
+            keys::PRESERVE_AUTO,
+        );
         let machines = [preserved, annotated, auto];
         assert_eq!(manage_replicas(&input(3, &machines)), ReplicaPlan::Steady);
     }
@@ -1499,7 +1654,10 @@ mod tests {
         let machines = [marked, later, m("c", Phase::Running, 0)];
         let mut i = input(3, &machines);
         i.scaler_change_time = parse_rfc3339("2024-01-02T00:00:00Z");
-        assert_eq!(deleted(&manage_replicas(&i)), [("marked".to_string(), DeleteReason::MarkedByScaler)]);
+        assert_eq!(
+            deleted(&manage_replicas(&i)),
+            [("marked".to_string(), DeleteReason::MarkedByScaler)]
+        );
         // Without the set annotation the rule never fires.
         i.scaler_change_time = None;
         assert_eq!(manage_replicas(&i), ReplicaPlan::Steady);
@@ -1515,7 +1673,10 @@ mod tests {
         let machines = [bad, m("ok", Phase::Running, 0)];
         let mut i = input(1, &machines);
         i.scaler_change_time = parse_rfc3339("2024-01-02T00:00:00Z");
-        assert_eq!(deleted(&manage_replicas(&i)), [("bad".to_string(), DeleteReason::Surplus)]);
+        assert_eq!(
+            deleted(&manage_replicas(&i)),
+            [("bad".to_string(), DeleteReason::Surplus)]
+        );
     }
 
     #[test]
@@ -1531,7 +1692,11 @@ mod tests {
         let machines = [
             m("old", Phase::Failed, 0),
             m("new", Phase::Failed, 10),
-            with_ann(m("false", Phase::Failed, 20), keys::PRESERVE, keys::PRESERVE_FALSE),
+            with_ann(
+                m("false", Phase::Failed, 20),
+                keys::PRESERVE,
+                keys::PRESERVE_FALSE,
+            ),
             m("running", Phase::Running, 30),
         ];
         let plan = auto_preservation(1, 0, &machines);
@@ -1542,13 +1707,28 @@ mod tests {
     #[test]
     fn auto_preservation_over_limit_removes_oldest_auto_annotations() {
         let machines = [
-            with_ann(m("a", Phase::Failed, 5), keys::PRESERVE, keys::PRESERVE_AUTO),
-            with_ann(m("b", Phase::Failed, 1), keys::PRESERVE, keys::PRESERVE_AUTO),
-            with_ann(m("manual", Phase::Failed, 0), keys::PRESERVE, keys::PRESERVE_NOW),
+            with_ann(
+                m("a", Phase::Failed, 5),
+                keys::PRESERVE,
+                keys::PRESERVE_AUTO,
+            ),
+            with_ann(
+                m("b", Phase::Failed, 1),
+                keys::PRESERVE,
+                keys::PRESERVE_AUTO,
+            ),
+            with_ann(
+                m("manual", Phase::Failed, 0),
+                keys::PRESERVE,
+                keys::PRESERVE_NOW,
+            ),
         ];
         let plan = auto_preservation(1, 2, &machines);
         assert_eq!(plan.unannotate, ["b"]);
-        assert_eq!(auto_preservation(2, 2, &machines), AutoPreservePlan::default());
+        assert_eq!(
+            auto_preservation(2, 2, &machines),
+            AutoPreservePlan::default()
+        );
     }
 
     #[test]
@@ -1569,7 +1749,11 @@ mod tests {
         let available = m("available", Phase::Available, 0);
         let mut failed = m("failed", Phase::Failed, 0);
         failed.last_operation_failed = true;
-        let mut preserved = with_ann(m("preserved", Phase::Failed, 0), keys::PRESERVE, keys::PRESERVE_AUTO);
+        let mut preserved = with_ann(
+            m("preserved", Phase::Failed, 0),
+            keys::PRESERVE,
+            keys::PRESERVE_AUTO,
+        );
         preserved.preserve_expiry = Some(t(10));
         preserved.last_operation_failed = true;
         let term = m("term", Phase::Terminating, 0);
@@ -1601,9 +1785,18 @@ mod tests {
             replica_failure(Some("x"), false, 4, 3),
             ReplicaFailureChange::Add { reason, .. } if reason == "FailedDelete"
         ));
-        assert_eq!(replica_failure(Some("x"), true, 1, 3), ReplicaFailureChange::Keep);
-        assert_eq!(replica_failure(None, true, 3, 3), ReplicaFailureChange::Remove);
-        assert_eq!(replica_failure(None, false, 3, 3), ReplicaFailureChange::Keep);
+        assert_eq!(
+            replica_failure(Some("x"), true, 1, 3),
+            ReplicaFailureChange::Keep
+        );
+        assert_eq!(
+            replica_failure(None, true, 3, 3),
+            ReplicaFailureChange::Remove
+        );
+        assert_eq!(
+            replica_failure(None, false, 3, 3),
+            ReplicaFailureChange::Keep
+        );
     }
 
     // --- expectations ---
@@ -1613,10 +1806,26 @@ mod tests {
         let mut e = Expectations::new();
         e.expect_creations("ns/ms", ["a".to_string(), "b".to_string()], t(0));
         e.expect_deletions("ns/ms", ["old".to_string()], t(0));
-        assert!(!e.satisfied("ns/ms", |n| if n == "b" { Seen::Absent } else { Seen::Present }, t(1)));
+        assert!(!e.satisfied(
+            "ns/ms",
+            |n| if n == "b" {
+                Seen::Absent
+            } else {
+                Seen::Present
+            },
+            t(1)
+        ));
         // "b" seen now, "old" still present.
         assert!(!e.satisfied("ns/ms", |_| Seen::Present, t(2)));
-        assert!(e.satisfied("ns/ms", |n| if n == "old" { Seen::Deleting } else { Seen::Present }, t(3)));
+        assert!(e.satisfied(
+            "ns/ms",
+            |n| if n == "old" {
+                Seen::Deleting
+            } else {
+                Seen::Present
+            },
+            t(3)
+        ));
         assert!(e.satisfied("other", |_| Seen::Absent, t(3)));
     }
 
@@ -1660,16 +1869,25 @@ mod tests {
         let tpl = serde_json::json!({"class": {"kind": "MachineClass"}, "nodeTemplate": {"spec": {"podCIDR": "x"}}});
         let machine = serde_json::json!({"class": {"kind": "AWSMachineClass", "name": "c"}});
         let out = propagate_template(&tpl, &machine, Phase::Failed, false);
-        assert_eq!(out, Some(serde_json::json!({"class": {"kind": "MachineClass", "name": "c"}})));
+        assert_eq!(
+            out,
+            Some(serde_json::json!({"class": {"kind": "MachineClass", "name": "c"}}))
+        );
         let same = serde_json::json!({"class": {"kind": "MachineClass", "name": "c"}});
-        assert_eq!(propagate_template(&tpl, &same, Phase::Terminating, false), None);
+        assert_eq!(
+            propagate_template(&tpl, &same, Phase::Terminating, false),
+            None
+        );
     }
 
     #[test]
     fn propagation_treats_empty_and_absent_alike() {
         let tpl = serde_json::json!({"class": {"kind": "MachineClass"}, "nodeTemplate": {"metadata": {}}});
         let machine = serde_json::json!({"class": {"kind": "MachineClass", "name": "c"}});
-        assert_eq!(propagate_template(&tpl, &machine, Phase::Running, false), None);
+        assert_eq!(
+            propagate_template(&tpl, &machine, Phase::Running, false),
+            None
+        );
     }
 
     // --- names ---

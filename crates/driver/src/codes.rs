@@ -77,7 +77,10 @@ impl Code {
     pub fn value(self) -> u32 {
         match self {
             Code::Other(n) => n,
-            c => NAMES.iter().position(|(k, _)| *k == c).map_or(2, |p| p as u32),
+            c => NAMES
+                .iter()
+                .position(|(k, _)| *k == c)
+                .map_or(2, |p| p as u32),
         }
     }
 

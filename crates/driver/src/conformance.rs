@@ -125,12 +125,16 @@ pub async fn list_returns_only_the_class_machines(d: &dyn Driver, f: &Fixture) -
         .list_machines(&f.list_request(&f.class))
         .await
         .map_err(|e| fail("ListMachines failed", e))?;
-    let result = if listed.machine_list.get(&a.provider_id)
-        != mine.machine.metadata.name.as_ref()
-    {
-        Err(fail("own machine missing from the list", &listed.machine_list))
+    let result = if listed.machine_list.get(&a.provider_id) != mine.machine.metadata.name.as_ref() {
+        Err(fail(
+            "own machine missing from the list",
+            &listed.machine_list,
+        ))
     } else if listed.machine_list.contains_key(&b.provider_id) {
-        Err(fail("another cluster's machine is listed", &listed.machine_list))
+        Err(fail(
+            "another cluster's machine is listed",
+            &listed.machine_list,
+        ))
     } else {
         Ok(())
     };
@@ -183,7 +187,12 @@ pub async fn invalid_provider_spec_is_invalid_argument(d: &dyn Driver, f: &Fixtu
                     ));
                 }
             }
-            other => return Err(fail("expected InvalidArgument for a bad providerSpec", other)),
+            other => {
+                return Err(fail(
+                    "expected InvalidArgument for a bad providerSpec",
+                    other,
+                ))
+            }
         }
     }
     let after = d

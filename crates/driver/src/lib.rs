@@ -145,8 +145,10 @@ pub struct GetVolumeIdsResponse {
 pub trait Driver: Send + Sync {
     /// Creates the VM for a machine. Must be idempotent: a retried create for the
     /// same Machine (same UID) returns the same VM, never a second one.
-    async fn create_machine(&self, req: &CreateMachineRequest)
-        -> DriverResult<CreateMachineResponse>;
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse>;
 
     /// Post-creation initialization (e.g. network settings that the create call
     /// cannot set). Idempotent. `Unimplemented` when there is nothing to do.
@@ -160,8 +162,10 @@ pub trait Driver: Send + Sync {
     }
 
     /// Deletes the VM. A VM that is already gone is success.
-    async fn delete_machine(&self, req: &DeleteMachineRequest)
-        -> DriverResult<DeleteMachineResponse>;
+    async fn delete_machine(
+        &self,
+        req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse>;
 
     /// The VM backing a machine: `NotFound` when there is none, `Uninitialized`
     /// (with [`Status::machine`] set) while InitializeMachine has not been applied.
@@ -174,7 +178,10 @@ pub trait Driver: Send + Sync {
     async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse>;
 
     /// The provider volume IDs of the given PersistentVolume specs.
-    async fn get_volume_ids(&self, _req: &GetVolumeIdsRequest) -> DriverResult<GetVolumeIdsResponse> {
+    async fn get_volume_ids(
+        &self,
+        _req: &GetVolumeIdsRequest,
+    ) -> DriverResult<GetVolumeIdsResponse> {
         Ok(GetVolumeIdsResponse::default())
     }
 }

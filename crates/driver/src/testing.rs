@@ -112,7 +112,10 @@ impl ScriptedDriver {
 
 #[async_trait]
 impl Driver for ScriptedDriver {
-    async fn create_machine(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
         self.calls.create.fetch_add(1, Ordering::SeqCst);
         let script = self.script();
         if let Some(e) = script.create_error {
@@ -136,15 +139,24 @@ impl Driver for ScriptedDriver {
         })
     }
 
-    async fn initialize_machine(&self, req: &InitializeMachineRequest) -> DriverResult<InitializeMachineResponse> {
+    async fn initialize_machine(
+        &self,
+        req: &InitializeMachineRequest,
+    ) -> DriverResult<InitializeMachineResponse> {
         self.calls.initialize.fetch_add(1, Ordering::SeqCst);
         let name = machine_name(req);
-        let mut script = self.script.lock().map_err(|_| Status::internal("poisoned"))?;
+        let mut script = self
+            .script
+            .lock()
+            .map_err(|_| Status::internal("poisoned"))?;
         if script.init_unimplemented {
             return Err(Status::unimplemented("scripted: nothing to initialize"));
         }
         if script.init_always_fails {
-            return Err(Status::new(Code::Uninitialized, "scripted: VM instance could not be initialized"));
+            return Err(Status::new(
+                Code::Uninitialized,
+                "scripted: VM instance could not be initialized",
+            ));
         }
         if script.init_failures > 0 {
             script.init_failures -= 1;
@@ -152,7 +164,9 @@ impl Driver for ScriptedDriver {
         }
         drop(script);
         let mut vms = self.vms.lock().map_err(|_| Status::internal("poisoned"))?;
-        let vm = vms.get_mut(&name).ok_or_else(|| Status::not_found("no VM"))?;
+        let vm = vms
+            .get_mut(&name)
+            .ok_or_else(|| Status::not_found("no VM"))?;
         vm.initialized = true;
         Ok(InitializeMachineResponse {
             provider_id: vm.provider_id.clone(),
@@ -161,7 +175,10 @@ impl Driver for ScriptedDriver {
         })
     }
 
-    async fn delete_machine(&self, req: &DeleteMachineRequest) -> DriverResult<DeleteMachineResponse> {
+    async fn delete_machine(
+        &self,
+        req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
         self.calls.delete.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut vms) = self.vms.lock() {
             vms.remove(&machine_name(req));
@@ -169,7 +186,10 @@ impl Driver for ScriptedDriver {
         Ok(DeleteMachineResponse::default())
     }
 
-    async fn get_machine_status(&self, req: &GetMachineStatusRequest) -> DriverResult<GetMachineStatusResponse> {
+    async fn get_machine_status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
         self.calls.status.fetch_add(1, Ordering::SeqCst);
         let vm = self
             .vm(&machine_name(req))
@@ -180,16 +200,25 @@ impl Driver for ScriptedDriver {
             addresses: Vec::new(),
         };
         if !vm.initialized && !self.script().init_unimplemented {
-            return Err(Status::uninitialized("scripted: VM is not initialized", resp.into()));
+            return Err(Status::uninitialized(
+                "scripted: VM is not initialized",
+                resp.into(),
+            ));
         }
         Ok(resp)
     }
 
-    async fn list_machines(&self, _req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+    async fn list_machines(
+        &self,
+        _req: &ListMachinesRequest,
+    ) -> DriverResult<ListMachinesResponse> {
         self.calls.list.fetch_add(1, Ordering::SeqCst);
         let vms = self.vms.lock().map_err(|_| Status::internal("poisoned"))?;
         Ok(ListMachinesResponse {
-            machine_list: vms.iter().map(|(m, vm)| (vm.provider_id.clone(), m.clone())).collect(),
+            machine_list: vms
+                .iter()
+                .map(|(m, vm)| (vm.provider_id.clone(), m.clone()))
+                .collect(),
         })
     }
 }

@@ -13,7 +13,11 @@ mod up;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "mcm", version, about = "mcm-rs: a machine controller manager for Kubernetes")]
+#[command(
+    name = "mcm",
+    version,
+    about = "mcm-rs: a machine controller manager for Kubernetes"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,8 +40,11 @@ enum Command {
 
 fn init_logging(json: bool) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hyper=warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hyper=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {
@@ -56,7 +63,9 @@ async fn main() -> std::process::ExitCode {
         Command::Up(args) => up::up(args).await,
         Command::LocalCloud(cmd) => {
             init_logging(false);
-            mcm_provider_local::admin::run(cmd).await.map_err(anyhow::Error::from)
+            mcm_provider_local::admin::run(cmd)
+                .await
+                .map_err(anyhow::Error::from)
         }
         Command::Crds => {
             print!("{}", mcm_api::crds_yaml());

@@ -13,7 +13,8 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 fn duration(s: &str) -> Result<Duration, String> {
-    mcm_core::machine::parse_go_duration(s).ok_or_else(|| format!("invalid duration {s:?} (use Go syntax: 20m, 1h30m, 90s)"))
+    mcm_core::machine::parse_go_duration(s)
+        .ok_or_else(|| format!("invalid duration {s:?} (use Go syntax: 20m, 1h30m, 90s)"))
 }
 
 /// Flags of `mcm run`.
@@ -65,7 +66,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "10m", value_parser = duration)]
     pub machine_safety_orphan_vms_grace: Duration,
     /// Node conditions that make a machine unhealthy unless False.
-    #[arg(long, default_value = "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable")]
+    #[arg(
+        long,
+        default_value = "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
+    )]
     pub node_conditions: String,
     /// Extra groups of the bootstrap tokens.
     #[arg(long, default_value = "")]
@@ -89,7 +93,11 @@ pub struct RunArgs {
     #[arg(long, default_value = "2s", value_parser = duration)]
     pub leader_elect_retry_period: Duration,
     /// URL of the local cloud (the `local` provider).
-    #[arg(long, env = "MCM_LOCAL_CLOUD_URL", default_value = "http://127.0.0.1:7070")]
+    #[arg(
+        long,
+        env = "MCM_LOCAL_CLOUD_URL",
+        default_value = "http://127.0.0.1:7070"
+    )]
     pub local_cloud_url: String,
     /// EC2 endpoint override (moto, EC2-compatible clouds).
     #[arg(long, env = "MCM_AWS_ENDPOINT")]
@@ -101,9 +109,12 @@ pub struct RunArgs {
 
 async fn client_from(path: &str) -> anyhow::Result<Client> {
     let config = if path.is_empty() {
-        Config::infer().await.context("no kubeconfig: pass --control-kubeconfig or set KUBECONFIG")?
+        Config::infer()
+            .await
+            .context("no kubeconfig: pass --control-kubeconfig or set KUBECONFIG")?
     } else {
-        let kc = Kubeconfig::read_from(PathBuf::from(path)).with_context(|| format!("reading kubeconfig {path}"))?;
+        let kc = Kubeconfig::read_from(PathBuf::from(path))
+            .with_context(|| format!("reading kubeconfig {path}"))?;
         Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
     };
     Ok(Client::try_from(config)?)
@@ -111,7 +122,10 @@ async fn client_from(path: &str) -> anyhow::Result<Client> {
 
 fn drivers(args: &RunArgs) -> anyhow::Result<DriverRegistry> {
     let mut reg = DriverRegistry::new();
-    reg.register("local", Arc::new(mcm_provider_local::LocalDriver::new(&args.local_cloud_url)?));
+    reg.register(
+        "local",
+        Arc::new(mcm_provider_local::LocalDriver::new(&args.local_cloud_url)?),
+    );
     #[cfg(feature = "aws")]
     {
         let config = mcm_provider_aws::AwsDriverConfig {
@@ -135,7 +149,9 @@ async fn serve_http(addr: SocketAddr, registry: Arc<Registry>) -> anyhow::Result
         )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }));
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
     info!(%addr, "serving /metrics, /healthz and /readyz");
     axum::serve(listener, app).await?;
     Ok(())
@@ -145,13 +161,14 @@ async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {},
             _ = term.recv() => {},
@@ -166,7 +183,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.target_kubeconfig == "none" && args.control_kubeconfig.is_empty() {
         bail!("--control-kubeconfig is required when --target-kubeconfig is none");
     }
-    if args.machine_safety_apiserver_statuscheck_period < args.machine_safety_apiserver_statuscheck_timeout {
+    if args.machine_safety_apiserver_statuscheck_period
+        < args.machine_safety_apiserver_statuscheck_timeout
+    {
         bail!("--machine-safety-apiserver-statuscheck-period must be at least the status-check timeout");
     }
     let control = client_from(&args.control_kubeconfig).await?;
@@ -197,7 +216,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let drivers = drivers(&args)?;
     info!(providers = ?drivers.providers(), namespace = %args.namespace, target = target.is_some(), "starting mcm");
     let ctx = Context::new(control.clone(), target, config, drivers, metrics);
-    let addr: SocketAddr = format!("{}:{}", args.address, args.port).parse().context("--address/--port")?;
+    let addr: SocketAddr = format!("{}:{}", args.address, args.port)
+        .parse()
+        .context("--address/--port")?;
     let http = tokio::spawn(serve_http(addr, registry));
     let safety_cfg = safety::SafetyConfig {
         orphan_period: args.machine_safety_orphan_vms_period,
@@ -227,7 +248,8 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         }
     };
     let result = if args.leader_elect {
-        let identity = std::env::var("POD_NAME").unwrap_or_else(|_| format!("mcm-{:08x}", rand::random::<u32>()));
+        let identity = std::env::var("POD_NAME")
+            .unwrap_or_else(|_| format!("mcm-{:08x}", rand::random::<u32>()));
         let lc = leader::LeaderConfig {
             lease_duration: args.leader_elect_lease_duration,
             renew_deadline: args.leader_elect_renew_deadline,

@@ -96,7 +96,8 @@ fn spawn_logged(args: &[&str], log: &Path) -> anyhow::Result<Child> {
 }
 
 async fn apply_file(client: &Client, path: &Path, replicas: u32) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     for doc in serde_yaml::Deserializer::from_str(&text) {
         let mut value: serde_json::Value = serde::Deserialize::deserialize(doc)?;
         if value.is_null() {
@@ -106,12 +107,20 @@ async fn apply_file(client: &Client, path: &Path, replicas: u32) -> anyhow::Resu
             value["spec"]["replicas"] = serde_json::json!(replicas);
         }
         let obj: DynamicObject = serde_json::from_value(value)?;
-        let types = obj.types.clone().context("object without apiVersion/kind")?;
+        let types = obj
+            .types
+            .clone()
+            .context("object without apiVersion/kind")?;
         let gvk = GroupVersionKind::try_from(&types)?;
         let (ar, _caps) = pinned_kind(client, &gvk).await?;
         let ns = obj.namespace().unwrap_or_else(|| "default".into());
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-        api.patch(&obj.name_any(), &PatchParams::apply("mcm-up").force(), &Patch::Apply(&obj)).await?;
+        api.patch(
+            &obj.name_any(),
+            &PatchParams::apply("mcm-up").force(),
+            &Patch::Apply(&obj),
+        )
+        .await?;
     }
     Ok(())
 }
@@ -123,7 +132,13 @@ async fn summary(client: &Client) -> anyhow::Result<(String, usize, usize)> {
     let list = machines.list(&ListParams::default()).await?.items;
     for m in &list {
         let p = m.status.clone().unwrap_or_default().current_status.phase;
-        *phases.entry(if p.is_empty() { "(new)".into() } else { p.to_string() }).or_default() += 1;
+        *phases
+            .entry(if p.is_empty() {
+                "(new)".into()
+            } else {
+                p.to_string()
+            })
+            .or_default() += 1;
     }
     let ready = nodes
         .list(&ListParams::default())
@@ -137,7 +152,11 @@ async fn summary(client: &Client) -> anyhow::Result<(String, usize, usize)> {
                 .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
         })
         .count();
-    let text = phases.iter().map(|(p, n)| format!("{p}={n}")).collect::<Vec<_>>().join(" ");
+    let text = phases
+        .iter()
+        .map(|(p, n)| format!("{p}={n}"))
+        .collect::<Vec<_>>()
+        .join(" ");
     let running = phases.get("Running").copied().unwrap_or(0);
     Ok((text, running, ready))
 }
@@ -145,7 +164,11 @@ async fn summary(client: &Client) -> anyhow::Result<(String, usize, usize)> {
 /// Runs the local environment.
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     let root = repo_root()?;
-    let dir = if args.dir.is_absolute() { args.dir.clone() } else { root.join(&args.dir) };
+    let dir = if args.dir.is_absolute() {
+        args.dir.clone()
+    } else {
+        root.join(&args.dir)
+    };
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs)?;
     let env_dir = dir.join("testenv");
@@ -157,18 +180,39 @@ pub async fn up(args: UpArgs) -> anyhow::Result<()> {
     result
 }
 
-async fn run_env(args: &UpArgs, root: &Path, dir: &Path, logs: &Path, env_dir: &Path) -> anyhow::Result<()> {
+async fn run_env(
+    args: &UpArgs,
+    root: &Path,
+    dir: &Path,
+    logs: &Path,
+    env_dir: &Path,
+) -> anyhow::Result<()> {
     let kubeconfig = env_dir.join("kubeconfig");
     let kc = Kubeconfig::read_from(&kubeconfig)?;
-    let client = Client::try_from(Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)?;
+    let client =
+        Client::try_from(Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)?;
     eprintln!("mcm up: installing the CRDs");
     mcm_testenv::install_crds(&client).await?;
     let kc_str = kubeconfig.to_string_lossy().to_string();
     let store = dir.join("local-cloud.redb").to_string_lossy().to_string();
     let cloud_port = args.cloud_port.to_string();
-    eprintln!("mcm up: starting the local cloud on 127.0.0.1:{cloud_port} (logs: {}/local-cloud.log)", logs.display());
+    eprintln!(
+        "mcm up: starting the local cloud on 127.0.0.1:{cloud_port} (logs: {}/local-cloud.log)",
+        logs.display()
+    );
     let mut cloud = spawn_logged(
-        &["local-cloud", "serve", "--port", &cloud_port, "--store", &store, "--target-kubeconfig", &kc_str, "--boot-delay", &args.boot_delay],
+        &[
+            "local-cloud",
+            "serve",
+            "--port",
+            &cloud_port,
+            "--store",
+            &store,
+            "--target-kubeconfig",
+            &kc_str,
+            "--boot-delay",
+            &args.boot_delay,
+        ],
         &logs.join("local-cloud.log"),
     )?;
     let url = format!("http://127.0.0.1:{cloud_port}");
@@ -176,16 +220,42 @@ async fn run_env(args: &UpArgs, root: &Path, dir: &Path, logs: &Path, env_dir: &
     eprintln!("mcm up: starting the controllers (logs: {}/mcm.log, metrics: http://127.0.0.1:{metrics_port}/metrics)", logs.display());
     let mut controllers = spawn_logged(
         &[
-            "run", "--control-kubeconfig", &kc_str, "--target-kubeconfig", &kc_str, "--namespace", "default",
-            "--local-cloud-url", &url, "--address", "127.0.0.1", "--port", &metrics_port,
-            "--machine-health-timeout", &args.machine_health_timeout, "--leader-elect=false",
-            "--machine-safety-orphan-vms-period", "1m", "--machine-safety-orphan-vms-grace", "1m",
+            "run",
+            "--control-kubeconfig",
+            &kc_str,
+            "--target-kubeconfig",
+            &kc_str,
+            "--namespace",
+            "default",
+            "--local-cloud-url",
+            &url,
+            "--address",
+            "127.0.0.1",
+            "--port",
+            &metrics_port,
+            "--machine-health-timeout",
+            &args.machine_health_timeout,
+            "--leader-elect=false",
+            "--machine-safety-orphan-vms-period",
+            "1m",
+            "--machine-safety-orphan-vms-grace",
+            "1m",
         ],
         &logs.join("mcm.log"),
     )?;
     eprintln!("mcm up: applying examples/machine-class.yaml and examples/machine-deployment.yaml ({} replicas)", args.replicas);
-    apply_file(&client, &root.join("examples/machine-class.yaml"), args.replicas).await?;
-    apply_file(&client, &root.join("examples/machine-deployment.yaml"), args.replicas).await?;
+    apply_file(
+        &client,
+        &root.join("examples/machine-class.yaml"),
+        args.replicas,
+    )
+    .await?;
+    apply_file(
+        &client,
+        &root.join("examples/machine-deployment.yaml"),
+        args.replicas,
+    )
+    .await?;
     println!();
     println!("  export KUBECONFIG={kc_str}");
     println!("  kubectl get machinedeployments,machinesets,machines,nodes");
@@ -222,9 +292,16 @@ async fn run_env(args: &UpArgs, root: &Path, dir: &Path, logs: &Path, env_dir: &
     eprintln!("mcm up: stopping the controllers and the local cloud");
     for child in [&mut controllers, &mut cloud] {
         if let Some(pid) = child.id() {
-            let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status().await;
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status()
+                .await;
         }
-        if tokio::time::timeout(Duration::from_secs(5), child.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(5), child.wait())
+            .await
+            .is_err()
+        {
             let _ = child.kill().await;
         }
     }

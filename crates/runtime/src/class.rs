@@ -28,7 +28,14 @@ where
     let mut f = obj.finalizers().to_vec();
     f.push(finalizer.into());
     let patch = json!({"metadata": {"finalizers": f, "resourceVersion": obj.resource_version()}});
-    match api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+    match api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
@@ -42,9 +49,21 @@ where
     if !obj.finalizers().iter().any(|f| f == finalizer) {
         return Ok(());
     }
-    let f: Vec<String> = obj.finalizers().iter().filter(|x| *x != finalizer).cloned().collect();
+    let f: Vec<String> = obj
+        .finalizers()
+        .iter()
+        .filter(|x| *x != finalizer)
+        .cloned()
+        .collect();
     let patch = json!({"metadata": {"finalizers": f, "resourceVersion": obj.resource_version()}});
-    match api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+    match api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
@@ -58,14 +77,21 @@ fn secret_refs(class: &MachineClass) -> Vec<(String, String)> {
         .flatten()
         .filter_map(|r| {
             let name = r.name.clone().filter(|n| !n.is_empty())?;
-            Some((r.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| ns.clone()), name))
+            Some((
+                r.namespace
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| ns.clone()),
+                name,
+            ))
         })
         .collect()
 }
 
 /// Adds the MCM finalizer to a class and the secret finalizer to its Secrets.
 pub async fn ensure_class_finalizer(client: &Client, class: &MachineClass) -> Result<(), Error> {
-    let api: Api<MachineClass> = Api::namespaced(client.clone(), &class.namespace().unwrap_or_default());
+    let api: Api<MachineClass> =
+        Api::namespaced(client.clone(), &class.namespace().unwrap_or_default());
     add_finalizer(&api, class, c::MCM_FINALIZER).await?;
     for (ns, name) in secret_refs(class) {
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -78,7 +104,10 @@ pub async fn ensure_class_finalizer(client: &Client, class: &MachineClass) -> Re
 
 /// The data of the class's `secretRef` then `credentialsSecretRef` merged (later
 /// keys win). `Err(name)` names a referenced Secret that does not exist.
-pub async fn merged_secret(client: &Client, class: &MachineClass) -> Result<Result<Secret, String>, Error> {
+pub async fn merged_secret(
+    client: &Client,
+    class: &MachineClass,
+) -> Result<Result<Secret, String>, Error> {
     let mut data: BTreeMap<String, ByteString> = BTreeMap::new();
     for (ns, name) in secret_refs(class) {
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -100,16 +129,23 @@ fn token_secret_name(m: &Machine) -> String {
 
 /// Creates (or reuses) the machine's bootstrap token in the target cluster and
 /// returns `<id>.<secret>`. A reused token's expiration is refreshed.
-pub async fn bootstrap_token(target: &Client, m: &Machine, valid_for: Duration, extra_groups: &str) -> Result<String, Error> {
+pub async fn bootstrap_token(
+    target: &Client,
+    m: &Machine,
+    valid_for: Duration,
+    extra_groups: &str,
+) -> Result<String, Error> {
     let api: Api<Secret> = Api::namespaced(target.clone(), "kube-system");
     let name = token_secret_name(m);
     let id = name.trim_start_matches("bootstrap-token-").to_string();
-    let expiration = (Utc::now() + chrono::Duration::from_std(valid_for).unwrap_or_default()).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let expiration = (Utc::now() + chrono::Duration::from_std(valid_for).unwrap_or_default())
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     if let Some(existing) = api.get_opt(&name).await? {
         let data = existing.data.unwrap_or_default();
         if let Some(secret) = data.get("token-secret") {
             let patch = json!({"stringData": {"expiration": expiration}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
             return Ok(format!("{id}.{}", String::from_utf8_lossy(&secret.0)));
         }
     }
@@ -117,14 +153,25 @@ pub async fn bootstrap_token(target: &Client, m: &Machine, valid_for: Duration, 
         use rand::Rng;
         const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
         let mut rng = rand::rng();
-        (0..16).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+        (0..16)
+            .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+            .collect()
     };
     let mut string_data = BTreeMap::from([
-        ("description".to_string(), format!("A bootstrap token for machine {} generated by MachineControllerManager.", m.name_any())),
+        (
+            "description".to_string(),
+            format!(
+                "A bootstrap token for machine {} generated by MachineControllerManager.",
+                m.name_any()
+            ),
+        ),
         ("token-id".to_string(), id.clone()),
         ("token-secret".to_string(), token_secret.clone()),
         ("expiration".to_string(), expiration),
-        ("usage-bootstrap-authentication".to_string(), "true".to_string()),
+        (
+            "usage-bootstrap-authentication".to_string(),
+            "true".to_string(),
+        ),
         ("usage-bootstrap-signing".to_string(), "true".to_string()),
     ]);
     if !extra_groups.is_empty() {
@@ -160,7 +207,11 @@ pub async fn delete_bootstrap_token(target: &Client, m: &Machine) -> Result<(), 
 
 /// The class controller: a class (and its Secrets) keeps its finalizer while
 /// any machine uses it; a deleted class with no machines is released.
-pub async fn run(client: Client, namespace: String, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
+pub async fn run(
+    client: Client,
+    namespace: String,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
     let classes: Api<MachineClass> = Api::namespaced(client.clone(), &namespace);
     let machines: Api<Machine> = Api::namespaced(client.clone(), &namespace);
     Controller::new(classes, watcher::Config::default())
@@ -169,7 +220,11 @@ pub async fn run(client: Client, namespace: String, shutdown: impl std::future::
             Some(kube::runtime::reflector::ObjectRef::new(&m.spec.class.name).within(&ns))
         })
         .graceful_shutdown_on(shutdown)
-        .run(reconcile_class, |_, _, _| Action::requeue(Duration::from_secs(5)), Arc::new(client))
+        .run(
+            reconcile_class,
+            |_, _, _| Action::requeue(Duration::from_secs(5)),
+            Arc::new(client),
+        )
         .for_each(|_| async {})
         .await;
 }
@@ -205,7 +260,9 @@ async fn reconcile_class(class: Arc<MachineClass>, client: Arc<Client>) -> Resul
         .filter(|c| c.name_any() != name && c.meta().deletion_timestamp.is_none())
         .collect();
     for (sns, sname) in secret_refs(&class) {
-        let used = others.iter().any(|o| secret_refs(o).contains(&(sns.clone(), sname.clone())));
+        let used = others
+            .iter()
+            .any(|o| secret_refs(o).contains(&(sns.clone(), sname.clone())));
         if !used {
             let secrets: Api<Secret> = Api::namespaced((*client).clone(), &sns);
             if let Some(s) = secrets.get_opt(&sname).await? {

@@ -45,7 +45,8 @@ impl Default for Config {
             drain_timeout: Duration::from_secs(2 * 3600),
             max_evict_retries: 360,
             pv_detach_timeout: Duration::from_secs(120),
-            node_conditions: "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable".into(),
+            node_conditions: "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
+                .into(),
             bootstrap_token_auth_extra_groups: String::new(),
             concurrent_syncs: 50,
             orphan_vms_period: Duration::from_secs(15 * 60),

@@ -83,7 +83,11 @@ fn pvc_names(p: &Pod) -> Vec<String> {
         .and_then(|s| s.volumes.as_ref())
         .map(|vs| {
             vs.iter()
-                .filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()))
+                .filter_map(|v| {
+                    v.persistent_volume_claim
+                        .as_ref()
+                        .map(|c| c.claim_name.clone())
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -91,18 +95,33 @@ fn pvc_names(p: &Pod) -> Vec<String> {
 
 /// The pods a drain must remove from a node.
 pub fn pods_to_drain(pods: Vec<Pod>) -> Vec<Pod> {
-    pods.into_iter().filter(|p| !is_mirror(p) && !is_daemonset(p)).collect()
+    pods.into_iter()
+        .filter(|p| !is_mirror(p) && !is_daemonset(p))
+        .collect()
 }
 
 /// Cordons the node (spec.unschedulable) and sets its `Terminating` condition.
 pub async fn cordon(client: &Client, node: &str) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let Some(n) = nodes.get_opt(node).await? else { return Ok(()) };
-    if !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false) {
+    let Some(n) = nodes.get_opt(node).await? else {
+        return Ok(());
+    };
+    if !n
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+    {
         let patch = json!({"spec": {"unschedulable": true}});
-        nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        nodes
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
     }
-    let mut conditions = n.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+    let mut conditions = n
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
     if !conditions.iter().any(|c| c.type_ == "Terminating") {
         conditions.push(k8s_openapi::api::core::v1::NodeCondition {
             type_: "Terminating".into(),
@@ -113,7 +132,10 @@ pub async fn cordon(client: &Client, node: &str) -> Result<(), kube::Error> {
             ..Default::default()
         });
         let patch = json!({"status": {"conditions": conditions}});
-        if let Err(e) = nodes.patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+        if let Err(e) = nodes
+            .patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+        {
             debug!(error = %e, "could not set the Terminating node condition");
         }
     }
@@ -121,7 +143,12 @@ pub async fn cordon(client: &Client, node: &str) -> Result<(), kube::Error> {
 }
 
 /// Cordons and drains `node`.
-pub async fn drain_node(client: &Client, node: &str, opts: &DrainOptions, driver: &dyn Driver) -> Result<(), DrainError> {
+pub async fn drain_node(
+    client: &Client,
+    node: &str,
+    opts: &DrainOptions,
+    driver: &dyn Driver,
+) -> Result<(), DrainError> {
     let deadline = Instant::now() + opts.timeout;
     match cordon(client, node).await {
         Ok(()) => {}
@@ -143,16 +170,30 @@ pub async fn drain_node(client: &Client, node: &str, opts: &DrainOptions, driver
         }
         return Ok(());
     }
-    let (mut with_pv, without_pv): (Vec<Pod>, Vec<Pod>) = pods.into_iter().partition(|p| !pvc_names(p).is_empty());
-    let results = join_all(without_pv.iter().map(|p| evict_and_wait(client, p, opts, deadline))).await;
+    let (mut with_pv, without_pv): (Vec<Pod>, Vec<Pod>) =
+        pods.into_iter().partition(|p| !pvc_names(p).is_empty());
+    let results = join_all(
+        without_pv
+            .iter()
+            .map(|p| evict_and_wait(client, p, opts, deadline)),
+    )
+    .await;
     for r in results {
         r?;
     }
-    with_pv.sort_by_key(|p| std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
+    with_pv
+        .sort_by_key(|p| std::cmp::Reverse(p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)));
     for p in &with_pv {
         let volumes = volume_ids(client, p, driver).await;
         evict_and_wait(client, p, opts, deadline).await?;
-        wait_for_detach(client, node, &volumes, opts.pv_detach_timeout.min(deadline.saturating_duration_since(Instant::now()))).await;
+        wait_for_detach(
+            client,
+            node,
+            &volumes,
+            opts.pv_detach_timeout
+                .min(deadline.saturating_duration_since(Instant::now())),
+        )
+        .await;
     }
     Ok(())
 }
@@ -170,7 +211,12 @@ async fn delete_pod(client: &Client, p: &Pod, grace: Option<u32>) -> Result<(), 
     }
 }
 
-async fn evict_and_wait(client: &Client, p: &Pod, opts: &DrainOptions, deadline: Instant) -> Result<(), DrainError> {
+async fn evict_and_wait(
+    client: &Client,
+    p: &Pod,
+    opts: &DrainOptions,
+    deadline: Instant,
+) -> Result<(), DrainError> {
     let ns = p.namespace().unwrap_or_default();
     let name = p.name_any();
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -188,7 +234,10 @@ async fn evict_and_wait(client: &Client, p: &Pod, opts: &DrainOptions, deadline:
                 }
                 debug!(pod = %name, attempts, "eviction blocked by a PodDisruptionBudget; retrying");
                 if Instant::now() + opts.eviction_retry_interval > deadline {
-                    return Err(DrainError::Timeout { node: String::new(), pending: 1 });
+                    return Err(DrainError::Timeout {
+                        node: String::new(),
+                        pending: 1,
+                    });
                 }
                 sleep(opts.eviction_retry_interval).await;
             }
@@ -204,7 +253,14 @@ async fn evict_and_wait(client: &Client, p: &Pod, opts: &DrainOptions, deadline:
             Some(_) => {}
         }
         if Instant::now() >= deadline {
-            return Err(DrainError::Timeout { node: p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(), pending: 1 });
+            return Err(DrainError::Timeout {
+                node: p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default(),
+                pending: 1,
+            });
         }
         sleep(Duration::from_millis(500)).await;
     }
@@ -218,8 +274,12 @@ async fn volume_ids(client: &Client, p: &Pod, driver: &dyn Driver) -> Vec<String
     let mut names = Vec::new();
     let mut specs = Vec::new();
     for claim in pvc_names(p) {
-        let Ok(Some(pvc)) = pvcs.get_opt(&claim).await else { continue };
-        let Some(pv_name) = pvc.spec.and_then(|s| s.volume_name) else { continue };
+        let Ok(Some(pvc)) = pvcs.get_opt(&claim).await else {
+            continue;
+        };
+        let Some(pv_name) = pvc.spec.and_then(|s| s.volume_name) else {
+            continue;
+        };
         names.push(pv_name.clone());
         if let Ok(Some(pv)) = pvs.get_opt(&pv_name).await {
             if let Some(spec) = pv.spec {
@@ -227,7 +287,10 @@ async fn volume_ids(client: &Client, p: &Pod, driver: &dyn Driver) -> Vec<String
             }
         }
     }
-    if let Ok(resp) = driver.get_volume_ids(&GetVolumeIdsRequest { pv_specs: specs }).await {
+    if let Ok(resp) = driver
+        .get_volume_ids(&GetVolumeIdsRequest { pv_specs: specs })
+        .await
+    {
         names.extend(resp.volume_ids);
     }
     names
@@ -247,7 +310,12 @@ async fn wait_for_detach(client: &Client, node: &str, volumes: &[String], timeou
             Ok(list) => list.items.iter().any(|va| {
                 va.spec.node_name == node
                     && va.status.as_ref().is_some_and(|s| s.attached)
-                    && va.spec.source.persistent_volume_name.as_ref().is_some_and(|pv| volumes.contains(pv))
+                    && va
+                        .spec
+                        .source
+                        .persistent_volume_name
+                        .as_ref()
+                        .is_some_and(|pv| volumes.contains(pv))
             }),
             Err(_) => false,
         };

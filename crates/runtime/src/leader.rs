@@ -5,9 +5,9 @@
 //! controllers while renewing it; when renewal fails for longer than the renew
 //! deadline it stops them (and returns an error, so the process can exit).
 
-use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::Client;
 use std::future::Future;
@@ -112,7 +112,11 @@ pub async fn try_acquire(api: &Api<Lease>, cfg: &LeaderConfig) -> Result<bool, k
 
 /// Waits for leadership, then runs `work` while renewing the Lease. Returns
 /// `work`'s output, or an error when leadership is lost.
-pub async fn run_as_leader<F, T>(client: Client, cfg: LeaderConfig, work: F) -> Result<T, LeaderError>
+pub async fn run_as_leader<F, T>(
+    client: Client,
+    cfg: LeaderConfig,
+    work: F,
+) -> Result<T, LeaderError>
 where
     F: Future<Output = T>,
 {
@@ -121,7 +125,9 @@ where
         match try_acquire(&api, &cfg).await {
             Ok(true) => break,
             Ok(false) => {}
-            Err(e) => warn!(error = %e, lease = %cfg.name, "leader election: could not read or write the lease"),
+            Err(e) => {
+                warn!(error = %e, lease = %cfg.name, "leader election: could not read or write the lease")
+            }
         }
         tokio::time::sleep(cfg.retry_period).await;
     }

@@ -23,7 +23,9 @@ use kube::{Resource, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachinePhase as Phase};
 use mcm_core::backoff::FailureKind;
-use mcm_core::machine::{self as decide, CreationPlan, DeletionStep, InitOutcome, MachineView, NodeDeletion, Transition};
+use mcm_core::machine::{
+    self as decide, CreationPlan, DeletionStep, InitOutcome, MachineView, NodeDeletion, Transition,
+};
 use mcm_driver::{Code, Driver, MachineIdentity, MachineRequest, Status};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -42,16 +44,22 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     ctx.set_machine_store(store.clone());
     let class_store = store.clone();
     let mut controller = controller
-        .watches(classes, watcher::Config::default(), move |class: MachineClass| {
-            let name = class.name_any();
-            class_store
-                .state()
-                .into_iter()
-                .filter(|m| m.spec.class.name == name)
-                .map(|m| ObjectRef::from_obj(&*m))
-                .collect::<Vec<_>>()
-        })
-        .with_config(kube::runtime::controller::Config::default().concurrency(ctx.config.concurrent_syncs));
+        .watches(
+            classes,
+            watcher::Config::default(),
+            move |class: MachineClass| {
+                let name = class.name_any();
+                class_store
+                    .state()
+                    .into_iter()
+                    .filter(|m| m.spec.class.name == name)
+                    .map(|m| ObjectRef::from_obj(&*m))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(ctx.config.concurrent_syncs),
+        );
     if let (Some(target), Some(writer)) = (ctx.target.clone(), ctx.take_node_writer()) {
         let nodes: Api<Node> = Api::all(target);
         let ns_for_nodes = ns.clone();
@@ -115,7 +123,9 @@ type Step<T> = Result<Result<T, Stop>, Error>;
 
 impl<'a> Reconciler<'a> {
     fn new(m: &Machine, ctx: &'a Context) -> Self {
-        let ns = m.namespace().unwrap_or_else(|| ctx.config.namespace.clone());
+        let ns = m
+            .namespace()
+            .unwrap_or_else(|| ctx.config.namespace.clone());
         Reconciler {
             ctx,
             machine: m.clone(),
@@ -189,18 +199,33 @@ impl<'a> Reconciler<'a> {
             .patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         if let Some(phase) = &t.phase {
-            self.ctx.metrics.phase.get_or_create(&crate::metrics::MachineLabels {
-                name: self.name(),
-                namespace: self.machine.namespace().unwrap_or_default(),
-            })
-            .set(crate::metrics::Metrics::phase_value(phase));
+            self.ctx
+                .metrics
+                .phase
+                .get_or_create(&crate::metrics::MachineLabels {
+                    name: self.name(),
+                    namespace: self.machine.namespace().unwrap_or_default(),
+                })
+                .set(crate::metrics::Metrics::phase_value(phase));
             if *phase != old_phase {
-                let warn = matches!(phase, Phase::Failed | Phase::CrashLoopBackOff | Phase::Unknown);
+                let warn = matches!(
+                    phase,
+                    Phase::Failed | Phase::CrashLoopBackOff | Phase::Unknown
+                );
                 info!(from = %old_phase, to = %phase, description = %t.operation.description, "phase changed");
                 self.event(
-                    if warn { EventType::Warning } else { EventType::Normal },
+                    if warn {
+                        EventType::Warning
+                    } else {
+                        EventType::Normal
+                    },
                     phase.as_str(),
-                    format!("{} -> {}: {}", display_phase(&old_phase), phase, t.operation.description),
+                    format!(
+                        "{} -> {}: {}",
+                        display_phase(&old_phase),
+                        phase,
+                        t.operation.description
+                    ),
                 )
                 .await;
             }
@@ -212,7 +237,10 @@ impl<'a> Reconciler<'a> {
     /// status and as a Warning Event, without changing the phase.
     async fn input_problem(&mut self, reason: &str, message: String) -> Result<Stop, Error> {
         let view = self.view();
-        let already = view.last_operation.as_ref().is_some_and(|(d, _, _)| *d == message);
+        let already = view
+            .last_operation
+            .as_ref()
+            .is_some_and(|(d, _, _)| *d == message);
         if !already {
             warn!(reason, %message, "machine cannot be reconciled");
             let kind = if view.deleting_since.is_some() {
@@ -233,7 +261,9 @@ impl<'a> Reconciler<'a> {
             self.write(&t, json!({})).await?;
             self.event(EventType::Warning, reason, message).await;
         }
-        Ok(Stop::After(self.ctx.failure_delay(&self.key, FailureKind::Normal)))
+        Ok(Stop::After(
+            self.ctx.failure_delay(&self.key, FailureKind::Normal),
+        ))
     }
 
     async fn provider_failure(&self, op: &str, err: &Status) {
@@ -247,11 +277,15 @@ impl<'a> Reconciler<'a> {
                 error_code: err.code.name(),
             })
             .inc();
-        self.event(EventType::Warning, &format!("{op}Failed"), err.to_string()).await;
+        self.event(EventType::Warning, &format!("{op}Failed"), err.to_string())
+            .await;
     }
 
     async fn provider_name(&self) -> String {
-        let classes: Api<MachineClass> = Api::namespaced(self.ctx.client.clone(), &self.machine.namespace().unwrap_or_default());
+        let classes: Api<MachineClass> = Api::namespaced(
+            self.ctx.client.clone(),
+            &self.machine.namespace().unwrap_or_default(),
+        );
         classes
             .get_opt(&self.machine.spec.class.name)
             .await
@@ -273,7 +307,12 @@ impl<'a> Reconciler<'a> {
     // Inputs: finalizers, class, secret, driver
 
     async fn ensure_finalizer(&mut self) -> Result<(), Error> {
-        if self.machine.finalizers().iter().any(|f| f == c::MCM_FINALIZER) {
+        if self
+            .machine
+            .finalizers()
+            .iter()
+            .any(|f| f == c::MCM_FINALIZER)
+        {
             return Ok(());
         }
         let mut finalizers = self.machine.finalizers().to_vec();
@@ -290,7 +329,9 @@ impl<'a> Reconciler<'a> {
     async fn inputs(&mut self) -> Step<(MachineClass, Secret, Arc<dyn Driver>)> {
         let ns = self.machine.namespace().unwrap_or_default();
         let class_spec = &self.machine.spec.class;
-        if class_spec.name.is_empty() || (!class_spec.kind.is_empty() && class_spec.kind != "MachineClass") {
+        if class_spec.name.is_empty()
+            || (!class_spec.kind.is_empty() && class_spec.kind != "MachineClass")
+        {
             let msg = format!(
                 "Invalid machine: spec.class must name a MachineClass (kind {:?}, name {:?})",
                 class_spec.kind, class_spec.name
@@ -306,7 +347,11 @@ impl<'a> Reconciler<'a> {
         };
         if let Err(errs) = mcm_api::validation::validate_machine_class(&class) {
             let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
-            let msg = format!("Invalid MachineClass {}: {}", class_spec.name, text.join("; "));
+            let msg = format!(
+                "Invalid MachineClass {}: {}",
+                class_spec.name,
+                text.join("; ")
+            );
             let stop = self.input_problem("InvalidMachineClass", msg).await?;
             return Ok(Err(stop));
         }
@@ -362,7 +407,9 @@ impl<'a> Reconciler<'a> {
         if view.needs_creation_flow() {
             return self.create(view, class, secret, driver).await;
         }
-        Ok(Action::requeue(recheck.unwrap_or(self.ctx.config.long_retry)))
+        Ok(Action::requeue(
+            recheck.unwrap_or(self.ctx.config.long_retry),
+        ))
     }
 
     // ------------------------------------------------------------------
@@ -377,7 +424,15 @@ impl<'a> Reconciler<'a> {
         };
         let ud = String::from_utf8_lossy(&ud.0).to_string();
         let token = if let Some(target) = &self.ctx.target {
-            Some(crate::class::bootstrap_token(target, &self.machine, view.settings.creation_timeout, &self.ctx.config.bootstrap_token_auth_extra_groups).await?)
+            Some(
+                crate::class::bootstrap_token(
+                    target,
+                    &self.machine,
+                    view.settings.creation_timeout,
+                    &self.ctx.config.bootstrap_token_auth_extra_groups,
+                )
+                .await?,
+            )
         } else {
             None
         };
@@ -389,7 +444,12 @@ impl<'a> Reconciler<'a> {
         Ok(Ok(out))
     }
 
-    async fn timed<T>(&self, op: &str, provider: &str, f: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+    async fn timed<T>(
+        &self,
+        op: &str,
+        provider: &str,
+        f: impl Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
         let start = Instant::now();
         let r = f.await;
         self.ctx
@@ -422,20 +482,34 @@ impl<'a> Reconciler<'a> {
         };
         let now = Utc::now();
         let status = self
-            .timed("GetMachineStatus", &provider, driver.get_machine_status(&req))
+            .timed(
+                "GetMachineStatus",
+                &provider,
+                driver.get_machine_status(&req),
+            )
             .await;
         let plan = decide::plan_creation(&view, status);
         let mut init_needed = decide::needs_initialization(&view, &plan);
         let identity: MachineIdentity = match plan {
-            CreationPlan::Fail(err) => return self.create_failed(&view, err, "GetMachineStatus").await,
+            CreationPlan::Fail(err) => {
+                return self.create_failed(&view, err, "GetMachineStatus").await
+            }
             CreationPlan::Create => {
                 info!("creating VM");
                 let started = Instant::now();
-                match self.timed("CreateMachine", &provider, driver.create_machine(&req)).await {
+                match self
+                    .timed("CreateMachine", &provider, driver.create_machine(&req))
+                    .await
+                {
                     Err(err) => return self.create_failed(&view, err, "CreateMachine").await,
                     Ok(resp) => {
                         info!(provider_id = %resp.provider_id, node = %resp.node_name, elapsed_ms = started.elapsed().as_millis() as u64, "VM created");
-                        self.event(EventType::Normal, "Created", format!("VM {} created", resp.provider_id)).await;
+                        self.event(
+                            EventType::Normal,
+                            "Created",
+                            format!("VM {} created", resp.provider_id),
+                        )
+                        .await;
                         let id = MachineIdentity {
                             provider_id: resp.provider_id,
                             node_name: resp.node_name,
@@ -481,11 +555,17 @@ impl<'a> Reconciler<'a> {
         }
         if init_needed {
             let result = self
-                .timed("InitializeMachine", &provider, driver.initialize_machine(&req))
+                .timed(
+                    "InitializeMachine",
+                    &provider,
+                    driver.initialize_machine(&req),
+                )
                 .await;
             match decide::initialization_outcome(&self.view(), &result, now) {
                 InitOutcome::Failed(t) => {
-                    let err = result.err().unwrap_or_else(|| Status::internal("initialization failed"));
+                    let err = result
+                        .err()
+                        .unwrap_or_else(|| Status::internal("initialization failed"));
                     warn!(error = %err, "InitializeMachine failed");
                     self.write(&t, json!({})).await?;
                     self.provider_failure("InitializeMachine", &err).await;
@@ -496,7 +576,12 @@ impl<'a> Reconciler<'a> {
                         if !resp.addresses.is_empty() {
                             addresses = resp.addresses;
                         }
-                        self.event(EventType::Normal, "Initialized", "InitializeMachine succeeded".into()).await;
+                        self.event(
+                            EventType::Normal,
+                            "Initialized",
+                            "InitializeMachine succeeded".into(),
+                        )
+                        .await;
                     }
                 }
             }
@@ -515,11 +600,20 @@ impl<'a> Reconciler<'a> {
         Ok(Action::requeue(self.ctx.config.short_retry))
     }
 
-    async fn create_failed(&mut self, view: &MachineView, err: Status, op: &str) -> Result<Action, Error> {
+    async fn create_failed(
+        &mut self,
+        view: &MachineView,
+        err: Status,
+        op: &str,
+    ) -> Result<Action, Error> {
         warn!(error = %err, op, "provider call failed during creation");
         let t = decide::create_failed(view, &err, Utc::now());
         let keep_state = matches!(err.code, Code::ResourceExhausted) || err.code.is_transient();
-        let extra = if keep_state { json!({}) } else { json!({"lastKnownState": ""}) };
+        let extra = if keep_state {
+            json!({})
+        } else {
+            json!({"lastKnownState": ""})
+        };
         self.write(&t, extra).await?;
         self.provider_failure(op, &err).await;
         Ok(Action::requeue(self.backoff_for(&err)))
@@ -527,13 +621,22 @@ impl<'a> Reconciler<'a> {
 
     /// A Node with the new VM's name that belongs to another machine: delete the
     /// new VM and fail the machine (the reference's stale-node check).
-    async fn stale_node_check(&mut self, id: &MachineIdentity, driver: &Arc<dyn Driver>, req: &MachineRequest) -> Result<Option<Action>, Error> {
-        let Some(target) = &self.ctx.target else { return Ok(None) };
+    async fn stale_node_check(
+        &mut self,
+        id: &MachineIdentity,
+        driver: &Arc<dyn Driver>,
+        req: &MachineRequest,
+    ) -> Result<Option<Action>, Error> {
+        let Some(target) = &self.ctx.target else {
+            return Ok(None);
+        };
         if id.node_name == self.name() {
             return Ok(None);
         }
         let nodes: Api<Node> = Api::all(target.clone());
-        let Some(node) = nodes.get_opt(&id.node_name).await? else { return Ok(None) };
+        let Some(node) = nodes.get_opt(&id.node_name).await? else {
+            return Ok(None);
+        };
         let owner = node.labels().get(c::MACHINE_NAME_NODE_LABEL).cloned();
         if owner.as_deref() == Some(&self.name()) || owner.is_none() {
             return Ok(None);
@@ -555,8 +658,15 @@ impl<'a> Reconciler<'a> {
         if self.target() && self.machine.labels().get(c::NODE_LABEL) != Some(&id.node_name) {
             labels.insert(c::NODE_LABEL.into(), json!(id.node_name));
         }
-        if !self.machine.annotations().contains_key(c::PRIORITY_ANNOTATION) {
-            annotations.insert(c::PRIORITY_ANNOTATION.into(), json!(c::DEFAULT_MACHINE_PRIORITY));
+        if !self
+            .machine
+            .annotations()
+            .contains_key(c::PRIORITY_ANNOTATION)
+        {
+            annotations.insert(
+                c::PRIORITY_ANNOTATION.into(),
+                json!(c::DEFAULT_MACHINE_PRIORITY),
+            );
         }
         let pid_changed = self.machine.spec.provider_id != id.provider_id;
         if labels.is_empty() && annotations.is_empty() && !pid_changed {
@@ -583,7 +693,9 @@ impl<'a> Reconciler<'a> {
         if let Some(node) = &node {
             if node.meta().deletion_timestamp.is_some() {
                 info!(node = %node_name, "node is being deleted; deleting its machine");
-                self.api.delete(&self.name(), &DeleteParams::default()).await?;
+                self.api
+                    .delete(&self.name(), &DeleteParams::default())
+                    .await?;
                 return Ok(Err(Stop::After(self.ctx.config.short_retry)));
             }
             self.sync_node(node).await?;
@@ -598,7 +710,11 @@ impl<'a> Reconciler<'a> {
                 .spec
                 .as_ref()
                 .and_then(|s| s.taints.as_ref())
-                .is_some_and(|ts| ts.iter().any(|t| t.key == c::CRITICAL_COMPONENTS_NOT_READY_TAINT && t.effect == "NoSchedule")),
+                .is_some_and(|ts| {
+                    ts.iter().any(|t| {
+                        t.key == c::CRITICAL_COMPONENTS_NOT_READY_TAINT && t.effect == "NoSchedule"
+                    })
+                }),
         });
         let now = Utc::now();
         let d = decide::health(view, node_view.as_ref(), now);
@@ -607,9 +723,12 @@ impl<'a> Reconciler<'a> {
                 "Node {node_name} is Ready, but InitializeMachine has not succeeded; the machine stays {} until it does",
                 view.phase
             );
-            let already = view.last_operation.as_ref().is_some_and(|(desc, _, _)| desc.ends_with(mcm_api::constants::INSTANCE_INITIALIZATION));
+            let already = view.last_operation.as_ref().is_some_and(|(desc, _, _)| {
+                desc.ends_with(mcm_api::constants::INSTANCE_INITIALIZATION)
+            });
             if already {
-                self.event(EventType::Warning, "InitializationPending", msg).await;
+                self.event(EventType::Warning, "InitializationPending", msg)
+                    .await;
             }
         }
         let conditions = d.conditions.clone();
@@ -627,7 +746,10 @@ impl<'a> Reconciler<'a> {
         }
         if let Some(c) = conditions {
             let patch = json!({"status": {"conditions": c}});
-            self.machine = self.api.patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            self.machine = self
+                .api
+                .patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
         }
         Ok(Ok(d.recheck_after))
     }
@@ -655,19 +777,31 @@ impl<'a> Reconciler<'a> {
         let view = self.view();
         let took = (now - view.created).to_std().unwrap_or_default();
         let patch = json!({"metadata": {"annotations": {c::MACHINE_JOIN_DURATION_ANNOTATION: decide::format_go_duration(took)}}});
-        self.machine = self.api.patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        self.machine = self
+            .api
+            .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
         if let Some(target) = &self.ctx.target {
             crate::class::delete_bootstrap_token(target, &self.machine).await?;
         }
         let labels = self.duration_labels();
-        self.ctx.metrics.join_duration.get_or_create(&labels).set(took.as_secs() as f64);
+        self.ctx
+            .metrics
+            .join_duration
+            .get_or_create(&labels)
+            .set(took.as_secs() as f64);
         Ok(())
     }
 
     fn duration_labels(&self) -> crate::metrics::DurationLabels {
         crate::metrics::DurationLabels {
             namespace: self.machine.namespace().unwrap_or_default(),
-            machine_deployment: self.machine.labels().get("name").cloned().unwrap_or_default(),
+            machine_deployment: self
+                .machine
+                .labels()
+                .get("name")
+                .cloned()
+                .unwrap_or_default(),
             instance_type: String::new(),
             zone: self
                 .machine
@@ -684,7 +818,9 @@ impl<'a> Reconciler<'a> {
     /// Keeps the Node's machine-name label, the node finalizer and the machine's
     /// nodeTemplate labels, annotations and taints.
     async fn sync_node(&self, node: &Node) -> Result<(), Error> {
-        let Some(target) = &self.ctx.target else { return Ok(()) };
+        let Some(target) = &self.ctx.target else {
+            return Ok(());
+        };
         let me = self.name();
         let mut labels: BTreeMap<String, String> = BTreeMap::new();
         if node.labels().get(c::MACHINE_NAME_NODE_LABEL) != Some(&me) {
@@ -717,10 +853,18 @@ impl<'a> Reconciler<'a> {
             meta.insert("resourceVersion".into(), json!(node.resource_version()));
         }
         let wanted_taints = tmpl.spec.taints.clone().unwrap_or_default();
-        let current = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        let current = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
         let missing: Vec<_> = wanted_taints
             .iter()
-            .filter(|w| !current.iter().any(|t| t.key == w.key && t.effect == w.effect && t.value == w.value))
+            .filter(|w| {
+                !current
+                    .iter()
+                    .any(|t| t.key == w.key && t.effect == w.effect && t.value == w.value)
+            })
             .cloned()
             .collect();
         if !missing.is_empty() {
@@ -736,7 +880,11 @@ impl<'a> Reconciler<'a> {
         }
         let nodes: Api<Node> = Api::all(target.clone());
         match nodes
-            .patch(&node.name_any(), &PatchParams::default(), &Patch::Merge(&serde_json::Value::Object(patch)))
+            .patch(
+                &node.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::Value::Object(patch)),
+            )
             .await
         {
             Ok(_) => Ok(()),
@@ -769,11 +917,15 @@ impl<'a> Reconciler<'a> {
                     self.write(&decide::set_terminating(), json!({})).await?;
                 }
                 DeletionStep::GetVmStatus => {
-                    let t = self.get_vm_status_step(&view, &driver, &mut req, &provider).await?;
+                    let t = self
+                        .get_vm_status_step(&view, &driver, &mut req, &provider)
+                        .await?;
                     let failed = t.operation.state == mcm_api::MachineState::Failed;
                     self.write(&t, json!({})).await?;
                     if failed {
-                        return Ok(Action::requeue(self.ctx.failure_delay(&self.key, FailureKind::Normal)));
+                        return Ok(Action::requeue(
+                            self.ctx.failure_delay(&self.key, FailureKind::Normal),
+                        ));
                     }
                 }
                 DeletionStep::Drain => {
@@ -785,20 +937,35 @@ impl<'a> Reconciler<'a> {
                             let r = drain::drain_node(target, node, &opts, driver.as_ref()).await;
                             let ok = r.is_ok();
                             if ok {
-                                self.ctx.metrics.drain_duration.get_or_create(&crate::metrics::DrainLabels {
-                                    namespace: self.machine.namespace().unwrap_or_default(),
-                                    machine_deployment: self.machine.labels().get("name").cloned().unwrap_or_default(),
-                                }).set(started.elapsed().as_secs_f64().round());
+                                self.ctx
+                                    .metrics
+                                    .drain_duration
+                                    .get_or_create(&crate::metrics::DrainLabels {
+                                        namespace: self.machine.namespace().unwrap_or_default(),
+                                        machine_deployment: self
+                                            .machine
+                                            .labels()
+                                            .get("name")
+                                            .cloned()
+                                            .unwrap_or_default(),
+                                    })
+                                    .set(started.elapsed().as_secs_f64().round());
                             } else if let Err(e) = &r {
-                                self.event(EventType::Warning, "DrainFailed", e.to_string()).await;
+                                self.event(EventType::Warning, "DrainFailed", e.to_string())
+                                    .await;
                             }
-                            (decide::after_drain(&plan, true, r.map_err(|e| e.to_string())), ok || plan.force)
+                            (
+                                decide::after_drain(&plan, true, r.map_err(|e| e.to_string())),
+                                ok || plan.force,
+                            )
                         }
                         _ => (decide::after_drain(&plan, false, Ok(())), true),
                     };
                     self.write(&t, json!({})).await?;
                     if !ok {
-                        return Ok(Action::requeue(self.ctx.failure_delay(&self.key, FailureKind::Normal)));
+                        return Ok(Action::requeue(
+                            self.ctx.failure_delay(&self.key, FailureKind::Normal),
+                        ));
                     }
                 }
                 DeletionStep::DeleteVolumeAttachments => {
@@ -810,36 +977,54 @@ impl<'a> Reconciler<'a> {
                             .await?
                             .items
                             .into_iter()
-                            .filter(|v| v.spec.node_name == node && v.meta().deletion_timestamp.is_none())
+                            .filter(|v| {
+                                v.spec.node_name == node && v.meta().deletion_timestamp.is_none()
+                            })
                             .collect();
                         if !live.is_empty() {
                             for v in &live {
-                                if let Err(e) = vas.delete(&v.name_any(), &DeleteParams::default()).await {
+                                if let Err(e) =
+                                    vas.delete(&v.name_any(), &DeleteParams::default()).await
+                                {
                                     debug!(error = %e, "deleting VolumeAttachment");
                                 }
                             }
                             return Ok(Action::requeue(self.ctx.config.short_retry));
                         }
                     }
-                    self.write(&decide::volume_attachments_gone(&node), json!({})).await?;
+                    self.write(&decide::volume_attachments_gone(&node), json!({}))
+                        .await?;
                 }
                 DeletionStep::DeleteVm => {
                     req.machine = self.machine.clone();
                     let started = Instant::now();
-                    let result = self.timed("DeleteMachine", &provider, driver.delete_machine(&req)).await;
+                    let result = self
+                        .timed("DeleteMachine", &provider, driver.delete_machine(&req))
+                        .await;
                     let (t, quick) = decide::after_delete_vm(&result);
-                    let state = result.as_ref().map(|r| r.last_known_state.clone()).unwrap_or_default();
+                    let state = result
+                        .as_ref()
+                        .map(|r| r.last_known_state.clone())
+                        .unwrap_or_default();
                     self.write(&t, json!({"lastKnownState": state})).await?;
                     match result {
                         Ok(_) => {
                             info!(provider_id = %self.machine.spec.provider_id, "VM deleted");
                             let labels = self.duration_labels();
-                            self.ctx.metrics.delete_duration.get_or_create(&labels).set(started.elapsed().as_secs_f64().round());
+                            self.ctx
+                                .metrics
+                                .delete_duration
+                                .get_or_create(&labels)
+                                .set(started.elapsed().as_secs_f64().round());
                         }
                         Err(e) if e.code == Code::NotFound => {}
                         Err(e) => {
                             self.provider_failure("DeleteMachine", &e).await;
-                            let d = if quick { self.backoff_for(&e) } else { self.ctx.config.long_retry };
+                            let d = if quick {
+                                self.backoff_for(&e)
+                            } else {
+                                self.ctx.config.long_retry
+                            };
                             return Ok(Action::requeue(d));
                         }
                     }
@@ -847,9 +1032,12 @@ impl<'a> Reconciler<'a> {
                 DeletionStep::DeleteNode => {
                     let outcome = self.delete_node(&view).await?;
                     let failed = matches!(outcome, NodeDeletion::Failed(..));
-                    self.write(&decide::after_delete_node(&view.name, &outcome), json!({})).await?;
+                    self.write(&decide::after_delete_node(&view.name, &outcome), json!({}))
+                        .await?;
                     if failed {
-                        return Ok(Action::requeue(self.ctx.failure_delay(&self.key, FailureKind::Normal)));
+                        return Ok(Action::requeue(
+                            self.ctx.failure_delay(&self.key, FailureKind::Normal),
+                        ));
                     }
                 }
                 DeletionStep::RemoveFinalizer => {
@@ -861,10 +1049,15 @@ impl<'a> Reconciler<'a> {
                         .cloned()
                         .collect();
                     let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": self.machine.resource_version()}});
-                    self.api.patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+                    self.api
+                        .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?;
                     info!("machine deleted; finalizer removed");
                     self.ctx.reset_backoff(&self.key);
-                    self.ctx.metrics.forget_machine(&self.machine.namespace().unwrap_or_default(), &self.name());
+                    self.ctx.metrics.forget_machine(
+                        &self.machine.namespace().unwrap_or_default(),
+                        &self.name(),
+                    );
                     return Ok(Action::await_change());
                 }
             }
@@ -880,7 +1073,11 @@ impl<'a> Reconciler<'a> {
         provider: &str,
     ) -> Result<Transition, Error> {
         if !self.target() || view.node.is_some() {
-            return Ok(decide::after_get_vm_status(self.target(), view.node.is_some(), None));
+            return Ok(decide::after_get_vm_status(
+                self.target(),
+                view.node.is_some(),
+                None,
+            ));
         }
         // A Node that names this machine?
         let me = self.name();
@@ -895,10 +1092,16 @@ impl<'a> Reconciler<'a> {
             Some(n) => (Some(n), None),
             None => {
                 req.machine = self.machine.clone();
-                let r = self.timed("GetMachineStatus", provider, driver.get_machine_status(req)).await;
+                let r = self
+                    .timed("GetMachineStatus", provider, driver.get_machine_status(req))
+                    .await;
                 let node = match &r {
                     Ok(resp) if !resp.node_name.is_empty() => Some(resp.node_name.clone()),
-                    Err(e) => e.machine.as_ref().map(|m| m.node_name.clone()).filter(|n| !n.is_empty()),
+                    Err(e) => e
+                        .machine
+                        .as_ref()
+                        .map(|m| m.node_name.clone())
+                        .filter(|n| !n.is_empty()),
                     _ => None,
                 };
                 (node, Some(r))
@@ -906,7 +1109,10 @@ impl<'a> Reconciler<'a> {
         };
         if let Some(node) = &node {
             let patch = json!({"metadata": {"labels": {c::NODE_LABEL: node}}});
-            self.machine = self.api.patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+            self.machine = self
+                .api
+                .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
         }
         Ok(decide::after_get_vm_status(true, false, status.as_ref()))
     }
@@ -920,9 +1126,17 @@ impl<'a> Reconciler<'a> {
             return Ok(NodeDeletion::NotFound(node.clone()));
         };
         if obj.finalizers().iter().any(|f| f == c::NODE_FINALIZER) {
-            let f: Vec<String> = obj.finalizers().iter().filter(|f| *f != c::NODE_FINALIZER).cloned().collect();
+            let f: Vec<String> = obj
+                .finalizers()
+                .iter()
+                .filter(|f| *f != c::NODE_FINALIZER)
+                .cloned()
+                .collect();
             let patch = json!({"metadata": {"finalizers": f}});
-            if let Err(e) = nodes.patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            if let Err(e) = nodes
+                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
                 return Ok(NodeDeletion::Failed(node.clone(), e.to_string()));
             }
         }
@@ -957,7 +1171,13 @@ fn sorted_addresses(node_name: &str, mut addrs: Vec<NodeAddress>) -> Vec<NodeAdd
 }
 
 /// Deletes a VM that has no Machine (used by the orphan collector).
-pub async fn delete_orphan(driver: &dyn Driver, class: MachineClass, secret: Secret, provider_id: &str, name: &str) -> Result<(), Status> {
+pub async fn delete_orphan(
+    driver: &dyn Driver,
+    class: MachineClass,
+    secret: Secret,
+    provider_id: &str,
+    name: &str,
+) -> Result<(), Status> {
     let mut machine = Machine::new(name, mcm_api::MachineSpec::default());
     machine.metadata.namespace = class.metadata.namespace.clone();
     machine.spec.provider_id = provider_id.into();

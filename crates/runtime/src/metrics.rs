@@ -121,7 +121,11 @@ impl Metrics {
             driver_failed: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("mcm");
-        r.register("machine_items_total", "Count of machines currently managed", m.items.clone());
+        r.register(
+            "machine_items_total",
+            "Count of machines currently managed",
+            m.items.clone(),
+        );
         r.register(
             "machine_current_status_phase",
             "Current phase of the machine (Terminating -4, Failed -3, CrashLoopBackOff -2, Unknown -1, Pending 0, Running 1)",
@@ -137,16 +141,36 @@ impl Metrics {
             "Node condition of the machine (1 True, 0 False, 2 Unknown)",
             m.condition.clone(),
         );
-        r.register("machine_create_duration_seconds", "Time to create the VM", m.create_duration.clone());
+        r.register(
+            "machine_create_duration_seconds",
+            "Time to create the VM",
+            m.create_duration.clone(),
+        );
         r.register(
             "machine_initialize_duration_seconds",
             "Time until the VM was initialized",
             m.initialize_duration.clone(),
         );
-        r.register("machine_join_duration_seconds", "Time until the node joined", m.join_duration.clone());
-        r.register("machine_delete_duration_seconds", "Time to delete the VM", m.delete_duration.clone());
-        r.register("machine_drain_duration_seconds", "Time to drain the node", m.drain_duration.clone());
-        r.register("machine_num_failed_join", "Machines that failed to join", m.failed_join.clone());
+        r.register(
+            "machine_join_duration_seconds",
+            "Time until the node joined",
+            m.join_duration.clone(),
+        );
+        r.register(
+            "machine_delete_duration_seconds",
+            "Time to delete the VM",
+            m.delete_duration.clone(),
+        );
+        r.register(
+            "machine_drain_duration_seconds",
+            "Time to drain the node",
+            m.drain_duration.clone(),
+        );
+        r.register(
+            "machine_num_failed_join",
+            "Machines that failed to join",
+            m.failed_join.clone(),
+        );
         r.register(
             "cloud_api_driver_request_duration_seconds",
             "Duration of driver calls",
@@ -179,7 +203,15 @@ impl Metrics {
             name: name.into(),
             namespace: namespace.into(),
         });
-        for c in ["Ready", "KernelDeadlock", "ReadonlyFilesystem", "DiskPressure", "NetworkUnavailable", "MemoryPressure", "PIDPressure"] {
+        for c in [
+            "Ready",
+            "KernelDeadlock",
+            "ReadonlyFilesystem",
+            "DiskPressure",
+            "NetworkUnavailable",
+            "MemoryPressure",
+            "PIDPressure",
+        ] {
             self.condition.remove(&ConditionLabels {
                 name: name.into(),
                 namespace: namespace.into(),

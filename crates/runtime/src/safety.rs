@@ -50,7 +50,12 @@ pub struct OrphanTracker {
 
 impl OrphanTracker {
     /// Records the current candidates and returns those orphaned for longer than `grace`.
-    pub fn due(&mut self, candidates: &HashSet<String>, grace: Duration, now: Instant) -> Vec<String> {
+    pub fn due(
+        &mut self,
+        candidates: &HashSet<String>,
+        grace: Duration,
+        now: Instant,
+    ) -> Vec<String> {
         self.first_seen.retain(|k, _| candidates.contains(k));
         let mut due = Vec::new();
         for c in candidates {
@@ -66,8 +71,15 @@ impl OrphanTracker {
 
 /// Which listed VMs are orphans: no Machine has their providerID, and no Machine
 /// of that name is still being created.
-pub fn orphan_candidates(listed: &std::collections::BTreeMap<String, String>, machines: &[Machine]) -> HashSet<String> {
-    let by_pid: HashSet<&str> = machines.iter().map(|m| m.spec.provider_id.as_str()).filter(|p| !p.is_empty()).collect();
+pub fn orphan_candidates(
+    listed: &std::collections::BTreeMap<String, String>,
+    machines: &[Machine],
+) -> HashSet<String> {
+    let by_pid: HashSet<&str> = machines
+        .iter()
+        .map(|m| m.spec.provider_id.as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
     listed
         .iter()
         .filter(|(pid, name)| {
@@ -88,7 +100,11 @@ pub fn orphan_candidates(listed: &std::collections::BTreeMap<String, String>, ma
 }
 
 /// One orphan-collection pass over all classes. Returns the deleted providerIDs.
-pub async fn collect_orphans(ctx: &Context, tracker: &mut OrphanTracker, grace: Duration) -> Result<Vec<String>, Error> {
+pub async fn collect_orphans(
+    ctx: &Context,
+    tracker: &mut OrphanTracker,
+    grace: Duration,
+) -> Result<Vec<String>, Error> {
     if ctx.is_frozen() {
         info!("orphan collection skipped: the controller is frozen");
         return Ok(Vec::new());
@@ -100,7 +116,9 @@ pub async fn collect_orphans(ctx: &Context, tracker: &mut OrphanTracker, grace: 
     let mut listed_names = std::collections::BTreeMap::new();
     let mut owners = HashMap::new();
     for class in classes.list(&ListParams::default()).await?.items {
-        let Some(driver) = ctx.drivers.get(Some(&class.provider)) else { continue };
+        let Some(driver) = ctx.drivers.get(Some(&class.provider)) else {
+            continue;
+        };
         let secret = match crate::class::merged_secret(&ctx.client, &class).await? {
             Ok(s) => s,
             Err(_) => continue,
@@ -112,11 +130,16 @@ pub async fn collect_orphans(ctx: &Context, tracker: &mut OrphanTracker, grace: 
         match driver.list_machines(&req).await {
             Ok(resp) => {
                 for (pid, name) in resp.machine_list {
-                    owners.insert(pid.clone(), (class.clone(), secret.clone(), driver.clone(), name.clone()));
+                    owners.insert(
+                        pid.clone(),
+                        (class.clone(), secret.clone(), driver.clone(), name.clone()),
+                    );
                     listed_names.insert(pid, name);
                 }
             }
-            Err(e) => warn!(class = %class.name_any(), error = %e, "ListMachines failed; retrying next period"),
+            Err(e) => {
+                warn!(class = %class.name_any(), error = %e, "ListMachines failed; retrying next period")
+            }
         }
     }
     let candidates = orphan_candidates(&listed_names, &machine_list);
@@ -125,11 +148,15 @@ pub async fn collect_orphans(ctx: &Context, tracker: &mut OrphanTracker, grace: 
         if ctx.is_frozen() {
             break;
         }
-        let Some((class, secret, driver, name)) = owners.get(&pid).cloned() else { continue };
+        let Some((class, secret, driver, name)) = owners.get(&pid).cloned() else {
+            continue;
+        };
         info!(provider_id = %pid, machine = %name, "deleting orphan VM");
         match crate::machine::delete_orphan(driver.as_ref(), class, secret, &pid, &name).await {
             Ok(()) => deleted.push(pid),
-            Err(e) => warn!(provider_id = %pid, error = %e, "deleting orphan VM failed; retrying next period"),
+            Err(e) => {
+                warn!(provider_id = %pid, error = %e, "deleting orphan VM failed; retrying next period")
+            }
         }
     }
     Ok(deleted)
@@ -155,7 +182,8 @@ pub async fn apiservers_reachable(ctx: &Context) -> bool {
 /// not count against their health timeout.
 pub async fn reset_unknown_machines(ctx: &Context) -> Result<(), Error> {
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ctx.config.namespace);
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     for m in api.list(&ListParams::default()).await?.items {
         if m.status.clone().unwrap_or_default().current_status.phase != MachinePhase::Unknown {
             continue;
@@ -165,7 +193,12 @@ pub async fn reset_unknown_machines(ctx: &Context) -> Result<(), Error> {
             "lastOperation": {"description": "Machine Health Timeout was reset due to APIServer being unreachable",
                               "state": "Successful", "type": "HealthCheck", "lastUpdateTime": now},
         }});
-        api.patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        api.patch_status(
+            &m.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
     }
     Ok(())
 }
@@ -173,7 +206,9 @@ pub async fn reset_unknown_machines(ctx: &Context) -> Result<(), Error> {
 /// Annotates Nodes that no Machine names (older than the creation timeout) with
 /// `node.machine.sapcloud.io/not-managed-by-mcm=1`, and removes it from managed ones.
 pub async fn annotate_unmanaged_nodes(ctx: &Context) -> Result<(), Error> {
-    let Some(target) = &ctx.target else { return Ok(()) };
+    let Some(target) = &ctx.target else {
+        return Ok(());
+    };
     let nodes: Api<Node> = Api::all(target.clone());
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ctx.config.namespace);
     let managed: HashSet<String> = machines
@@ -186,7 +221,10 @@ pub async fn annotate_unmanaged_nodes(ctx: &Context) -> Result<(), Error> {
     let now = chrono::Utc::now();
     for n in nodes.list(&ListParams::default()).await?.items {
         let name = n.name_any();
-        let annotated = n.annotations().get(c::NOT_MANAGED_BY_MCM_ANNOTATION).is_some();
+        let annotated = n
+            .annotations()
+            .get(c::NOT_MANAGED_BY_MCM_ANNOTATION)
+            .is_some();
         let old = n
             .metadata
             .creation_timestamp
@@ -203,7 +241,9 @@ pub async fn annotate_unmanaged_nodes(ctx: &Context) -> Result<(), Error> {
             continue;
         };
         let patch = json!({"metadata": {"annotations": {c::NOT_MANAGED_BY_MCM_ANNOTATION: value}}});
-        nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        nodes
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
     }
     Ok(())
 }
@@ -213,7 +253,10 @@ pub async fn run(ctx: Arc<Context>, cfg: SafetyConfig) {
     let mut tracker = OrphanTracker::default();
     let mut down_since: Option<Instant> = None;
     let mut next_orphans = Instant::now() + cfg.orphan_period.min(Duration::from_secs(60));
-    let tick = cfg.apiserver_check_period.min(Duration::from_secs(5)).max(Duration::from_millis(200));
+    let tick = cfg
+        .apiserver_check_period
+        .min(Duration::from_secs(5))
+        .max(Duration::from_millis(200));
     loop {
         tokio::time::sleep(tick).await;
         // API-server reachability freeze.
@@ -278,7 +321,10 @@ mod tests {
             machine("m4", "p-other", "Running"),
         ];
         let c = orphan_candidates(&listed, &machines);
-        assert_eq!(c, ["p3".to_string(), "p4".to_string()].into_iter().collect());
+        assert_eq!(
+            c,
+            ["p3".to_string(), "p4".to_string()].into_iter().collect()
+        );
     }
 
     #[test]
@@ -287,10 +333,33 @@ mod tests {
         let start = Instant::now();
         let set: HashSet<String> = ["p".to_string()].into_iter().collect();
         assert!(t.due(&set, Duration::from_secs(60), start).is_empty());
-        assert!(t.due(&set, Duration::from_secs(60), start + Duration::from_secs(30)).is_empty());
-        assert_eq!(t.due(&set, Duration::from_secs(60), start + Duration::from_secs(61)), vec!["p"]);
+        assert!(t
+            .due(
+                &set,
+                Duration::from_secs(60),
+                start + Duration::from_secs(30)
+            )
+            .is_empty());
+        assert_eq!(
+            t.due(
+                &set,
+                Duration::from_secs(60),
+                start + Duration::from_secs(61)
+            ),
+            vec!["p"]
+        );
         // A candidate that disappears and comes back starts over.
-        t.due(&HashSet::new(), Duration::from_secs(60), start + Duration::from_secs(62));
-        assert!(t.due(&set, Duration::from_secs(60), start + Duration::from_secs(63)).is_empty());
+        t.due(
+            &HashSet::new(),
+            Duration::from_secs(60),
+            start + Duration::from_secs(62),
+        );
+        assert!(t
+            .due(
+                &set,
+                Duration::from_secs(60),
+                start + Duration::from_secs(63)
+            )
+            .is_empty());
     }
 }

@@ -63,7 +63,10 @@ async fn setup(test: &str) -> Option<TestEnv> {
         "stringData": {"userData": "#!/bin/sh\necho <<MACHINE_NAME>> <<BOOTSTRAP_TOKEN>>"}
     }))
     .expect("secret");
-    secrets.create(&PostParams::default(), &secret).await.expect("create secret");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create secret");
     create_class(&env, "scripted-class", "creds", json!({"image": "x"})).await;
     Some(env)
 }
@@ -78,10 +81,18 @@ async fn create_class(env: &TestEnv, name: &str, secret: &str, spec: serde_json:
         "secretRef": {"name": secret, "namespace": env.namespace},
     }))
     .expect("class");
-    classes.create(&PostParams::default(), &class).await.expect("create class");
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create class");
 }
 
-async fn create_machine(env: &TestEnv, name: &str, class: &str, extra: serde_json::Value) -> Machine {
+async fn create_machine(
+    env: &TestEnv,
+    name: &str,
+    class: &str,
+    extra: serde_json::Value,
+) -> Machine {
     let machines: Api<Machine> = env.api();
     let mut m = json!({
         "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
@@ -92,11 +103,17 @@ async fn create_machine(env: &TestEnv, name: &str, class: &str, extra: serde_jso
         spec.extend(more.clone());
     }
     let m: Machine = serde_json::from_value(m).expect("machine");
-    machines.create(&PostParams::default(), &m).await.expect("create machine")
+    machines
+        .create(&PostParams::default(), &m)
+        .await
+        .expect("create machine")
 }
 
 async fn get(env: &TestEnv, name: &str) -> Option<Machine> {
-    env.api::<Machine>().get_opt(name).await.expect("get machine")
+    env.api::<Machine>()
+        .get_opt(name)
+        .await
+        .expect("get machine")
 }
 
 fn phase(m: &Machine) -> MachinePhase {
@@ -118,7 +135,10 @@ async fn kubelet(client: &Client, node: &str, machine: &str, ready: bool) {
             "metadata": {"name": node, "labels": {"node.gardener.cloud/machine-name": machine}},
         }))
         .expect("node");
-        nodes.create(&PostParams::default(), &n).await.expect("create node");
+        nodes
+            .create(&PostParams::default(), &n)
+            .await
+            .expect("create node");
     }
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let status = json!({"status": {"conditions": [{
@@ -149,23 +169,35 @@ fn calls(c: &std::sync::atomic::AtomicU32) -> u32 {
 
 #[tokio::test]
 async fn machine_is_created_initialized_and_runs_when_its_node_is_ready() {
-    let Some(env) = setup("mc-happy").await else { return };
+    let Some(env) = setup("mc-happy").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(script(&env)));
     let ctl = start(&env, driver.clone(), true, config(&env.namespace));
     create_machine(&env, "m1", "scripted-class", json!({})).await;
     let m = wait_phase(&env, "m1", MachinePhase::Pending).await;
     assert_eq!(m.spec.provider_id, "scripted:///zone-a/m1");
-    assert_eq!(m.labels().get("node").map(String::as_str), Some(node_of(&env, "m1").as_str()));
     assert_eq!(
-        m.annotations().get("machinepriority.machine.sapcloud.io").map(String::as_str),
+        m.labels().get("node").map(String::as_str),
+        Some(node_of(&env, "m1").as_str())
+    );
+    assert_eq!(
+        m.annotations()
+            .get("machinepriority.machine.sapcloud.io")
+            .map(String::as_str),
         Some("3")
     );
-    assert!(m.finalizers().iter().any(|f| f == "machine.sapcloud.io/machine-controller-manager"));
+    assert!(m
+        .finalizers()
+        .iter()
+        .any(|f| f == "machine.sapcloud.io/machine-controller-manager"));
     assert!(driver.vm("m1").expect("vm").initialized);
     kubelet(&env.client, &node_of(&env, "m1"), "m1", true).await;
     let m = wait_phase(&env, "m1", MachinePhase::Running).await;
     let op = m.status.unwrap_or_default().last_operation;
-    assert!(op.description.starts_with("Machine m1 successfully joined the cluster in"));
+    assert!(op
+        .description
+        .starts_with("Machine m1 successfully joined the cluster in"));
     assert_eq!(calls(&driver.calls.create), 1);
     assert_eq!(calls(&driver.calls.initialize), 1);
     ctl.stop().await;
@@ -173,7 +205,9 @@ async fn machine_is_created_initialized_and_runs_when_its_node_is_ready() {
 
 #[tokio::test]
 async fn unimplemented_initialization_still_reaches_running() {
-    let Some(env) = setup("mc-unimpl").await else { return };
+    let Some(env) = setup("mc-unimpl").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(Script {
         node_prefix: format!("{}-", env.namespace),
         init_unimplemented: true,
@@ -184,13 +218,19 @@ async fn unimplemented_initialization_still_reaches_running() {
     wait_phase(&env, "m2", MachinePhase::Pending).await;
     kubelet(&env.client, &node_of(&env, "m2"), "m2", true).await;
     wait_phase(&env, "m2", MachinePhase::Running).await;
-    assert_eq!(calls(&driver.calls.initialize), 1, "called once, answered Unimplemented");
+    assert_eq!(
+        calls(&driver.calls.initialize),
+        1,
+        "called once, answered Unimplemented"
+    );
     ctl.stop().await;
 }
 
 #[tokio::test]
 async fn initialization_failing_twice_crashloops_then_runs_with_a_single_create() {
-    let Some(env) = setup("mc-retry").await else { return };
+    let Some(env) = setup("mc-retry").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(Script {
         node_prefix: format!("{}-", env.namespace),
         init_failures: 2,
@@ -203,14 +243,22 @@ async fn initialization_failing_twice_crashloops_then_runs_with_a_single_create(
     assert_eq!(op.state.as_str(), "Failed");
     assert_eq!(op.type_.as_str(), "Create");
     assert_eq!(op.error_code, "Internal");
-    assert!(op.description.ends_with("Initialize VM Instance"), "{}", op.description);
+    assert!(
+        op.description.ends_with("Initialize VM Instance"),
+        "{}",
+        op.description
+    );
     // providerID and node label are persisted before initialization
     let m = get(&env, "m3").await.expect("machine");
     assert_eq!(m.spec.provider_id, "scripted:///zone-a/m3");
     wait_phase(&env, "m3", MachinePhase::Pending).await;
     kubelet(&env.client, &node_of(&env, "m3"), "m3", true).await;
     wait_phase(&env, "m3", MachinePhase::Running).await;
-    assert_eq!(calls(&driver.calls.create), 1, "CreateMachine ran exactly once");
+    assert_eq!(
+        calls(&driver.calls.create),
+        1,
+        "CreateMachine ran exactly once"
+    );
     assert_eq!(calls(&driver.calls.initialize), 3);
     assert_eq!(driver.vm_count(), 1);
     ctl.stop().await;
@@ -218,25 +266,37 @@ async fn initialization_failing_twice_crashloops_then_runs_with_a_single_create(
 
 #[tokio::test]
 async fn initialization_failing_past_the_creation_timeout_fails_the_machine() {
-    let Some(env) = setup("mc-timeout").await else { return };
+    let Some(env) = setup("mc-timeout").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(Script {
         node_prefix: format!("{}-", env.namespace),
         init_always_fails: true,
         ..Script::default()
     }));
     let ctl = start(&env, driver.clone(), true, config(&env.namespace));
-    create_machine(&env, "m4", "scripted-class", json!({"creationTimeout": "3s"})).await;
+    create_machine(
+        &env,
+        "m4",
+        "scripted-class",
+        json!({"creationTimeout": "3s"}),
+    )
+    .await;
     let m = wait_phase(&env, "m4", MachinePhase::Failed).await;
     let op = m.status.unwrap_or_default().last_operation;
     assert_eq!(op.error_code, "Uninitialized");
-    assert!(op.description.starts_with("Provider error: machine codes error: code = [Uninitialized]"));
+    assert!(op
+        .description
+        .starts_with("Provider error: machine codes error: code = [Uninitialized]"));
     assert_eq!(calls(&driver.calls.create), 1);
     ctl.stop().await;
 }
 
 #[tokio::test]
 async fn uninitialized_status_after_a_restart_initializes_without_creating() {
-    let Some(env) = setup("mc-restart").await else { return };
+    let Some(env) = setup("mc-restart").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(script(&env)));
     // The VM was created by an earlier controller that stopped before initializing.
     driver.insert_vm(
@@ -259,7 +319,9 @@ async fn uninitialized_status_after_a_restart_initializes_without_creating() {
 
 #[tokio::test]
 async fn a_vm_created_before_a_crash_is_adopted_never_created_twice() {
-    let Some(env) = setup("mc-adopt").await else { return };
+    let Some(env) = setup("mc-adopt").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(script(&env)));
     let ctl = start(&env, driver.clone(), true, config(&env.namespace));
     create_machine(&env, "m6", "scripted-class", json!({})).await;
@@ -271,12 +333,18 @@ async fn a_vm_created_before_a_crash_is_adopted_never_created_twice() {
         .patch(
             "m6",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"providerID": ""}, "metadata": {"labels": {"node": null}}})),
+            &Patch::Merge(
+                json!({"spec": {"providerID": ""}, "metadata": {"labels": {"node": null}}}),
+            ),
         )
         .await
         .expect("patch");
     machines
-        .patch_status("m6", &PatchParams::default(), &Patch::Merge(json!({"status": {"currentStatus": {"phase": ""}}})))
+        .patch_status(
+            "m6",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"currentStatus": {"phase": ""}}})),
+        )
         .await
         .expect("patch status");
     let ctl = start(&env, driver.clone(), true, config(&env.namespace));
@@ -289,7 +357,9 @@ async fn a_vm_created_before_a_crash_is_adopted_never_created_twice() {
 
 #[tokio::test]
 async fn a_ready_node_does_not_make_an_uninitialized_machine_running() {
-    let Some(env) = setup("mc-held").await else { return };
+    let Some(env) = setup("mc-held").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(Script {
         node_prefix: format!("{}-", env.namespace),
         init_always_fails: true,
@@ -300,13 +370,19 @@ async fn a_ready_node_does_not_make_an_uninitialized_machine_running() {
     wait_phase(&env, "m7", MachinePhase::CrashLoopBackOff).await;
     kubelet(&env.client, &node_of(&env, "m7"), "m7", true).await;
     // Give the controller time to see the Ready node and retry a few times.
-    must_eventually(WAIT, "initialization retried after the node became Ready", || async {
-        (calls(&driver.calls.initialize) >= 3).then_some(())
-    })
+    must_eventually(
+        WAIT,
+        "initialization retried after the node became Ready",
+        || async { (calls(&driver.calls.initialize) >= 3).then_some(()) },
+    )
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let m = get(&env, "m7").await.expect("machine");
-    assert_eq!(phase(&m), MachinePhase::CrashLoopBackOff, "must not become Running");
+    assert_eq!(
+        phase(&m),
+        MachinePhase::CrashLoopBackOff,
+        "must not become Running"
+    );
     let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
     let reasons: Vec<String> = events
         .list(&ListParams::default())
@@ -316,8 +392,14 @@ async fn a_ready_node_does_not_make_an_uninitialized_machine_running() {
         .into_iter()
         .filter_map(|e| e.reason)
         .collect();
-    assert!(reasons.iter().any(|r| r == "InitializationPending"), "{reasons:?}");
-    assert!(reasons.iter().any(|r| r == "InitializeMachineFailed"), "{reasons:?}");
+    assert!(
+        reasons.iter().any(|r| r == "InitializationPending"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r == "InitializeMachineFailed"),
+        "{reasons:?}"
+    );
     ctl.stop().await;
 }
 
@@ -330,7 +412,9 @@ async fn wait_gone(env: &TestEnv, name: &str) {
 
 #[tokio::test]
 async fn a_machine_stuck_in_initialization_can_be_deleted() {
-    let Some(env) = setup("mc-del-init").await else { return };
+    let Some(env) = setup("mc-del-init").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(Script {
         node_prefix: format!("{}-", env.namespace),
         init_always_fails: true,
@@ -339,7 +423,10 @@ async fn a_machine_stuck_in_initialization_can_be_deleted() {
     let ctl = start(&env, driver.clone(), true, config(&env.namespace));
     create_machine(&env, "m8", "scripted-class", json!({})).await;
     wait_phase(&env, "m8", MachinePhase::CrashLoopBackOff).await;
-    env.api::<Machine>().delete("m8", &DeleteParams::default()).await.expect("delete");
+    env.api::<Machine>()
+        .delete("m8", &DeleteParams::default())
+        .await
+        .expect("delete");
     wait_gone(&env, "m8").await;
     assert!(driver.vm("m8").is_none(), "the VM is deleted");
     assert!(calls(&driver.calls.delete) >= 1);
@@ -348,7 +435,9 @@ async fn a_machine_stuck_in_initialization_can_be_deleted() {
 
 #[tokio::test]
 async fn deleting_a_running_machine_drains_respecting_pdbs_and_skipping_daemonsets() {
-    let Some(env) = setup("mc-drain").await else { return };
+    let Some(env) = setup("mc-drain").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(script(&env)));
     let ctl = start(&env, driver.clone(), true, config(&env.namespace));
     create_machine(&env, "m9", "scripted-class", json!({})).await;
@@ -363,7 +452,11 @@ async fn deleting_a_running_machine_drains_respecting_pdbs_and_skipping_daemonse
                               "spec": {"containers": [{"name": "c", "image": "agent"}]}}}
     }))
     .expect("ds");
-    let ds = env.api::<DaemonSet>().create(&PostParams::default(), &ds).await.expect("ds");
+    let ds = env
+        .api::<DaemonSet>()
+        .create(&PostParams::default(), &ds)
+        .await
+        .expect("ds");
     let pods: Api<Pod> = env.api();
     let pod = |name: &str, labels: serde_json::Value, owner: Option<serde_json::Value>| -> Pod {
         let mut p = json!({
@@ -375,7 +468,12 @@ async fn deleting_a_running_machine_drains_respecting_pdbs_and_skipping_daemonse
         }
         serde_json::from_value(p).expect("pod")
     };
-    pods.create(&PostParams::default(), &pod("web", json!({"app": "web"}), None)).await.expect("web");
+    pods.create(
+        &PostParams::default(),
+        &pod("web", json!({"app": "web"}), None),
+    )
+    .await
+    .expect("web");
     // Play kubelet: the pod runs and is Ready (a Pending pod may always be evicted).
     pods.patch_status(
         "web",
@@ -399,13 +497,29 @@ async fn deleting_a_running_machine_drains_respecting_pdbs_and_skipping_daemonse
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}
     }))
     .expect("pdb");
-    env.api::<PodDisruptionBudget>().create(&PostParams::default(), &pdb).await.expect("pdb");
+    env.api::<PodDisruptionBudget>()
+        .create(&PostParams::default(), &pdb)
+        .await
+        .expect("pdb");
 
-    must_eventually(WAIT, "the PDB is observed by the disruption controller", || async {
-        env.api::<PodDisruptionBudget>().get("web").await.ok().and_then(|p| p.status).filter(|s| s.observed_generation.is_some() && s.current_healthy == Some(1)).map(|_| ())
-    })
+    must_eventually(
+        WAIT,
+        "the PDB is observed by the disruption controller",
+        || async {
+            env.api::<PodDisruptionBudget>()
+                .get("web")
+                .await
+                .ok()
+                .and_then(|p| p.status)
+                .filter(|s| s.observed_generation.is_some() && s.current_healthy == Some(1))
+                .map(|_| ())
+        },
+    )
     .await;
-    env.api::<Machine>().delete("m9", &DeleteParams::default()).await.expect("delete");
+    env.api::<Machine>()
+        .delete("m9", &DeleteParams::default())
+        .await
+        .expect("delete");
     // The PDB blocks the eviction: the machine waits in the drain step.
     must_eventually(WAIT, "drain step reached", || async {
         get(&env, "m9").await.filter(|m| {
@@ -414,16 +528,32 @@ async fn deleting_a_running_machine_drains_respecting_pdbs_and_skipping_daemonse
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(pods.get_opt("web").await.expect("get").is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
-        "the PDB-covered pod is not evicted while the budget allows no disruption");
+    assert!(
+        pods.get_opt("web")
+            .await
+            .expect("get")
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+        "the PDB-covered pod is not evicted while the budget allows no disruption"
+    );
     assert!(driver.vm("m9").is_some(), "the VM outlives the drain");
     // The budget goes away; the eviction goes through. Play kubelet: remove terminating pods.
-    env.api::<PodDisruptionBudget>().delete("web", &DeleteParams::default()).await.expect("delete pdb");
+    env.api::<PodDisruptionBudget>()
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete pdb");
     must_eventually(WAIT, "web pod evicted", || async {
         match pods.get_opt("web").await.expect("get") {
             None => Some(()),
             Some(p) if p.metadata.deletion_timestamp.is_some() => {
-                let _ = pods.delete("web", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+                let _ = pods
+                    .delete(
+                        "web",
+                        &DeleteParams {
+                            grace_period_seconds: Some(0),
+                            ..Default::default()
+                        },
+                    )
+                    .await;
                 None
             }
             Some(_) => None,
@@ -433,18 +563,36 @@ async fn deleting_a_running_machine_drains_respecting_pdbs_and_skipping_daemonse
     wait_gone(&env, "m9").await;
     assert!(driver.vm("m9").is_none(), "VM deleted");
     let nodes: Api<Node> = Api::all(env.client.clone());
-    assert!(nodes.get_opt(&node_of(&env, "m9")).await.expect("node").is_none(), "node deleted");
+    assert!(
+        nodes
+            .get_opt(&node_of(&env, "m9"))
+            .await
+            .expect("node")
+            .is_none(),
+        "node deleted"
+    );
     let agent = pods.get_opt("agent-1").await.expect("agent");
-    assert!(agent.is_some_and(|p| p.metadata.deletion_timestamp.is_none()), "DaemonSet pod not evicted");
+    assert!(
+        agent.is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+        "DaemonSet pod not evicted"
+    );
     ctl.stop().await;
 }
 
 #[tokio::test]
 async fn a_node_not_ready_past_the_health_timeout_fails_the_machine() {
-    let Some(env) = setup("mc-health").await else { return };
+    let Some(env) = setup("mc-health").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(script(&env)));
     let ctl = start(&env, driver.clone(), true, config(&env.namespace));
-    create_machine(&env, "m10", "scripted-class", json!({"healthTimeout": "3s"})).await;
+    create_machine(
+        &env,
+        "m10",
+        "scripted-class",
+        json!({"healthTimeout": "3s"}),
+    )
+    .await;
     wait_phase(&env, "m10", MachinePhase::Pending).await;
     kubelet(&env.client, &node_of(&env, "m10"), "m10", true).await;
     wait_phase(&env, "m10", MachinePhase::Running).await;
@@ -452,33 +600,72 @@ async fn a_node_not_ready_past_the_health_timeout_fails_the_machine() {
     wait_phase(&env, "m10", MachinePhase::Unknown).await;
     let m = wait_phase(&env, "m10", MachinePhase::Failed).await;
     let op = m.status.unwrap_or_default().last_operation;
-    assert!(op.description.contains("health checks failing since last"), "{}", op.description);
+    assert!(
+        op.description.contains("health checks failing since last"),
+        "{}",
+        op.description
+    );
     ctl.stop().await;
 }
 
 #[tokio::test]
 async fn a_bad_class_or_missing_secret_is_reported_and_creates_no_vm() {
-    let Some(env) = setup("mc-bad").await else { return };
+    let Some(env) = setup("mc-bad").await else {
+        return;
+    };
     create_class(&env, "no-secret", "does-not-exist", json!({"image": "x"})).await;
     let driver = Arc::new(ScriptedDriver::new(script(&env)));
     let ctl = start(&env, driver.clone(), true, config(&env.namespace));
     create_machine(&env, "m11", "no-secret", json!({})).await;
     create_machine(&env, "m11b", "missing-class", json!({})).await;
     let m = must_eventually(WAIT, "status message for the missing secret", || async {
-        get(&env, "m11").await.filter(|m| !m.status.clone().unwrap_or_default().last_operation.description.is_empty())
+        get(&env, "m11").await.filter(|m| {
+            !m.status
+                .clone()
+                .unwrap_or_default()
+                .last_operation
+                .description
+                .is_empty()
+        })
     })
     .await;
     let op = m.status.unwrap_or_default().last_operation;
-    assert!(op.description.contains("does-not-exist") && op.description.contains("not found"), "{}", op.description);
+    assert!(
+        op.description.contains("does-not-exist") && op.description.contains("not found"),
+        "{}",
+        op.description
+    );
     let m = must_eventually(WAIT, "status message for the missing class", || async {
-        get(&env, "m11b").await.filter(|m| !m.status.clone().unwrap_or_default().last_operation.description.is_empty())
+        get(&env, "m11b").await.filter(|m| {
+            !m.status
+                .clone()
+                .unwrap_or_default()
+                .last_operation
+                .description
+                .is_empty()
+        })
     })
     .await;
-    assert!(m.status.unwrap_or_default().last_operation.description.contains("MachineClass"));
+    assert!(m
+        .status
+        .unwrap_or_default()
+        .last_operation
+        .description
+        .contains("MachineClass"));
     let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
-    let reasons: Vec<String> = events.list(&ListParams::default()).await.expect("events").items.into_iter().filter_map(|e| e.reason).collect();
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
     assert!(reasons.iter().any(|r| r == "SecretNotFound"), "{reasons:?}");
-    assert!(reasons.iter().any(|r| r == "MachineClassNotFound"), "{reasons:?}");
+    assert!(
+        reasons.iter().any(|r| r == "MachineClassNotFound"),
+        "{reasons:?}"
+    );
     assert_eq!(calls(&driver.calls.create), 0);
     assert_eq!(driver.vm_count(), 0);
     ctl.stop().await;
@@ -486,7 +673,9 @@ async fn a_bad_class_or_missing_secret_is_reported_and_creates_no_vm() {
 
 #[tokio::test]
 async fn without_a_target_cluster_the_machine_becomes_available_with_addresses() {
-    let Some(env) = setup("mc-notarget").await else { return };
+    let Some(env) = setup("mc-notarget").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(script(&env)));
     let ctl = start(&env, driver.clone(), false, config(&env.namespace));
     create_machine(&env, "m13", "scripted-class", json!({})).await;
@@ -494,7 +683,10 @@ async fn without_a_target_cluster_the_machine_becomes_available_with_addresses()
     assert!(!m.labels().contains_key("node"));
     let addrs = m.status.unwrap_or_default().addresses;
     assert_eq!(addrs.first().map(|a| a.type_.as_str()), Some("Hostname"));
-    env.api::<Machine>().delete("m13", &DeleteParams::default()).await.expect("delete");
+    env.api::<Machine>()
+        .delete("m13", &DeleteParams::default())
+        .await
+        .expect("delete");
     wait_gone(&env, "m13").await;
     assert_eq!(driver.vm_count(), 0);
     ctl.stop().await;
@@ -502,7 +694,9 @@ async fn without_a_target_cluster_the_machine_becomes_available_with_addresses()
 
 #[tokio::test]
 async fn with_two_replicas_only_the_lease_holder_acts() {
-    let Some(env) = setup("mc-leader").await else { return };
+    let Some(env) = setup("mc-leader").await else {
+        return;
+    };
     let a = Arc::new(ScriptedDriver::new(script(&env)));
     let b = Arc::new(ScriptedDriver::new(script(&env)));
     let run = |driver: Arc<ScriptedDriver>, id: &str| {
@@ -510,11 +704,22 @@ async fn with_two_replicas_only_the_lease_holder_acts() {
         drivers.register("scripted", driver);
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = Arc::new(Metrics::new(&mut registry));
-        let ctx = Context::new(env.client.clone(), Some(env.client.clone()), config(&env.namespace), drivers, metrics);
+        let ctx = Context::new(
+            env.client.clone(),
+            Some(env.client.clone()),
+            config(&env.namespace),
+            drivers,
+            metrics,
+        );
         let lc = mcm_runtime::leader::LeaderConfig::new(&env.namespace, id);
         let client = env.client.clone();
         tokio::spawn(async move {
-            let _ = mcm_runtime::leader::run_as_leader(client, lc, machine::run(ctx, std::future::pending())).await;
+            let _ = mcm_runtime::leader::run_as_leader(
+                client,
+                lc,
+                machine::run(ctx, std::future::pending()),
+            )
+            .await;
         })
     };
     let ta = run(a.clone(), "replica-a");
@@ -524,7 +729,11 @@ async fn with_two_replicas_only_the_lease_holder_acts() {
     wait_phase(&env, "m12", MachinePhase::Pending).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(calls(&a.calls.create), 1, "the leader created the VM");
-    assert_eq!(calls(&b.calls.create) + calls(&b.calls.status), 0, "the follower made no call");
+    assert_eq!(
+        calls(&b.calls.create) + calls(&b.calls.status),
+        0,
+        "the follower made no call"
+    );
     ta.abort();
     tb.abort();
 }

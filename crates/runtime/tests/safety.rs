@@ -14,15 +14,24 @@ use std::time::Duration;
 async fn setup(test: &str) -> Option<TestEnv> {
     let env = TestEnv::new(test).await?;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = env.api();
-    let secret = serde_json::from_value(json!({"metadata": {"name": "creds"}, "stringData": {"userData": "x"}})).expect("secret");
-    secrets.create(&PostParams::default(), &secret).await.expect("secret");
+    let secret = serde_json::from_value(
+        json!({"metadata": {"name": "creds"}, "stringData": {"userData": "x"}}),
+    )
+    .expect("secret");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("secret");
     let class: MachineClass = serde_json::from_value(json!({
         "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
         "metadata": {"name": "c"}, "provider": "scripted", "providerSpec": {"image": "x"},
         "secretRef": {"name": "creds", "namespace": env.namespace},
     }))
     .expect("class");
-    env.api::<MachineClass>().create(&PostParams::default(), &class).await.expect("class");
+    env.api::<MachineClass>()
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("class");
     Some(env)
 }
 
@@ -35,7 +44,13 @@ fn context(env: &TestEnv, driver: Arc<ScriptedDriver>, target: Option<Client>) -
         apiserver_statuscheck_timeout: Duration::from_secs(1),
         ..Default::default()
     };
-    Context::new(env.client.clone(), target, cfg, drivers, Arc::new(Metrics::new(&mut registry)))
+    Context::new(
+        env.client.clone(),
+        target,
+        cfg,
+        drivers,
+        Arc::new(Metrics::new(&mut registry)),
+    )
 }
 
 fn orphan(driver: &ScriptedDriver, name: &str) {
@@ -51,24 +66,38 @@ fn orphan(driver: &ScriptedDriver, name: &str) {
 
 #[tokio::test]
 async fn an_orphan_vm_is_deleted_only_after_the_grace_period() {
-    let Some(env) = setup("safety-orphan").await else { return };
+    let Some(env) = setup("safety-orphan").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(Script::default()));
     orphan(&driver, "lost-1");
     let ctx = context(&env, driver.clone(), Some(env.client.clone()));
     let mut tracker = OrphanTracker::default();
     let grace = Duration::from_secs(2);
-    let first = safety::collect_orphans(&ctx, &mut tracker, grace).await.expect("collect");
-    assert!(first.is_empty(), "a VM seen orphaned for the first time is kept");
+    let first = safety::collect_orphans(&ctx, &mut tracker, grace)
+        .await
+        .expect("collect");
+    assert!(
+        first.is_empty(),
+        "a VM seen orphaned for the first time is kept"
+    );
     assert!(driver.vm("lost-1").is_some());
     tokio::time::sleep(Duration::from_millis(2100)).await;
-    let second = safety::collect_orphans(&ctx, &mut tracker, grace).await.expect("collect");
+    let second = safety::collect_orphans(&ctx, &mut tracker, grace)
+        .await
+        .expect("collect");
     assert_eq!(second, vec!["scripted:///zone-a/lost-1".to_string()]);
-    assert!(driver.vm("lost-1").is_none(), "deleted after the grace period");
+    assert!(
+        driver.vm("lost-1").is_none(),
+        "deleted after the grace period"
+    );
 }
 
 #[tokio::test]
 async fn orphans_are_not_deleted_while_an_api_server_is_unreachable() {
-    let Some(env) = setup("safety-freeze").await else { return };
+    let Some(env) = setup("safety-freeze").await else {
+        return;
+    };
     let driver = Arc::new(ScriptedDriver::new(Script::default()));
     orphan(&driver, "lost-2");
     // The target API server does not answer (nothing listens on this port).
@@ -85,11 +114,21 @@ async fn orphans_are_not_deleted_while_an_api_server_is_unreachable() {
             apiserver_check_period: Duration::from_millis(200),
         },
     ));
-    must_eventually(Duration::from_secs(20), "the controller freezes", || async { ctx.is_frozen().then_some(()) }).await;
+    must_eventually(
+        Duration::from_secs(20),
+        "the controller freezes",
+        || async { ctx.is_frozen().then_some(()) },
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(driver.vm("lost-2").is_some(), "no orphan collection while frozen");
+    assert!(
+        driver.vm("lost-2").is_some(),
+        "no orphan collection while frozen"
+    );
     let mut tracker = OrphanTracker::default();
-    let none = safety::collect_orphans(&ctx, &mut tracker, Duration::ZERO).await.expect("collect");
+    let none = safety::collect_orphans(&ctx, &mut tracker, Duration::ZERO)
+        .await
+        .expect("collect");
     assert!(none.is_empty());
     task.abort();
 }

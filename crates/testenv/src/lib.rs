@@ -23,13 +23,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The command that starts the control plane, named in every "not reachable" message.
-pub const START_COMMAND: &str = "hack/testenv.sh up (or: bash hack/test.sh, which starts everything)";
+pub const START_COMMAND: &str =
+    "hack/testenv.sh up (or: bash hack/test.sh, which starts everything)";
 
 /// Errors of the test support.
 #[derive(Debug, thiserror::Error)]
 pub enum TestEnvError {
     /// No kubeconfig file was found.
-    #[error("no kubeconfig for the test control plane (looked at {0}); start it with: {START_COMMAND}")]
+    #[error(
+        "no kubeconfig for the test control plane (looked at {0}); start it with: {START_COMMAND}"
+    )]
     NoKubeconfig(String),
     /// The kubeconfig could not be read.
     #[error("kubeconfig {path}: {source}")]
@@ -89,7 +92,9 @@ pub async fn connect() -> Result<Client, TestEnvError> {
 
 /// Whether this run is CI (`CI=true`), where missing services fail tests.
 pub fn is_ci() -> bool {
-    std::env::var("CI").map(|v| v == "true" || v == "1").unwrap_or(false)
+    std::env::var("CI")
+        .map(|v| v == "true" || v == "1")
+        .unwrap_or(false)
 }
 
 /// Installs (server-side apply) the project's CRDs and waits until each is established.
@@ -190,7 +195,11 @@ pub async fn create_namespace(client: &Client, prefix: &str) -> Result<String, T
 }
 
 /// Polls `check` every 100 ms until it returns `Some`, or fails after `timeout`.
-pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> Result<T, TestEnvError>
+pub async fn eventually<T, F, Fut>(
+    timeout: Duration,
+    what: &str,
+    mut check: F,
+) -> Result<T, TestEnvError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,

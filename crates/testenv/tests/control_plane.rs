@@ -4,7 +4,9 @@
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kube::runtime::{watcher, WatchStreamExt};
 use mcm_testenv::{create_namespace, install_crd_list, TestEnv};
 use serde_json::json;
@@ -34,7 +36,11 @@ fn widget_crd() -> CustomResourceDefinition {
 
 fn widgets(env: &TestEnv) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("testenv.mcm.invalid", "v1", "Widget");
-    Api::namespaced_with(env.client.clone(), &env.namespace, &ApiResource::from_gvk(&gvk))
+    Api::namespaced_with(
+        env.client.clone(),
+        &env.namespace,
+        &ApiResource::from_gvk(&gvk),
+    )
 }
 
 fn widget(name: &str, size: i64) -> DynamicObject {
@@ -47,8 +53,12 @@ fn widget(name: &str, size: i64) -> DynamicObject {
 
 #[tokio::test]
 async fn crd_is_established_and_objects_arrive_through_a_watch() {
-    let Some(env) = TestEnv::new("cp-watch").await else { return };
-    install_crd_list(&env.client, &[widget_crd()]).await.expect("CRD established");
+    let Some(env) = TestEnv::new("cp-watch").await else {
+        return;
+    };
+    install_crd_list(&env.client, &[widget_crd()])
+        .await
+        .expect("CRD established");
     let api = widgets(&env);
     let mut stream = watcher(api.clone(), watcher::Config::default())
         .applied_objects()
@@ -77,10 +87,17 @@ async fn crd_is_established_and_objects_arrive_through_a_watch() {
 
 #[tokio::test]
 async fn status_subresource_is_separate_and_stale_updates_conflict() {
-    let Some(env) = TestEnv::new("cp-status").await else { return };
-    install_crd_list(&env.client, &[widget_crd()]).await.expect("CRD established");
+    let Some(env) = TestEnv::new("cp-status").await else {
+        return;
+    };
+    install_crd_list(&env.client, &[widget_crd()])
+        .await
+        .expect("CRD established");
     let api = widgets(&env);
-    let created = api.create(&PostParams::default(), &widget("w2", 2)).await.expect("create");
+    let created = api
+        .create(&PostParams::default(), &widget("w2", 2))
+        .await
+        .expect("create");
 
     // Status goes through the status subresource.
     api.patch_status(
@@ -95,9 +112,15 @@ async fn status_subresource_is_separate_and_stale_updates_conflict() {
     let mut current = api.get("w2").await.expect("get");
     current.data["spec"]["size"] = json!(3);
     current.data["status"] = json!({"phase": "Overwritten"});
-    let updated = api.replace("w2", &PostParams::default(), &current).await.expect("replace");
+    let updated = api
+        .replace("w2", &PostParams::default(), &current)
+        .await
+        .expect("replace");
     assert_eq!(updated.data["spec"]["size"], 3);
-    assert_eq!(updated.data["status"]["phase"], "Ready", "spec update changed status");
+    assert_eq!(
+        updated.data["status"]["phase"], "Ready",
+        "spec update changed status"
+    );
 
     // An update with the stale resourceVersion of the first create answers 409.
     let mut stale = created.clone();
@@ -110,8 +133,12 @@ async fn status_subresource_is_separate_and_stale_updates_conflict() {
 
 #[tokio::test]
 async fn every_test_gets_its_own_namespace() {
-    let Some(env) = TestEnv::new("cp-ns").await else { return };
-    let other = create_namespace(&env.client, "cp-ns").await.expect("namespace");
+    let Some(env) = TestEnv::new("cp-ns").await else {
+        return;
+    };
+    let other = create_namespace(&env.client, "cp-ns")
+        .await
+        .expect("namespace");
     assert_ne!(env.namespace, other);
     assert!(env.namespace.starts_with("cp-ns-"));
 }

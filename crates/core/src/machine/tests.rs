@@ -4,7 +4,9 @@ use super::*;
 use chrono::TimeZone;
 
 fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0).single().unwrap_or_default()
+    Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0)
+        .single()
+        .unwrap_or_default()
 }
 
 fn mins(n: i64) -> chrono::Duration {
@@ -234,11 +236,17 @@ fn unimplemented_initialization_means_nothing_to_do() {
 fn created_is_pending_with_a_target_cluster_and_available_without() {
     let with = created(true);
     assert_eq!(with.phase, Some(Phase::Pending));
-    assert_eq!(with.operation.description, "Creating machine on cloud provider");
+    assert_eq!(
+        with.operation.description,
+        "Creating machine on cloud provider"
+    );
     assert_eq!(with.timeout_active, Some(true));
     let without = created(false);
     assert_eq!(without.phase, Some(Phase::Available));
-    assert_eq!(without.operation.description, "Created machine on cloud provider");
+    assert_eq!(
+        without.operation.description,
+        "Created machine on cloud provider"
+    );
     assert_eq!(without.operation.state, OpState::Successful);
 }
 
@@ -266,7 +274,10 @@ fn pending_machine_with_ready_node_joins_and_runs() {
     let d = health(&m, Some(&ready_node()), t0() + mins(3));
     let t = d.transition.expect("transition");
     assert_eq!(t.phase, Some(Phase::Running));
-    assert_eq!(t.operation.description, "Machine m1 successfully joined the cluster in 3m0s");
+    assert_eq!(
+        t.operation.description,
+        "Machine m1 successfully joined the cluster in 3m0s"
+    );
     assert!(d.joined);
 }
 
@@ -319,8 +330,14 @@ fn running_machine_with_not_ready_node_goes_unknown() {
 #[test]
 fn a_watched_condition_that_is_not_false_is_unhealthy() {
     let watched = Settings::default().node_conditions;
-    assert!(!is_healthy(&[cond("Ready", "True"), cond("DiskPressure", "Unknown")], &watched));
-    assert!(is_healthy(&[cond("Ready", "True"), cond("Other", "True")], &watched));
+    assert!(!is_healthy(
+        &[cond("Ready", "True"), cond("DiskPressure", "Unknown")],
+        &watched
+    ));
+    assert!(is_healthy(
+        &[cond("Ready", "True"), cond("Other", "True")],
+        &watched
+    ));
     assert!(!is_healthy(&[], &watched));
     assert!(is_healthy(&[cond("DiskPressure", "False")], &watched));
 }
@@ -350,7 +367,10 @@ fn unknown_machine_with_healthy_node_rejoins() {
     let d = health(&m, Some(&ready_node()), t0());
     let t = d.transition.expect("transition");
     assert_eq!(t.phase, Some(Phase::Running));
-    assert_eq!(t.operation.description, "Machine m1 successfully re-joined the cluster");
+    assert_eq!(
+        t.operation.description,
+        "Machine m1 successfully re-joined the cluster"
+    );
     assert!(!d.joined);
 }
 
@@ -369,10 +389,9 @@ fn unknown_past_the_health_timeout_fails_through_the_limiter() {
     let t = d.transition.expect("transition");
     assert_eq!(t.phase, Some(Phase::Failed));
     assert!(d.rate_limited);
-    assert!(t
-        .operation
-        .description
-        .starts_with("Machine m1 health checks failing since last 10 minutes. Updating machine phase to Failed."));
+    assert!(t.operation.description.starts_with(
+        "Machine m1 health checks failing since last 10 minutes. Updating machine phase to Failed."
+    ));
 }
 
 #[test]
@@ -407,13 +426,20 @@ fn pending_past_the_creation_timeout_fails_without_the_limiter() {
     let d = health(&m, None, t0() + mins(21));
     let t = d.transition.expect("transition");
     assert_eq!(t.phase, Some(Phase::Failed));
-    assert_eq!(t.operation.description, "Machine m1 failed to join the cluster in 20 minutes.");
+    assert_eq!(
+        t.operation.description,
+        "Machine m1 failed to join the cluster in 20 minutes."
+    );
     assert!(!d.rate_limited);
 }
 
 #[test]
 fn only_one_replacement_at_a_time_per_deployment() {
-    assert!(may_mark_failed(&[Phase::Running, Phase::Unknown, Phase::Unknown]));
+    assert!(may_mark_failed(&[
+        Phase::Running,
+        Phase::Unknown,
+        Phase::Unknown
+    ]));
     assert!(!may_mark_failed(&[Phase::Running, Phase::Pending]));
     assert!(!may_mark_failed(&[Phase::Terminating]));
     assert!(!may_mark_failed(&[Phase::Failed]));
@@ -444,10 +470,22 @@ fn deletion_steps_dispatch_on_the_description_markers_in_order() {
     let cases = [
         (markers::GET_VM_STATUS, DeletionStep::GetVmStatus),
         ("x. Initiate node drain", DeletionStep::Drain),
-        ("Force Drain successful. Delete Volume Attachments", DeletionStep::DeleteVolumeAttachments),
-        ("Drain successful. Initiate VM deletion", DeletionStep::DeleteVm),
-        ("VM deletion was successful. Initiate node object deletion", DeletionStep::DeleteNode),
-        ("ok. Initiate machine object finalizer removal", DeletionStep::RemoveFinalizer),
+        (
+            "Force Drain successful. Delete Volume Attachments",
+            DeletionStep::DeleteVolumeAttachments,
+        ),
+        (
+            "Drain successful. Initiate VM deletion",
+            DeletionStep::DeleteVm,
+        ),
+        (
+            "VM deletion was successful. Initiate node object deletion",
+            DeletionStep::DeleteNode,
+        ),
+        (
+            "ok. Initiate machine object finalizer removal",
+            DeletionStep::RemoveFinalizer,
+        ),
         ("garbage", DeletionStep::SetTerminating),
     ];
     for (desc, step) in cases {
@@ -465,15 +503,22 @@ fn get_vm_status_step_texts() {
         .operation
         .description
         .ends_with("Initiate VM deletion"));
-    assert_eq!(after_get_vm_status(true, true, None).operation.description, "Initiate node drain");
+    assert_eq!(
+        after_get_vm_status(true, true, None).operation.description,
+        "Initiate node drain"
+    );
     let uninit = Err(Status::new(Code::Uninitialized, "x"));
     assert_eq!(
-        after_get_vm_status(true, false, Some(&uninit)).operation.description,
+        after_get_vm_status(true, false, Some(&uninit))
+            .operation
+            .description,
         "VM instance was not initialized. Moving forward to node drain. Initiate node drain"
     );
     let nf = Err(Status::not_found("x"));
     assert_eq!(
-        after_get_vm_status(true, false, Some(&nf)).operation.description,
+        after_get_vm_status(true, false, Some(&nf))
+            .operation
+            .description,
         "VM was not found at provider. Moving forward to node drain. Initiate node drain"
     );
     let transient = Err(Status::new(Code::Unavailable, "x"));
@@ -525,7 +570,10 @@ fn drain_outcomes_lead_to_the_right_next_step() {
         timeout: Duration::from_secs(60),
         max_evict_retries: 3,
     };
-    let forced = DrainPlan { force: true, ..normal };
+    let forced = DrainPlan {
+        force: true,
+        ..normal
+    };
     assert_eq!(
         after_drain(&normal, true, Ok(())).operation.description,
         "Drain successful. Initiate VM deletion"
@@ -549,10 +597,16 @@ fn drain_outcomes_lead_to_the_right_next_step() {
 #[test]
 fn vm_deletion_outcomes() {
     let (ok, quick) = after_delete_vm::<()>(&Ok(()));
-    assert_eq!(ok.operation.description, "VM deletion was successful. Initiate node object deletion");
+    assert_eq!(
+        ok.operation.description,
+        "VM deletion was successful. Initiate node object deletion"
+    );
     assert!(quick);
     let (nf, _) = after_delete_vm::<()>(&Err(Status::not_found("x")));
-    assert_eq!(nf.operation.description, "VM not found. Continuing deletion flow. Initiate node object deletion");
+    assert_eq!(
+        nf.operation.description,
+        "VM not found. Continuing deletion flow. Initiate node object deletion"
+    );
     let (tr, quick) = after_delete_vm::<()>(&Err(Status::new(Code::Unavailable, "x")));
     assert!(tr.operation.description.ends_with("Initiate VM deletion"));
     assert!(quick);
@@ -574,7 +628,10 @@ fn node_deletion_outcomes_lead_to_finalizer_removal() {
             .ends_with(markers::INITIATE_FINALIZER_REMOVAL));
     }
     let f = after_delete_node("m1", &NodeDeletion::Failed("n".into(), "e".into()));
-    assert!(f.operation.description.ends_with(markers::INITIATE_NODE_DELETION));
+    assert!(f
+        .operation
+        .description
+        .ends_with(markers::INITIATE_NODE_DELETION));
 }
 
 // --- userdata
@@ -582,7 +639,11 @@ fn node_deletion_outcomes_lead_to_finalizer_removal() {
 #[test]
 fn userdata_placeholders_are_substituted_raw_or_escaped() {
     assert_eq!(
-        substitute_userdata("name=<<MACHINE_NAME>> t=<<BOOTSTRAP_TOKEN>>", "m1", Some("abc.def")),
+        substitute_userdata(
+            "name=<<MACHINE_NAME>> t=<<BOOTSTRAP_TOKEN>>",
+            "m1",
+            Some("abc.def")
+        ),
         "name=m1 t=abc.def"
     );
     assert_eq!(

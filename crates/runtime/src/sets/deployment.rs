@@ -36,7 +36,7 @@ use mcm_core::deployment::{
 };
 use mcm_core::replicas::{
     claim, controller_ref, normalize, selector_is_empty, selector_matches, validate_selector,
-    Claimer, ClaimAction, MachineView, Phase,
+    ClaimAction, Claimer, MachineView, Phase,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, HashSet};
@@ -64,7 +64,9 @@ pub(crate) fn invalid_deployment(d: &MachineDeployment) -> Option<String> {
         return Some(aggregate(&errs));
     }
     let sel = d.spec.selector.as_ref()?;
-    validate_selector(sel).err().map(|e| format!("spec.selector: {e}"))
+    validate_selector(sel)
+        .err()
+        .map(|e| format!("spec.selector: {e}"))
 }
 
 /// The reconcile entry point.
@@ -87,7 +89,15 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     }
     if let Some(problem) = invalid_deployment(&d) {
         warn!(problem = %problem, "invalid MachineDeployment, not acting on it");
-        publish(&ctx.deployment_recorder, &d, EventType::Warning, "InvalidSpec", problem, "Validate").await;
+        publish(
+            &ctx.deployment_recorder,
+            &d,
+            EventType::Warning,
+            "InvalidSpec",
+            problem,
+            "Validate",
+        )
+        .await;
         return Ok(Action::await_change());
     }
     let deleting = d.meta().deletion_timestamp.is_some();
@@ -111,7 +121,8 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
             st.observed_generation = generation;
             let mut obj = d.clone();
             obj.status = Some(st);
-            api.replace_status(name, &PostParams::default(), &obj).await?;
+            api.replace_status(name, &PostParams::default(), &obj)
+                .await?;
         }
         return Ok(Action::await_change());
     }
@@ -168,10 +179,17 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
 }
 
 /// Claims the MachineSets of the cache for this deployment (§10.2 step 7).
-async fn claim_sets(ctx: &Ctx, d: &MachineDeployment, deleting: bool) -> Result<Vec<Arc<MachineSet>>, Error> {
+async fn claim_sets(
+    ctx: &Ctx,
+    d: &MachineDeployment,
+    deleting: bool,
+) -> Result<Vec<Arc<MachineSet>>, Error> {
     let uid = d.uid().unwrap_or_default();
     let selector = d.spec.selector.clone().unwrap_or_default();
-    let claimer = Claimer { uid: &uid, deleting };
+    let claimer = Claimer {
+        uid: &uid,
+        deleting,
+    };
     let api = ctx.sets();
     let mut claimed = Vec::new();
     let mut rechecked = false;
@@ -179,13 +197,20 @@ async fn claim_sets(ctx: &Ctx, d: &MachineDeployment, deleting: bool) -> Result<
     for s in ctx.caches.sets.state() {
         let labels = s.metadata.labels.clone().unwrap_or_default();
         let matches = selector_matches(&selector, &labels).unwrap_or(false);
-        match claim(claimer, controller_ref(&s.metadata).as_ref(), matches, s.metadata.deletion_timestamp.is_some()) {
+        match claim(
+            claimer,
+            controller_ref(&s.metadata).as_ref(),
+            matches,
+            s.metadata.deletion_timestamp.is_some(),
+        ) {
             ClaimAction::Keep => claimed.push(s),
             ClaimAction::Ignore => {}
             ClaimAction::Adopt => {
                 if !rechecked {
                     let fresh = ctx.deployments().get_opt(&d.name_any()).await?;
-                    if !fresh.is_some_and(|f| f.uid() == d.uid() && f.meta().deletion_timestamp.is_none()) {
+                    if !fresh.is_some_and(|f| {
+                        f.uid() == d.uid() && f.meta().deletion_timestamp.is_none()
+                    }) {
                         return Err(Error::OwnerChanged(d.name_any()));
                     }
                     rechecked = true;
@@ -202,7 +227,9 @@ async fn claim_sets(ctx: &Ctx, d: &MachineDeployment, deleting: bool) -> Result<
                 }
             }
             ClaimAction::Release => match release(&api, &*s, &uid).await {
-                Ok(()) => info!(machineset = %s.name_any(), "released MachineSet that no longer matches the selector"),
+                Ok(()) => {
+                    info!(machineset = %s.name_any(), "released MachineSet that no longer matches the selector")
+                }
                 Err(e) => {
                     first_error.get_or_insert(e.into());
                 }
@@ -242,14 +269,25 @@ impl Pass<'_> {
     }
 
     async fn event(&self, type_: EventType, reason: &str, note: String) {
-        publish(&self.ctx.deployment_recorder, &self.d, type_, reason, note, "Rollout").await;
+        publish(
+            &self.ctx.deployment_recorder,
+            &self.d,
+            type_,
+            reason,
+            note,
+            "Rollout",
+        )
+        .await;
     }
 
     /// Writes the deployment's metadata/spec (PUT, resourceVersion-guarded).
     async fn update(&mut self, change: impl FnOnce(&mut MachineDeployment)) -> Result<(), Error> {
         let mut obj = self.d.clone();
         change(&mut obj);
-        self.d = self.api.replace(&self.name(), &PostParams::default(), &obj).await?;
+        self.d = self
+            .api
+            .replace(&self.name(), &PostParams::default(), &obj)
+            .await?;
         Ok(())
     }
 
@@ -257,7 +295,10 @@ impl Pass<'_> {
     async fn write_status(&mut self, status: MachineDeploymentStatus) -> Result<(), Error> {
         let mut obj = self.d.clone();
         obj.status = Some(status);
-        self.d = self.api.replace_status(&self.name(), &PostParams::default(), &obj).await?;
+        self.d = self
+            .api
+            .replace_status(&self.name(), &PostParams::default(), &obj)
+            .await?;
         Ok(())
     }
 
@@ -328,7 +369,11 @@ impl Pass<'_> {
         });
         self.ctx
             .sets()
-            .patch(&s.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &s.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await?;
         if from != size {
             let direction = if from < size { "up" } else { "down" };
@@ -354,11 +399,19 @@ impl Pass<'_> {
             return Ok(Action::await_change());
         }
         let api = self.ctx.sets();
-        for s in self.sets.iter().filter(|s| s.meta().deletion_timestamp.is_none()) {
+        for s in self
+            .sets
+            .iter()
+            .filter(|s| s.meta().deletion_timestamp.is_none())
+        {
             match api.delete(&s.name_any(), &DeleteParams::default()).await {
-                Ok(_) => info!(machineset = %s.name_any(), "deleted MachineSet of deleted MachineDeployment"),
+                Ok(_) => {
+                    info!(machineset = %s.name_any(), "deleted MachineSet of deleted MachineDeployment")
+                }
                 Err(e) if is_not_found(&e) => {}
-                Err(e) => warn!(machineset = %s.name_any(), error = %e, "MachineSet deletion failed"),
+                Err(e) => {
+                    warn!(machineset = %s.name_any(), error = %e, "MachineSet deletion failed")
+                }
             }
         }
         self.sync_status().await?;
@@ -399,8 +452,14 @@ impl Pass<'_> {
         if normalized != value || scaler_time.is_none() {
             self.update(|d| {
                 let a = d.metadata.annotations.get_or_insert_with(BTreeMap::new);
-                a.insert(c::TRIGGER_DELETION_BY_MCM_ANNOTATION.into(), normalized.clone());
-                a.insert(c::LAST_REPLICA_CHANGE_BY_SCALER_TIME_ANNOTATION.into(), time.clone());
+                a.insert(
+                    c::TRIGGER_DELETION_BY_MCM_ANNOTATION.into(),
+                    normalized.clone(),
+                );
+                a.insert(
+                    c::LAST_REPLICA_CHANGE_BY_SCALER_TIME_ANNOTATION.into(),
+                    time.clone(),
+                );
             })
             .await?;
         }
@@ -415,7 +474,11 @@ impl Pass<'_> {
                         TriggerTarget::FailedOrTerminating
                     } else {
                         TriggerTarget::Live {
-                            marked: v.annotations.get(c::PRIORITY_ANNOTATION).map(String::as_str) == Some("1")
+                            marked: v
+                                .annotations
+                                .get(c::PRIORITY_ANNOTATION)
+                                .map(String::as_str)
+                                == Some("1")
                                 && v.annotations
                                     .get(c::MARKED_FOR_DELETION_TIME_ANNOTATION)
                                     .is_some_and(|t| !t.is_empty()),
@@ -430,7 +493,10 @@ impl Pass<'_> {
                 if new_value.is_empty() {
                     a.remove(c::TRIGGER_DELETION_BY_MCM_ANNOTATION);
                 } else {
-                    a.insert(c::TRIGGER_DELETION_BY_MCM_ANNOTATION.into(), new_value.clone());
+                    a.insert(
+                        c::TRIGGER_DELETION_BY_MCM_ANNOTATION.into(),
+                        new_value.clone(),
+                    );
                 }
             })
             .await?;
@@ -441,7 +507,10 @@ impl Pass<'_> {
                 continue;
             };
             let mut annotations = json!({ c::PRIORITY_ANNOTATION: "1" });
-            if m.annotations().get(c::MARKED_FOR_DELETION_TIME_ANNOTATION).is_none_or(|t| t.is_empty()) {
+            if m.annotations()
+                .get(c::MARKED_FOR_DELETION_TIME_ANNOTATION)
+                .is_none_or(|t| t.is_empty())
+            {
                 annotations[c::MARKED_FOR_DELETION_TIME_ANNOTATION] = json!(time);
             }
             let patch = json!({"metadata": {"resourceVersion": m.resource_version(), "annotations": annotations}});
@@ -460,7 +529,14 @@ impl Pass<'_> {
         };
         let s = self.sets[n].clone();
         let new_revision = max_revision(self.part.old.iter().map(|&i| &self.views[i])) + 1;
-        let annotations = new_set_annotations(self.d.annotations(), s.annotations(), new_revision, true, 0, 0);
+        let annotations = new_set_annotations(
+            self.d.annotations(),
+            s.annotations(),
+            new_revision,
+            true,
+            0,
+            0,
+        );
         let dt = &self.d.spec.template.spec;
         let mut upd = (*s).clone();
         let mut changed = Vec::new();
@@ -469,7 +545,9 @@ impl Pass<'_> {
             changed.push("annotations");
         }
         let same_node_template = normalize(&serde_json::to_value(&dt.node_template)?)
-            == normalize(&serde_json::to_value(&upd.spec.template.spec.node_template)?);
+            == normalize(&serde_json::to_value(
+                &upd.spec.template.spec.node_template,
+            )?);
         if !same_node_template {
             upd.spec.template.spec.node_template = dt.node_template.clone();
             changed.push("nodeTemplate");
@@ -486,8 +564,10 @@ impl Pass<'_> {
             upd.spec.min_ready_seconds = self.d.spec.min_ready_seconds;
             changed.push("minReadySeconds");
         }
-        if self.d.spec.auto_preserve_failed_machine_max != upd.spec.auto_preserve_failed_machine_max {
-            upd.spec.auto_preserve_failed_machine_max = self.d.spec.auto_preserve_failed_machine_max;
+        if self.d.spec.auto_preserve_failed_machine_max != upd.spec.auto_preserve_failed_machine_max
+        {
+            upd.spec.auto_preserve_failed_machine_max =
+                self.d.spec.auto_preserve_failed_machine_max;
             changed.push("autoPreserveFailedMachineMax");
         }
         if !changed.is_empty() {
@@ -498,8 +578,14 @@ impl Pass<'_> {
             info!(machineset = %s.name_any(), changed = ?changed, "updated new MachineSet");
             return Ok(true);
         }
-        let set_revision = s.annotations().get(c::REVISION_ANNOTATION).cloned().unwrap_or_default();
-        if !set_revision.is_empty() && self.d.annotations().get(c::REVISION_ANNOTATION) != Some(&set_revision) {
+        let set_revision = s
+            .annotations()
+            .get(c::REVISION_ANNOTATION)
+            .cloned()
+            .unwrap_or_default();
+        if !set_revision.is_empty()
+            && self.d.annotations().get(c::REVISION_ANNOTATION) != Some(&set_revision)
+        {
             self.update(|d| {
                 d.metadata
                     .annotations
@@ -509,7 +595,9 @@ impl Pass<'_> {
             .await?;
         }
         let mut st = self.status();
-        if plan::get_condition(&st.conditions, &MachineDeploymentConditionType::Progressing).is_none() {
+        if plan::get_condition(&st.conditions, &MachineDeploymentConditionType::Progressing)
+            .is_none()
+        {
             set_condition(
                 &mut st.conditions,
                 new_condition(
@@ -551,7 +639,14 @@ impl Pass<'_> {
         all.push(probe.clone());
         let replicas = new_set_replicas(&self.strategy, self.replicas(), &all, &probe);
         let max = self.replicas().saturating_add(self.strategy.max_surge());
-        let annotations = new_set_annotations(self.d.annotations(), &BTreeMap::new(), new_revision, false, self.replicas(), max);
+        let annotations = new_set_annotations(
+            self.d.annotations(),
+            &BTreeMap::new(),
+            new_revision,
+            false,
+            self.replicas(),
+            max,
+        );
         let ms = MachineSet {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -636,7 +731,8 @@ impl Pass<'_> {
                     ),
                 );
                 let _ = self.write_status(st).await;
-                self.event(EventType::Warning, c::FAILED_MACHINE_SET_CREATE_REASON, msg).await;
+                self.event(EventType::Warning, c::FAILED_MACHINE_SET_CREATE_REASON, msg)
+                    .await;
                 Err(e.into())
             }
         }
@@ -648,7 +744,9 @@ impl Pass<'_> {
         for i in history_cleanup(self.d.spec.revision_history_limit, &self.views, &self.part) {
             let name = self.views[i].name.clone();
             match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => info!(machineset = %name, "deleted old MachineSet beyond the revision history limit"),
+                Ok(_) => {
+                    info!(machineset = %name, "deleted old MachineSet beyond the revision history limit")
+                }
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -658,7 +756,13 @@ impl Pass<'_> {
 
     /// The scaling / paused path (`sync`, §10.5).
     async fn sync(mut self) -> Result<Action, Error> {
-        let targets = scale_targets(self.replicas(), &self.strategy, self.status().replicas, &self.views, &self.part);
+        let targets = scale_targets(
+            self.replicas(),
+            &self.strategy,
+            self.status().replicas,
+            &self.views,
+            &self.part,
+        );
         for (i, size) in targets {
             self.scale_set(i, size).await?;
         }
@@ -672,11 +776,18 @@ impl Pass<'_> {
     /// Rollback to `spec.rollbackTo.revision` (§10.9).
     async fn rollback(mut self) -> Result<Action, Error> {
         let to = self.d.spec.rollback_to.as_ref().map_or(0, |r| r.revision);
-        let decision = plan::rollback_decision(to, &self.d.spec.template, self.d.annotations(), &self.views, &self.part);
+        let decision = plan::rollback_decision(
+            to,
+            &self.d.spec.template,
+            self.d.annotations(),
+            &self.views,
+            &self.part,
+        );
         let name = self.name();
         match decision {
             RollbackDecision::RevisionNotFound(msg) => {
-                self.event(EventType::Warning, c::ROLLBACK_REVISION_NOT_FOUND, msg).await;
+                self.event(EventType::Warning, c::ROLLBACK_REVISION_NOT_FOUND, msg)
+                    .await;
                 self.update(|d| d.spec.rollback_to = None).await?;
             }
             RollbackDecision::TemplateUnchanged { revision } => {
@@ -720,11 +831,18 @@ impl Pass<'_> {
             return Ok(requeue(self.ctx, Some(SHORTLY)));
         };
         let replicas = self.replicas();
-        if let Some(target) = rolling_new_set_target(&self.strategy, replicas, &self.views, &self.views[n]) {
+        if let Some(target) =
+            rolling_new_set_target(&self.strategy, replicas, &self.views, &self.views[n])
+        {
             self.scale_set(n, target).await?;
             return self.sync_rollout_status().await;
         }
-        let downs = rolling_scale_down(replicas, self.strategy.max_unavailable(replicas), &self.views, &self.part);
+        let downs = rolling_scale_down(
+            replicas,
+            self.strategy.max_unavailable(replicas),
+            &self.views,
+            &self.part,
+        );
         let mut scaled = false;
         for (i, size) in downs {
             match self.scale_set(i, size).await {

@@ -25,13 +25,13 @@ use kube::{Resource, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::validation::{aggregate, validate_machine_set};
 use mcm_api::{
-    ConditionStatus, Machine, MachineSet, MachineSetCondition, MachineSetConditionType, MachineSpec,
-    MachineSummary,
+    ConditionStatus, Machine, MachineSet, MachineSetCondition, MachineSetConditionType,
+    MachineSpec, MachineSummary,
 };
 use mcm_core::replicas::{
     auto_preservation, claim, controller_ref, keys, machine_generate_name, manage_replicas,
     parse_rfc3339, propagate_template, replica_failure, selector_is_empty, selector_matches,
-    set_status, to_k8s_time, validate_selector, Claimer, ClaimAction, Deletion, MachineView,
+    set_status, to_k8s_time, validate_selector, ClaimAction, Claimer, Deletion, MachineView,
     ReplicaFailureChange, ReplicaInput, ReplicaPlan, Seen,
 };
 use serde_json::json;
@@ -61,7 +61,9 @@ pub(crate) fn invalid_set(ms: &MachineSet) -> Option<String> {
     }
     let sel = ms.spec.selector.as_ref()?;
     if selector_is_empty(sel) {
-        return Some("spec.selector: selects every machine; a non-empty selector is required".into());
+        return Some(
+            "spec.selector: selects every machine; a non-empty selector is required".into(),
+        );
     }
     validate_selector(sel)
         .err()
@@ -89,7 +91,15 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
     };
     if let Some(problem) = invalid_set(&ms) {
         warn!(problem = %problem, "invalid MachineSet, not acting on it");
-        publish(&ctx.set_recorder, &ms, EventType::Warning, "InvalidSpec", problem, "Validate").await;
+        publish(
+            &ctx.set_recorder,
+            &ms,
+            EventType::Warning,
+            "InvalidSpec",
+            problem,
+            "Validate",
+        )
+        .await;
         return Ok(Action::await_change());
     }
     let deleting = ms.meta().deletion_timestamp.is_some();
@@ -99,7 +109,10 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
     let claimed = claim_machines(ctx, &ms, deleting).await?;
     propagate(ctx, &ms, &claimed).await;
 
-    let mut views: Vec<MachineView> = claimed.iter().map(|m| MachineView::from_machine(m)).collect();
+    let mut views: Vec<MachineView> = claimed
+        .iter()
+        .map(|m| MachineView::from_machine(m))
+        .collect();
     auto_preserve(ctx, &ms, &claimed, &mut views).await;
 
     let mut manage_error = None;
@@ -162,10 +175,17 @@ fn expectations_satisfied(ctx: &Ctx, key: &str) -> bool {
 }
 
 /// Claims the machines of the cache for this set (§9.3).
-async fn claim_machines(ctx: &Ctx, ms: &MachineSet, deleting: bool) -> Result<Vec<Arc<Machine>>, Error> {
+async fn claim_machines(
+    ctx: &Ctx,
+    ms: &MachineSet,
+    deleting: bool,
+) -> Result<Vec<Arc<Machine>>, Error> {
     let uid = ms.uid().unwrap_or_default();
     let selector = ms.spec.selector.clone().unwrap_or_default();
-    let claimer = Claimer { uid: &uid, deleting };
+    let claimer = Claimer {
+        uid: &uid,
+        deleting,
+    };
     let api = ctx.machines();
     let mut claimed = Vec::new();
     let mut rechecked = false;
@@ -174,7 +194,12 @@ async fn claim_machines(ctx: &Ctx, ms: &MachineSet, deleting: bool) -> Result<Ve
         let labels = m.metadata.labels.clone().unwrap_or_default();
         let matches = selector_matches(&selector, &labels).unwrap_or(false);
         let controller = controller_ref(&m.metadata);
-        match claim(claimer, controller.as_ref(), matches, m.metadata.deletion_timestamp.is_some()) {
+        match claim(
+            claimer,
+            controller.as_ref(),
+            matches,
+            m.metadata.deletion_timestamp.is_some(),
+        ) {
             ClaimAction::Keep => claimed.push(m),
             ClaimAction::Ignore => {}
             ClaimAction::Adopt => {
@@ -195,7 +220,9 @@ async fn claim_machines(ctx: &Ctx, ms: &MachineSet, deleting: bool) -> Result<Ve
                 }
             }
             ClaimAction::Release => match release(&api, &*m, &uid).await {
-                Ok(()) => info!(machine = %m.name_any(), "released machine that no longer matches the selector"),
+                Ok(()) => {
+                    info!(machine = %m.name_any(), "released machine that no longer matches the selector")
+                }
                 Err(e) => {
                     warn!(machine = %m.name_any(), error = %e, "release failed");
                     first_error.get_or_insert(e.into());
@@ -214,7 +241,9 @@ async fn claim_machines(ctx: &Ctx, ms: &MachineSet, deleting: bool) -> Result<Ve
 async fn recheck_owner(api: &Api<MachineSet>, ms: &MachineSet) -> Result<(), Error> {
     let name = ms.name_any();
     match api.get_opt(&name).await? {
-        Some(fresh) if fresh.uid() == ms.uid() && fresh.meta().deletion_timestamp.is_none() => Ok(()),
+        Some(fresh) if fresh.uid() == ms.uid() && fresh.meta().deletion_timestamp.is_none() => {
+            Ok(())
+        }
         _ => Err(Error::OwnerChanged(name)),
     }
 }
@@ -243,7 +272,9 @@ async fn propagate(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>]) {
         let mut updated = (**m).clone();
         updated.spec = spec;
         match api.replace(&v.name, &PostParams::default(), &updated).await {
-            Ok(_) => info!(machine = %v.name, "pushed template changes (nodeTemplate / configuration / class kind) into machine"),
+            Ok(_) => {
+                info!(machine = %v.name, "pushed template changes (nodeTemplate / configuration / class kind) into machine")
+            }
             Err(e) if is_conflict(&e) || is_not_found(&e) => {
                 debug!(machine = %v.name, error = %e, "template push raced, retried next pass")
             }
@@ -253,8 +284,16 @@ async fn propagate(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>]) {
 }
 
 /// The auto-preservation annotations (§9.6); the views follow the writes that succeeded.
-async fn auto_preserve(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>], views: &mut [MachineView]) {
-    let current = ms.status.as_ref().map_or(0, |s| s.auto_preserve_failed_machine_count);
+async fn auto_preserve(
+    ctx: &Ctx,
+    ms: &MachineSet,
+    claimed: &[Arc<Machine>],
+    views: &mut [MachineView],
+) {
+    let current = ms
+        .status
+        .as_ref()
+        .map_or(0, |s| s.auto_preserve_failed_machine_count);
     let mut plan = auto_preservation(ms.spec.auto_preserve_failed_machine_max, current, views);
     if plan.annotate.is_empty() && plan.unannotate.is_empty() {
         return;
@@ -262,8 +301,16 @@ async fn auto_preserve(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>], vie
     let api = ctx.machines();
     let mut done = mcm_core::replicas::AutoPreservePlan::default();
     for (names, value, out) in [
-        (std::mem::take(&mut plan.annotate), json!(keys::PRESERVE_AUTO), &mut done.annotate),
-        (std::mem::take(&mut plan.unannotate), serde_json::Value::Null, &mut done.unannotate),
+        (
+            std::mem::take(&mut plan.annotate),
+            json!(keys::PRESERVE_AUTO),
+            &mut done.annotate,
+        ),
+        (
+            std::mem::take(&mut plan.unannotate),
+            serde_json::Value::Null,
+            &mut done.unannotate,
+        ),
     ] {
         for n in names {
             let Some(m) = claimed.iter().find(|m| m.name_any() == n) else {
@@ -273,12 +320,17 @@ async fn auto_preserve(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>], vie
                 "resourceVersion": m.resource_version(),
                 "annotations": { keys::PRESERVE: value }
             }});
-            match api.patch(&n, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match api
+                .patch(&n, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
                 Ok(_) => {
                     info!(machine = %n, auto_preserved = !value.is_null(), "auto-preservation annotation changed");
                     out.push(n);
                 }
-                Err(e) => warn!(machine = %n, error = %e, "auto-preservation annotation not changed"),
+                Err(e) => {
+                    warn!(machine = %n, error = %e, "auto-preservation annotation not changed")
+                }
             }
         }
     }
@@ -312,11 +364,18 @@ async fn manage(
             Ok(())
         }
         ReplicaPlan::ScaleUpDisabled { missing } => {
-            info!(missing, "MachineSet has scale-up disabled, not creating machines");
+            info!(
+                missing,
+                "MachineSet has scale-up disabled, not creating machines"
+            );
             Ok(())
         }
         ReplicaPlan::Create { count, batches } => {
-            info!(count, desired = ms.spec.replicas, "too few machines, creating");
+            info!(
+                count,
+                desired = ms.spec.replicas,
+                "too few machines, creating"
+            );
             create_machines(ctx, ms, key, &batches).await
         }
         ReplicaPlan::Delete(list) => {
@@ -336,8 +395,14 @@ pub(crate) fn machine_from_template(ms: &MachineSet) -> Result<Machine, String> 
     }
     let mut annotations = t.metadata.annotations.clone().unwrap_or_default();
     let mut spec = t.spec.clone();
-    if let Some(v) = ms.annotations().get(c::EFFECTIVE_CREATION_TIMEOUT_ANNOTATION) {
-        annotations.insert(c::EFFECTIVE_CREATION_TIMEOUT_ANNOTATION.to_string(), v.clone());
+    if let Some(v) = ms
+        .annotations()
+        .get(c::EFFECTIVE_CREATION_TIMEOUT_ANNOTATION)
+    {
+        annotations.insert(
+            c::EFFECTIVE_CREATION_TIMEOUT_ANNOTATION.to_string(),
+            v.clone(),
+        );
         match mcm_api::parse_duration(v) {
             Ok(_) => spec.configuration.creation_timeout = Some(v.clone()),
             Err(e) => warn!(value = %v, error = %e, "effective creation timeout not applied"),
@@ -363,7 +428,12 @@ fn is_timeout(e: &kube::Error) -> bool {
 }
 
 /// Creates machines in slow-start batches; a failing batch stops the rest.
-async fn create_machines(ctx: &Ctx, ms: &MachineSet, key: &str, batches: &[usize]) -> Result<(), String> {
+async fn create_machines(
+    ctx: &Ctx,
+    ms: &MachineSet,
+    key: &str,
+    batches: &[usize],
+) -> Result<(), String> {
     let machine = machine_from_template(ms)?;
     let api = ctx.machines();
     let pp = PostParams::default();
@@ -379,14 +449,30 @@ async fn create_machines(ctx: &Ctx, ms: &MachineSet, key: &str, batches: &[usize
                 }
                 Err(e) => {
                     warn!(error = %e, "machine creation failed");
-                    publish(&ctx.set_recorder, ms, EventType::Warning, "FailedCreate", format!("Error creating: {e}"), "Create").await;
+                    publish(
+                        &ctx.set_recorder,
+                        ms,
+                        EventType::Warning,
+                        "FailedCreate",
+                        format!("Error creating: {e}"),
+                        "Create",
+                    )
+                    .await;
                     first_error.get_or_insert(e.to_string());
                 }
             }
         }
         for n in &created {
             info!(machine = %n, "created machine");
-            publish(&ctx.set_recorder, ms, EventType::Normal, "SuccessfulCreate", format!("Created Machine: {n}"), "Create").await;
+            publish(
+                &ctx.set_recorder,
+                ms,
+                EventType::Normal,
+                "SuccessfulCreate",
+                format!("Created Machine: {n}"),
+                "Create",
+            )
+            .await;
         }
         if let Ok(mut e) = ctx.expectations.lock() {
             e.expect_creations(key, created, Utc::now());
@@ -399,7 +485,13 @@ async fn create_machines(ctx: &Ctx, ms: &MachineSet, key: &str, batches: &[usize
 }
 
 /// Deletes the listed machines in parallel (§9.8); failures are reported, not returned.
-async fn delete_machines(ctx: &Ctx, ms: &MachineSet, key: &str, claimed: &[Arc<Machine>], list: &[Deletion]) {
+async fn delete_machines(
+    ctx: &Ctx,
+    ms: &MachineSet,
+    key: &str,
+    claimed: &[Arc<Machine>],
+    list: &[Deletion],
+) {
     let targets: Vec<&Arc<Machine>> = list
         .iter()
         .filter_map(|d| claimed.iter().find(|m| m.name_any() == d.name))
@@ -423,14 +515,30 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
     match api.delete(&name, &DeleteParams::default()).await {
         Ok(_) => {
             info!(machine = %name, phase = %m.phase(), "deleted machine");
-            publish(&ctx.set_recorder, ms, EventType::Normal, "SuccessfulDelete", format!("Deleted machine: {name}"), "Delete").await;
+            publish(
+                &ctx.set_recorder,
+                ms,
+                EventType::Normal,
+                "SuccessfulDelete",
+                format!("Deleted machine: {name}"),
+                "Delete",
+            )
+            .await;
             mark_terminating(&api, m).await;
             true
         }
         Err(e) if is_not_found(&e) => true,
         Err(e) => {
             warn!(machine = %name, error = %e, "machine deletion failed");
-            publish(&ctx.set_recorder, ms, EventType::Warning, "FailedDelete", format!("Error deleting: {e}"), "Delete").await;
+            publish(
+                &ctx.set_recorder,
+                ms,
+                EventType::Warning,
+                "FailedDelete",
+                format!("Error deleting: {e}"),
+                "Delete",
+            )
+            .await;
             false
         }
     }
@@ -452,7 +560,11 @@ async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
         }
     }});
     match api
-        .patch_status(&m.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(
+            &m.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await
     {
         Ok(_) => {}
@@ -469,7 +581,8 @@ async fn write_status(
     views: &[MachineView],
     manage_error: Option<&str>,
 ) -> Result<(), Error> {
-    let template_labels: BTreeMap<String, String> = ms.spec.template.metadata.labels.clone().unwrap_or_default();
+    let template_labels: BTreeMap<String, String> =
+        ms.spec.template.metadata.labels.clone().unwrap_or_default();
     let counts = set_status(&template_labels, views);
     let old = ms.status.clone().unwrap_or_default();
     let mut st = old.clone();
@@ -486,8 +599,14 @@ async fn write_status(
         .map(|m| MachineSummary {
             name: m.name_any(),
             provider_id: m.spec.provider_id.clone(),
-            last_operation: m.status.as_ref().map(|s| s.last_operation.clone()).unwrap_or_default(),
-            owner_ref: controller_ref(&m.metadata).map(|c| c.name).unwrap_or_default(),
+            last_operation: m
+                .status
+                .as_ref()
+                .map(|s| s.last_operation.clone())
+                .unwrap_or_default(),
+            owner_ref: controller_ref(&m.metadata)
+                .map(|c| c.name)
+                .unwrap_or_default(),
         })
         .collect();
     st.failed_machines = (!failed.is_empty()).then_some(failed);
@@ -532,7 +651,10 @@ async fn write_status(
     );
     let mut obj = ms.clone();
     obj.status = Some(st);
-    match api.replace_status(&ms.name_any(), &PostParams::default(), &obj).await {
+    match api
+        .replace_status(&ms.name_any(), &PostParams::default(), &obj)
+        .await
+    {
         Ok(_) => Ok(()),
         Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e.into()),

@@ -140,9 +140,18 @@ pub(crate) struct Caches {
 impl Caches {
     /// Waits until every cache has been filled once.
     pub async fn ready(&self) -> Result<(), Error> {
-        self.machines.wait_until_ready().await.map_err(|_| Error::NotReady)?;
-        self.sets.wait_until_ready().await.map_err(|_| Error::NotReady)?;
-        self.deployments.wait_until_ready().await.map_err(|_| Error::NotReady)?;
+        self.machines
+            .wait_until_ready()
+            .await
+            .map_err(|_| Error::NotReady)?;
+        self.sets
+            .wait_until_ready()
+            .await
+            .map_err(|_| Error::NotReady)?;
+        self.deployments
+            .wait_until_ready()
+            .await
+            .map_err(|_| Error::NotReady)?;
         Ok(())
     }
 }
@@ -188,7 +197,8 @@ impl Ctx {
             }
             Err(_) => 1,
         };
-        self.backoff.delay(n, FailureKind::Normal, rand::random::<f64>())
+        self.backoff
+            .delay(n, FailureKind::Normal, rand::random::<f64>())
     }
 
     /// Forgets the failures of `key`.
@@ -259,7 +269,11 @@ where
     finalizers.push(mcm_api::constants::MCM_FINALIZER.to_string());
     let patch = guarded_metadata_patch(obj, json!({ "finalizers": finalizers }));
     Ok(api
-        .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await?)
 }
 
@@ -278,7 +292,11 @@ where
         .collect();
     let patch = guarded_metadata_patch(obj, json!({ "finalizers": finalizers }));
     match api
-        .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await
     {
         Ok(_) => Ok(()),
@@ -304,8 +322,12 @@ where
         .collect();
     refs.push(owner_reference(owner));
     let patch = guarded_metadata_patch(obj, json!({ "ownerReferences": refs }));
-    api.patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
+    api.patch(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
 }
 
 /// Removes the ownerReference with `owner_uid` from `obj` (for real: the
@@ -322,10 +344,18 @@ where
         .into_iter()
         .filter(|r| r.uid != owner_uid)
         .collect();
-    let value = if refs.is_empty() { serde_json::Value::Null } else { json!(refs) };
+    let value = if refs.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!(refs)
+    };
     let patch = guarded_metadata_patch(obj, json!({ "ownerReferences": value }));
     match api
-        .patch(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await
     {
         Ok(_) => Ok(()),
@@ -430,7 +460,11 @@ impl Routes {
     }
 }
 
-async fn pump_machines(ctx: Arc<Ctx>, writer: reflector::store::Writer<Machine>, routes: Arc<Routes>) {
+async fn pump_machines(
+    ctx: Arc<Ctx>,
+    writer: reflector::store::Writer<Machine>,
+    routes: Arc<Routes>,
+) {
     let stream = watcher(ctx.machines(), watcher::Config::default())
         .default_backoff()
         .reflect(writer);
@@ -455,7 +489,11 @@ async fn pump_machines(ctx: Arc<Ctx>, writer: reflector::store::Writer<Machine>,
     }
 }
 
-async fn pump_sets(ctx: Arc<Ctx>, writer: reflector::store::Writer<MachineSet>, routes: Arc<Routes>) {
+async fn pump_sets(
+    ctx: Arc<Ctx>,
+    writer: reflector::store::Writer<MachineSet>,
+    routes: Arc<Routes>,
+) {
     let stream = watcher(ctx.sets(), watcher::Config::default())
         .default_backoff()
         .reflect(writer);
@@ -533,7 +571,10 @@ pub async fn run_until(
             deployments: deployments.clone(),
         },
         set_recorder: Recorder::new(client.clone(), reporter("machineset-controller")),
-        deployment_recorder: Recorder::new(client.clone(), reporter("machinedeployment-controller")),
+        deployment_recorder: Recorder::new(
+            client.clone(),
+            reporter("machinedeployment-controller"),
+        ),
         safety_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
         expectations: Mutex::new(Expectations::new()),
         safety_wakeup: Notify::new(),

@@ -58,24 +58,33 @@ pub(crate) async fn run(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()>) {
 
 fn set_is_frozen(ms: &MachineSet) -> bool {
     ms.labels().get(c::FREEZE_LABEL).map(String::as_str) == Some(c::FREEZE_LABEL_VALUE)
-        || ms
-            .status
-            .as_ref()
-            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == MachineSetConditionType::Frozen))
+        || ms.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == MachineSetConditionType::Frozen)
+        })
 }
 
 fn deployment_is_frozen(d: &MachineDeployment) -> bool {
     d.labels().get(c::FREEZE_LABEL).map(String::as_str) == Some(c::FREEZE_LABEL_VALUE)
-        || d.status
-            .as_ref()
-            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == MachineDeploymentConditionType::Frozen))
+        || d.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == MachineDeploymentConditionType::Frozen)
+        })
 }
 
 /// The deployment a set belongs to: its controller, else the first deployment
 /// whose non-empty selector matches the set's labels.
-fn parent_of<'a>(ms: &MachineSet, deployments: &'a [Arc<MachineDeployment>]) -> Option<&'a Arc<MachineDeployment>> {
+fn parent_of<'a>(
+    ms: &MachineSet,
+    deployments: &'a [Arc<MachineDeployment>],
+) -> Option<&'a Arc<MachineDeployment>> {
     if let Some(cr) = controller_ref(&ms.metadata).filter(|c| c.kind == "MachineDeployment") {
-        if let Some(d) = deployments.iter().find(|d| d.uid().as_deref() == Some(cr.uid.as_str())) {
+        if let Some(d) = deployments
+            .iter()
+            .find(|d| d.uid().as_deref() == Some(cr.uid.as_str()))
+        {
             return Some(d);
         }
     }
@@ -93,7 +102,10 @@ pub(crate) async fn pass(ctx: &Ctx) {
     let sets = ctx.caches.sets.state();
     let machines = ctx.caches.machines.state();
     let deployments = ctx.caches.deployments.state();
-    let mut set_frozen: HashMap<String, bool> = sets.iter().map(|s| (s.name_any(), set_is_frozen(s))).collect();
+    let mut set_frozen: HashMap<String, bool> = sets
+        .iter()
+        .map(|s| (s.name_any(), set_is_frozen(s)))
+        .collect();
     let mut dep_frozen: HashMap<String, bool> = deployments
         .iter()
         .map(|d| (d.name_any(), deployment_is_frozen(d)))
@@ -103,7 +115,12 @@ pub(crate) async fn pass(ctx: &Ctx) {
         .map(|m| {
             (
                 m.metadata.labels.clone().unwrap_or_default(),
-                m.metadata.owner_references.iter().flatten().map(|o| o.name.clone()).collect(),
+                m.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .map(|o| o.name.clone())
+                    .collect(),
             )
         })
         .collect();
@@ -136,11 +153,20 @@ pub(crate) async fn pass(ctx: &Ctx) {
                 if set_state(ctx, ms, true, c::OVERSHOOTING_REPLICA_COUNT, &msg).await {
                     set_frozen.insert(name.clone(), true);
                     if let Some(d) = parent {
-                        if deployment_state(ctx, d, true, c::OVERSHOOTING_REPLICA_COUNT, &msg).await {
+                        if deployment_state(ctx, d, true, c::OVERSHOOTING_REPLICA_COUNT, &msg).await
+                        {
                             dep_frozen.insert(d.name_any(), true);
                         }
                     }
-                    publish(&ctx.safety_recorder, &**ms, EventType::Normal, c::MACHINE_SET_FREEZE_EVENT, msg, "Freeze").await;
+                    publish(
+                        &ctx.safety_recorder,
+                        &**ms,
+                        EventType::Normal,
+                        c::MACHINE_SET_FREEZE_EVENT,
+                        msg,
+                        "Freeze",
+                    )
+                    .await;
                 }
             }
             OvershootDecision::Unfreeze => {
@@ -156,7 +182,15 @@ pub(crate) async fn pass(ctx: &Ctx) {
                 }
                 if set_state(ctx, ms, false, c::UNDERSHOOTING_REPLICA_COUNT, &msg).await {
                     set_frozen.insert(name.clone(), false);
-                    publish(&ctx.safety_recorder, &**ms, EventType::Normal, c::MACHINE_SET_UNFREEZE_EVENT, msg, "Unfreeze").await;
+                    publish(
+                        &ctx.safety_recorder,
+                        &**ms,
+                        EventType::Normal,
+                        c::MACHINE_SET_UNFREEZE_EVENT,
+                        msg,
+                        "Unfreeze",
+                    )
+                    .await;
                 }
             }
         }
@@ -167,16 +201,31 @@ pub(crate) async fn pass(ctx: &Ctx) {
         if !d.annotations().contains_key(c::UNFREEZE_ANNOTATION) {
             continue;
         }
-        let msg = format!("MachineDeployment {} unfrozen by the {} annotation", d.name_any(), c::UNFREEZE_ANNOTATION);
+        let msg = format!(
+            "MachineDeployment {} unfrozen by the {} annotation",
+            d.name_any(),
+            c::UNFREEZE_ANNOTATION
+        );
         if deployment_state(ctx, d, false, c::UNFREEZE_ANNOTATION_REASON, &msg).await {
             dep_frozen.insert(d.name_any(), false);
         }
-        for ms in sets.iter().filter(|s| controller_ref(&s.metadata).is_some_and(|cr| Some(cr.uid) == d.uid())) {
+        for ms in sets
+            .iter()
+            .filter(|s| controller_ref(&s.metadata).is_some_and(|cr| Some(cr.uid) == d.uid()))
+        {
             if set_frozen.get(&ms.name_any()).copied().unwrap_or(false)
                 && set_state(ctx, ms, false, c::UNFREEZE_ANNOTATION_REASON, &msg).await
             {
                 set_frozen.insert(ms.name_any(), false);
-                publish(&ctx.safety_recorder, &**ms, EventType::Normal, c::MACHINE_SET_UNFREEZE_EVENT, msg.clone(), "Unfreeze").await;
+                publish(
+                    &ctx.safety_recorder,
+                    &**ms,
+                    EventType::Normal,
+                    c::MACHINE_SET_UNFREEZE_EVENT,
+                    msg.clone(),
+                    "Unfreeze",
+                )
+                .await;
             }
         }
     }
@@ -184,12 +233,24 @@ pub(crate) async fn pass(ctx: &Ctx) {
         if !ms.annotations().contains_key(c::UNFREEZE_ANNOTATION) {
             continue;
         }
-        let msg = format!("MachineSet {} unfrozen by the {} annotation", ms.name_any(), c::UNFREEZE_ANNOTATION);
+        let msg = format!(
+            "MachineSet {} unfrozen by the {} annotation",
+            ms.name_any(),
+            c::UNFREEZE_ANNOTATION
+        );
         let was_frozen = set_frozen.get(&ms.name_any()).copied().unwrap_or(false);
         if set_state(ctx, ms, false, c::UNFREEZE_ANNOTATION_REASON, &msg).await {
             set_frozen.insert(ms.name_any(), false);
             if was_frozen {
-                publish(&ctx.safety_recorder, &**ms, EventType::Normal, c::MACHINE_SET_UNFREEZE_EVENT, msg, "Unfreeze").await;
+                publish(
+                    &ctx.safety_recorder,
+                    &**ms,
+                    EventType::Normal,
+                    c::MACHINE_SET_UNFREEZE_EVENT,
+                    msg,
+                    "Unfreeze",
+                )
+                .await;
             }
         }
     }
@@ -206,7 +267,10 @@ pub(crate) async fn pass(ctx: &Ctx) {
             let msg = if want {
                 format!("MachineDeployment {} has a frozen MachineSet", d.name_any())
             } else {
-                format!("MachineDeployment {} has no frozen MachineSet", d.name_any())
+                format!(
+                    "MachineDeployment {} has no frozen MachineSet",
+                    d.name_any()
+                )
             };
             debug!(machinedeployment = %d.name_any(), frozen = want, "syncing the deployment's freeze state with its sets");
             if deployment_state(ctx, d, want, c::MACHINE_DEPLOYMENT_STATE_SYNC, &msg).await {
@@ -222,7 +286,9 @@ async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, messa
     let api = ctx.sets();
     let name = ms.name_any();
     let mut conditions = ms.status.clone().unwrap_or_default().conditions;
-    let had = conditions.iter().any(|c| c.type_ == MachineSetConditionType::Frozen);
+    let had = conditions
+        .iter()
+        .any(|c| c.type_ == MachineSetConditionType::Frozen);
     if frozen && !had {
         conditions.push(MachineSetCondition {
             type_: MachineSetConditionType::Frozen,
@@ -239,18 +305,29 @@ async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, messa
             "metadata": {"resourceVersion": ms.resource_version()},
             "status": {"machineSetCondition": conditions}
         });
-        if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        if let Err(e) = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             debug!(machineset = %name, error = %e, "Frozen condition not written; next pass");
             return false;
         }
     }
-    let labels = if frozen { json!(c::FREEZE_LABEL_VALUE) } else { serde_json::Value::Null };
+    let labels = if frozen {
+        json!(c::FREEZE_LABEL_VALUE)
+    } else {
+        serde_json::Value::Null
+    };
     let mut meta = json!({"labels": {c::FREEZE_LABEL: labels}});
     if !frozen {
         meta["annotations"] = json!({c::UNFREEZE_ANNOTATION: null});
     }
     match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&json!({ "metadata": meta })))
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "metadata": meta })),
+        )
         .await
     {
         Ok(_) => true,
@@ -262,11 +339,19 @@ async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, messa
 }
 
 /// Freezes or unfreezes a deployment (condition, label, unfreeze annotation).
-async fn deployment_state(ctx: &Ctx, d: &MachineDeployment, frozen: bool, reason: &str, message: &str) -> bool {
+async fn deployment_state(
+    ctx: &Ctx,
+    d: &MachineDeployment,
+    frozen: bool,
+    reason: &str,
+    message: &str,
+) -> bool {
     let api = ctx.deployments();
     let name = d.name_any();
     let mut conditions = d.status.clone().unwrap_or_default().conditions;
-    let had = conditions.iter().any(|c| c.type_ == MachineDeploymentConditionType::Frozen);
+    let had = conditions
+        .iter()
+        .any(|c| c.type_ == MachineDeploymentConditionType::Frozen);
     if frozen && !had {
         let now = to_k8s_time(Utc::now());
         conditions.push(MachineDeploymentCondition {
@@ -285,18 +370,29 @@ async fn deployment_state(ctx: &Ctx, d: &MachineDeployment, frozen: bool, reason
             "metadata": {"resourceVersion": d.resource_version()},
             "status": {"conditions": conditions}
         });
-        if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        if let Err(e) = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
             debug!(machinedeployment = %name, error = %e, "Frozen condition not written; next pass");
             return false;
         }
     }
-    let labels = if frozen { json!(c::FREEZE_LABEL_VALUE) } else { serde_json::Value::Null };
+    let labels = if frozen {
+        json!(c::FREEZE_LABEL_VALUE)
+    } else {
+        serde_json::Value::Null
+    };
     let mut meta = json!({"labels": {c::FREEZE_LABEL: labels}});
     if !frozen {
         meta["annotations"] = json!({c::UNFREEZE_ANNOTATION: null});
     }
     match api
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&json!({ "metadata": meta })))
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "metadata": meta })),
+        )
         .await
     {
         Ok(_) => {
