@@ -739,6 +739,10 @@ impl<'a> Reconciler<'a> {
             }
             let extra = conditions.map_or(json!({}), |c| json!({"conditions": c}));
             self.write(t, extra).await?;
+            if view.phase == Phase::Pending && t.phase == Some(Phase::Failed) {
+                let labels = self.duration_labels();
+                self.ctx.metrics.failed_join.get_or_create(&labels).inc();
+            }
             if d.joined {
                 self.joined(now).await?;
             }

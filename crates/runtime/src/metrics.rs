@@ -229,3 +229,43 @@ pub fn encode(registry: &Registry) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposes_the_reference_metric_names_and_labels() {
+        let mut registry = Registry::default();
+        let m = Metrics::new(&mut registry);
+        let labels = MachineLabels {
+            name: "m1".into(),
+            namespace: "ns".into(),
+        };
+        m.phase.get_or_create(&labels).set(Metrics::phase_value(
+            &mcm_api::MachinePhase::CrashLoopBackOff,
+        ));
+        m.items.set(1);
+        let d = DurationLabels {
+            namespace: "ns".into(),
+            machine_deployment: "pool".into(),
+            instance_type: String::new(),
+            zone: String::new(),
+        };
+        m.create_duration.get_or_create(&d).set(12.0);
+        let text = encode(&registry);
+        assert!(
+            text.contains("mcm_machine_current_status_phase{name=\"m1\",namespace=\"ns\"} -2"),
+            "{text}"
+        );
+        assert!(text.contains("mcm_machine_items_total 1"), "{text}");
+        assert!(text.contains(
+            "mcm_machine_create_duration_seconds{namespace=\"ns\",machine_deployment=\"pool\",instance_type=\"\",zone=\"\"} 12"
+        ));
+        m.forget_machine("ns", "m1");
+        assert!(
+            !encode(&registry).contains("name=\"m1\""),
+            "a deleted machine's series are removed"
+        );
+    }
+}

@@ -157,7 +157,12 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
         return pass.delete().await;
     }
     pass.paused_conditions().await?;
-    pass.autoscaler_annotations().await?;
+    if pass.autoscaler_annotations().await? {
+        // Scale only once the marks are visible in the machine cache, which
+        // the MachineSet controller shares: it then deletes the marked
+        // machines and not others.
+        return Ok(requeue(ctx, Some(SHORTLY)));
+    }
     if pass.sync_new_set().await? {
         return Ok(requeue(ctx, Some(SHORTLY)));
     }
@@ -428,8 +433,9 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// The cluster-autoscaler's `trigger-deletion-by-mcm` annotation (§10.14).
-    async fn autoscaler_annotations(&mut self) -> Result<(), Error> {
+    /// The cluster-autoscaler's `trigger-deletion-by-mcm` annotation (§10.14);
+    /// answers whether machines were marked in this pass.
+    async fn autoscaler_annotations(&mut self) -> Result<bool, Error> {
         let value = self
             .d
             .annotations()
@@ -437,7 +443,7 @@ impl Pass<'_> {
             .cloned()
             .unwrap_or_default();
         if value.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let scaler_time = self
             .d
@@ -502,6 +508,7 @@ impl Pass<'_> {
             .await?;
         }
         let machines = self.ctx.machines();
+        let marked = !decision.mark.is_empty();
         for (name, time) in decision.mark {
             let Some(m) = store.get(&ObjectRef::new(&name).within(&ns)) else {
                 continue;
@@ -519,7 +526,7 @@ impl Pass<'_> {
                 .await?;
             info!(machine = %name, "machine marked for deletion by the cluster-autoscaler");
         }
-        Ok(())
+        Ok(marked)
     }
 
     /// Refreshes the existing new set (§10.3, last bullet); answers whether it wrote the set.
