@@ -52,6 +52,9 @@ pub struct AwsDriver {
     clients: Mutex<HashMap<ClientKey, Arc<Ec2>>>,
     limiters: Mutex<HashMap<(String, String), Arc<Limiter>>>,
     create_permits: Arc<Semaphore>,
+    /// One lock per machine being created, so that concurrent creates of the
+    /// same machine in this process run one after the other (the second adopts).
+    creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     calls: ApiCallRecorder,
 }
 
@@ -82,6 +85,7 @@ impl AwsDriver {
             http,
             clients: Mutex::new(HashMap::new()),
             limiters: Mutex::new(HashMap::new()),
+            creating: Mutex::new(HashMap::new()),
             calls: ApiCallRecorder::default(),
         }
     }
@@ -229,6 +233,27 @@ impl AwsDriver {
     }
 
     async fn create(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
+        let key = client_token(&req.machine, 0);
+        let lock = {
+            let mut m = self
+                .creating
+                .lock()
+                .map_err(|_| Status::internal("create lock table poisoned"))?;
+            Arc::clone(m.entry(key.clone()).or_default())
+        };
+        let result = {
+            let _same_machine = lock.lock().await;
+            self.create_locked(req).await
+        };
+        if let Ok(mut m) = self.creating.lock() {
+            if m.get(&key).is_some_and(|l| Arc::strong_count(l) <= 2) {
+                m.remove(&key);
+            }
+        }
+        result
+    }
+
+    async fn create_locked(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
         let p = self.prepare(&req.machine_class, &req.secret, true)?;
         let name = machine_name(&req.machine)?;
         let (cluster, role) = tag_keys(&p.spec)?;

@@ -163,9 +163,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
         // machines and not others.
         return Ok(requeue(ctx, Some(SHORTLY)));
     }
-    if pass.sync_new_set().await? {
-        return Ok(requeue(ctx, Some(SHORTLY)));
-    }
+    pass.sync_new_set().await?;
     if pass.d.spec.paused {
         return pass.sync().await;
     }
@@ -529,10 +527,10 @@ impl Pass<'_> {
         Ok(marked)
     }
 
-    /// Refreshes the existing new set (§10.3, last bullet); answers whether it wrote the set.
-    async fn sync_new_set(&mut self) -> Result<bool, Error> {
+    /// Refreshes the existing new set (§10.3, last bullet).
+    async fn sync_new_set(&mut self) -> Result<(), Error> {
         let Some(n) = self.part.new else {
-            return Ok(false);
+            return Ok(());
         };
         let s = self.sets[n].clone();
         let new_revision = max_revision(self.part.old.iter().map(|&i| &self.views[i])) + 1;
@@ -578,12 +576,15 @@ impl Pass<'_> {
             changed.push("autoPreserveFailedMachineMax");
         }
         if !changed.is_empty() {
-            self.ctx
+            let updated = self
+                .ctx
                 .sets()
                 .replace(&s.name_any(), &PostParams::default(), &upd)
                 .await?;
             info!(machineset = %s.name_any(), changed = ?changed, "updated new MachineSet");
-            return Ok(true);
+            self.views[n] = SetView::from_set(&updated);
+            self.sets[n] = Arc::new(updated);
+            return Ok(());
         }
         let set_revision = s
             .annotations()
@@ -617,7 +618,7 @@ impl Pass<'_> {
             );
             self.write_status(st).await?;
         }
-        Ok(false)
+        Ok(())
     }
 
     /// Creates the new MachineSet (§10.3); answers the created set's name.

@@ -1,0 +1,692 @@
+//! The driver against moto, a local EC2 emulator (`hack/moto.sh` starts it and
+//! exports `MCM_AWS_TEST_ENDPOINT`). Without the variable these tests skip,
+//! except under `CI=true`, where they fail.
+//!
+//! Each test builds its own dual-stack VPC, subnet, security group, AMI and
+//! instance profile through the SDK, and its own cluster tag, so tests can
+//! share one moto and run in parallel.
+//!
+//! What moto does not emulate (covered in `tests/mocks.rs`): IPv6 prefixes,
+//! per-interface IPv6 addresses at launch (InitializeMachine assigns them
+//! here), EFA interfaces, capacity/throttling errors, eventual consistency,
+//! and ClientToken idempotency (the driver's adopt-by-Name-tag covers retries).
+
+mod common;
+
+use aws_sdk_ec2::types::{Filter, InstanceAttributeName, ResourceType, Tag, TagSpecification};
+use common::*;
+use mcm_driver::conformance::{run_all, Fixture};
+use mcm_driver::{Code, Driver, ListMachinesRequest};
+use mcm_provider_aws::{AwsDriver, AwsDriverConfig};
+use serde_json::json;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+fn endpoint() -> Option<String> {
+    match std::env::var("MCM_AWS_TEST_ENDPOINT") {
+        Ok(e) if !e.is_empty() => Some(e),
+        _ => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "MCM_AWS_TEST_ENDPOINT is not set: CI must run these tests against moto (source hack/moto.sh; start_moto)"
+            );
+            eprintln!("skipping: MCM_AWS_TEST_ENDPOINT is not set (source hack/moto.sh && start_moto)");
+            None
+        }
+    }
+}
+
+/// An unsigned IAM Query call to moto (the test needs an instance profile,
+/// and the IAM SDK crate is not worth its build time for one call).
+fn moto_iam(endpoint: &str, body: &str) -> String {
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(host).expect("connect to moto");
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    out
+}
+
+struct Env {
+    driver: AwsDriver,
+    client: aws_sdk_ec2::Client,
+    ami: String,
+    subnet: String,
+    sg: String,
+    cluster: String,
+    profile: String,
+}
+
+impl Env {
+    async fn new() -> Option<Env> {
+        Self::with_config(|_| {}).await
+    }
+
+    async fn with_config(adjust: impl FnOnce(&mut AwsDriverConfig)) -> Option<Env> {
+        let endpoint = endpoint()?;
+        init_tracing();
+        let mut cfg = AwsDriverConfig::with_endpoint(&endpoint);
+        cfg.visibility_backoff.initial = Duration::from_millis(50);
+        cfg.cleanup_backoff.initial = Duration::from_millis(100);
+        cfg.cleanup_timeout = Duration::from_secs(20);
+        adjust(&mut cfg);
+        let driver = AwsDriver::new(cfg);
+        let client = driver.ec2_client(REGION, &secret()).expect("client");
+        let vpc = client
+            .create_vpc()
+            .cidr_block("10.0.0.0/16")
+            .amazon_provided_ipv6_cidr_block(true)
+            .send()
+            .await
+            .expect("CreateVpc");
+        let vpc = vpc.vpc().expect("vpc");
+        let vpc_id = vpc.vpc_id().expect("vpc id").to_string();
+        let v6 = vpc
+            .ipv6_cidr_block_association_set()
+            .iter()
+            .find_map(|a| a.ipv6_cidr_block())
+            .expect("the VPC has an IPv6 block")
+            .replace("/56", "/64");
+        let subnet = client
+            .create_subnet()
+            .vpc_id(&vpc_id)
+            .cidr_block("10.0.1.0/24")
+            .ipv6_cidr_block(v6)
+            .availability_zone(format!("{REGION}a"))
+            .send()
+            .await
+            .expect("CreateSubnet")
+            .subnet()
+            .and_then(|s| s.subnet_id())
+            .expect("subnet id")
+            .to_string();
+        let sg = client
+            .create_security_group()
+            .group_name(unique("sg"))
+            .description("mcm test")
+            .vpc_id(&vpc_id)
+            .send()
+            .await
+            .expect("CreateSecurityGroup")
+            .group_id()
+            .expect("sg id")
+            .to_string();
+        let ami = client
+            .register_image()
+            .name(unique("mcm-ami"))
+            .root_device_name("/dev/xvda")
+            .send()
+            .await
+            .expect("RegisterImage")
+            .image_id()
+            .expect("ami id")
+            .to_string();
+        let profile = unique("mcm-profile");
+        let body = format!("Action=CreateInstanceProfile&InstanceProfileName={profile}&Version=2010-05-08");
+        let answer = moto_iam(&endpoint, &body);
+        assert!(answer.starts_with("HTTP/1.1 200"), "CreateInstanceProfile: {answer}");
+        Some(Env {
+            driver,
+            client,
+            ami,
+            subnet,
+            sg,
+            cluster: format!("kubernetes.io/cluster/{}", unique("shoot")),
+            profile,
+        })
+    }
+
+    fn spec(&self) -> serde_json::Value {
+        json!({
+            "ami": self.ami,
+            "machineType": "m5.large",
+            "region": REGION,
+            "iam": {"name": self.profile},
+            "blockDevices": [{"ebs": {"volumeSize": 20, "volumeType": "gp3"}}],
+            "networkInterfaces": [{"subnetID": self.subnet, "securityGroupIDs": [self.sg]}],
+            "tags": {self.cluster.clone(): "1", "kubernetes.io/role/node": "1"}
+        })
+    }
+
+    async fn instances_named(&self, name: &str) -> Vec<aws_sdk_ec2::types::Instance> {
+        let out = self
+            .client
+            .describe_instances()
+            .filters(Filter::builder().name("tag:Name").values(name).build())
+            .send()
+            .await
+            .expect("DescribeInstances");
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances().iter().cloned())
+            .collect()
+    }
+}
+
+fn instance_id(provider_id: &str) -> String {
+    provider_id.rsplit('/').next().expect("id").to_string()
+}
+
+#[tokio::test]
+async fn moto_create_sends_every_spec_field() {
+    let Some(env) = Env::new().await else { return };
+    let mut spec = env.spec();
+    spec["keyName"] = json!("test-key");
+    spec["blockDevices"] = json!([
+        {"deviceName": "/root", "ebs": {"volumeSize": 20, "volumeType": "gp3", "encrypted": true, "throughput": 250, "iops": 3000}},
+        {"deviceName": "/dev/sdb", "ebs": {"volumeSize": 10, "volumeType": "gp2",
+            "kmsKeyID": "arn:aws:kms:eu-west-1:123456789012:key/test", "deleteOnTermination": false}}
+    ]);
+    spec["networkInterfaces"] = json!([{"subnetID": env.subnet, "securityGroupIDs": [env.sg],
+        "ipv6AddressCount": 1, "associatePublicIPAddress": false, "description": "mcm primary"}]);
+    spec["tags"]["team"] = json!("mcm");
+    spec["tags"]["Name"] = json!("overridden");
+    spec["instanceMetadataOptions"] =
+        json!({"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2, "httpProtocolIpv6": "enabled"});
+    spec["cpuOptions"] = json!({"coreCount": 1, "threadsPerCore": 2});
+    spec["placement"] = json!({"tenancy": "default"});
+    spec["capacityReservation"] = json!({"capacityReservationPreference": "open"});
+    spec["spotPrice"] = json!("0.5");
+    spec["ebsOptimized"] = json!(true);
+    spec["monitoring"] = json!(true);
+    let class = class("full", spec);
+    let m = machine("full");
+    let name = m.metadata.name.clone().expect("name");
+    let req = request(&m, &class, &secret());
+
+    let created = env.driver.create_machine(&req).await.expect("create");
+    assert!(created.provider_id.starts_with("aws:///eu-west-1/i-"), "{}", created.provider_id);
+    assert!(!created.node_name.is_empty());
+    let id = instance_id(&created.provider_id);
+    let i = env
+        .client
+        .describe_instances()
+        .instance_ids(&id)
+        .send()
+        .await
+        .expect("describe")
+        .reservations()[0]
+        .instances()[0]
+        .clone();
+    assert_eq!(i.image_id(), Some(env.ami.as_str()));
+    assert_eq!(i.instance_type().map(|t| t.as_str()), Some("m5.large"));
+    assert_eq!(i.key_name(), Some("test-key"));
+    assert_eq!(i.private_dns_name(), Some(created.node_name.as_str()));
+    assert_eq!(
+        i.client_token(),
+        Some(format!("mcm-{}", m.metadata.uid.as_deref().expect("uid")).as_str())
+    );
+    let tag = |k: &str| i.tags().iter().find(|t| t.key() == Some(k)).and_then(|t| t.value()).map(str::to_string);
+    assert_eq!(tag("Name").as_deref(), Some(name.as_str()), "Name = machine name");
+    assert_eq!(tag(&env.cluster).as_deref(), Some("1"));
+    assert_eq!(tag("kubernetes.io/role/node").as_deref(), Some("1"));
+    assert_eq!(tag("team").as_deref(), Some("mcm"));
+    assert!(i
+        .iam_instance_profile()
+        .and_then(|p| p.arn())
+        .is_some_and(|a| a.ends_with(&env.profile)));
+    let md = i.metadata_options().expect("metadata options");
+    assert_eq!(md.http_tokens().map(|t| t.as_str()), Some("required"));
+    assert_eq!(md.http_put_response_hop_limit(), Some(2));
+    assert_eq!(md.http_endpoint().map(|t| t.as_str()), Some("enabled"));
+    assert_eq!(md.http_protocol_ipv6().map(|t| t.as_str()), Some("enabled"));
+    assert_eq!(i.instance_lifecycle().map(|l| l.as_str()), Some("spot"), "spotPrice → spot market");
+    assert_eq!(i.ebs_optimized(), Some(true));
+    assert_eq!(
+        i.monitoring().and_then(|m| m.state()).map(|s| s.as_str()),
+        Some("enabled")
+    );
+    let eni = &i.network_interfaces()[0];
+    assert_eq!(eni.subnet_id(), Some(env.subnet.as_str()));
+    assert_eq!(eni.groups()[0].group_id(), Some(env.sg.as_str()));
+    assert_eq!(eni.attachment().and_then(|a| a.delete_on_termination()), Some(true));
+    // Volumes: root named after the AMI's root device, data disk with KMS and kept.
+    let bdm: Vec<_> = i.block_device_mappings().to_vec();
+    let root = bdm.iter().find(|b| b.device_name() == Some("/dev/xvda")).expect("root mapping");
+    let data = bdm.iter().find(|b| b.device_name() == Some("/dev/sdb")).expect("data mapping");
+    assert_eq!(data.ebs().and_then(|e| e.delete_on_termination()), Some(false));
+    let vols = env
+        .client
+        .describe_volumes()
+        .volume_ids(root.ebs().and_then(|e| e.volume_id()).expect("root vol"))
+        .volume_ids(data.ebs().and_then(|e| e.volume_id()).expect("data vol"))
+        .send()
+        .await
+        .expect("volumes");
+    let root_vol = vols.volumes().iter().find(|v| v.size() == Some(20)).expect("root volume");
+    assert_eq!(root_vol.volume_type().map(|t| t.as_str()), Some("gp3"));
+    assert_eq!(root_vol.encrypted(), Some(true));
+    let data_vol = vols.volumes().iter().find(|v| v.size() == Some(10)).expect("data volume");
+    assert_eq!(data_vol.volume_type().map(|t| t.as_str()), Some("gp2"));
+    assert_eq!(data_vol.encrypted(), Some(true), "kmsKeyID implies encryption");
+    assert_eq!(data_vol.kms_key_id(), Some("arn:aws:kms:eu-west-1:123456789012:key/test"));
+    assert!(
+        data_vol.tags().iter().any(|t| t.key() == Some("Name") && t.value() == Some(name.as_str())),
+        "volumes carry the Name tag"
+    );
+    // User data: base64 of the secret's userData.
+    let ud = env
+        .client
+        .describe_instance_attribute()
+        .instance_id(&id)
+        .attribute(InstanceAttributeName::UserData)
+        .send()
+        .await
+        .expect("user data");
+    use base64::Engine;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(ud.user_data().and_then(|v| v.value()).expect("user data value"))
+        .expect("base64");
+    assert_eq!(decoded, USER_DATA.as_bytes());
+
+    // Delete also removes the data volume kept by deleteOnTermination=false.
+    let mut req = req;
+    req.machine.spec.provider_id = created.provider_id.clone();
+    env.driver.delete_machine(&req).await.expect("delete");
+    let left = env
+        .client
+        .describe_volumes()
+        .filters(Filter::builder().name("volume-id").values(data_vol.volume_id().expect("id")).build())
+        .send()
+        .await
+        .expect("volumes");
+    assert!(
+        left.volumes().iter().all(|v| v.state().map(|s| s.as_str()) == Some("deleted")),
+        "retained data volume cleaned up: {:?}",
+        left.volumes()
+    );
+}
+
+#[tokio::test]
+async fn moto_initialize_disables_src_dst_assigns_ipv6_and_second_call_changes_nothing() {
+    let Some(env) = Env::new().await else { return };
+    // A second interface in another subnet of the same VPC is not needed for
+    // the check; two interfaces on one subnet are enough.
+    let mut spec = env.spec();
+    spec["srcAndDstChecksEnabled"] = json!(false);
+    spec["networkInterfaces"] = json!([
+        {"subnetID": env.subnet, "securityGroupIDs": [env.sg], "ipv6AddressCount": 2},
+        {"subnetID": env.subnet, "securityGroupIDs": [env.sg]}
+    ]);
+    let class = class("init", spec);
+    let mut m = machine("init");
+    let created = env
+        .driver
+        .create_machine(&request(&m, &class, &secret()))
+        .await
+        .expect("create");
+    m.spec.provider_id = created.provider_id.clone();
+    let req = request(&m, &class, &secret());
+
+    let before = env.driver.get_machine_status(&req).await.expect_err("uninitialized");
+    assert_eq!(before.code, Code::Uninitialized, "{before}");
+    let ident = before.machine.as_deref().expect("identity with Uninitialized");
+    assert_eq!(ident.provider_id, created.provider_id);
+    assert_eq!(ident.node_name, created.node_name);
+
+    let init = env.driver.initialize_machine(&req).await.expect("initialize");
+    assert_eq!(init.provider_id, created.provider_id);
+    let enis = env
+        .client
+        .describe_network_interfaces()
+        .filters(Filter::builder().name("attachment.instance-id").values(instance_id(&created.provider_id)).build())
+        .send()
+        .await
+        .expect("enis");
+    assert_eq!(enis.network_interfaces().len(), 2);
+    for n in enis.network_interfaces() {
+        assert_eq!(n.source_dest_check(), Some(false), "check off on {:?}", n.network_interface_id());
+        if n.attachment().and_then(|a| a.device_index()) == Some(0) {
+            assert_eq!(n.ipv6_addresses().len(), 2, "two IPv6 addresses on the primary interface");
+        }
+    }
+    let v6 = init.addresses.iter().filter(|a| a.address.contains(':')).count();
+    assert_eq!(v6, 2, "the response carries the new IPv6 addresses: {:?}", init.addresses);
+
+    env.driver.get_machine_status(&req).await.expect("OK after initialize");
+    let calls = env.driver.api_calls();
+    let again = env.driver.initialize_machine(&req).await.expect("second initialize");
+    let diff = env.driver.api_calls().since(&calls);
+    assert_eq!(diff.mutating(), 0, "second InitializeMachine made mutating calls: {diff:?}");
+    assert_eq!(again.provider_id, created.provider_id);
+    env.driver.delete_machine(&req).await.expect("delete");
+}
+
+#[tokio::test]
+async fn moto_delete_twice_then_status_not_found() {
+    let Some(env) = Env::new().await else { return };
+    let class = class("del", env.spec());
+    let mut m = machine("del");
+    let created = env
+        .driver
+        .create_machine(&request(&m, &class, &secret()))
+        .await
+        .expect("create");
+    m.spec.provider_id = created.provider_id.clone();
+    let req = request(&m, &class, &secret());
+    env.driver.delete_machine(&req).await.expect("first delete");
+    env.driver.delete_machine(&req).await.expect("second delete is OK");
+    let s = env.driver.get_machine_status(&req).await.expect_err("gone");
+    assert_eq!(s.code, Code::NotFound, "{s}");
+    // Without a provider ID too.
+    m.spec.provider_id.clear();
+    let req = request(&m, &class, &secret());
+    env.driver.delete_machine(&req).await.expect("delete by tags of a gone VM");
+    assert_eq!(env.driver.get_machine_status(&req).await.expect_err("gone").code, Code::NotFound);
+}
+
+#[tokio::test]
+async fn moto_list_by_cluster_and_role_tags() {
+    let Some(env) = Env::new().await else { return };
+    let class_a = class("list", env.spec());
+    let mut spec_b = env.spec();
+    spec_b["tags"] = json!({"kubernetes.io/cluster/other-shoot-x": "1", "kubernetes.io/role/node": "1"});
+    let class_b = class("list-other", spec_b);
+    let mut mine = Vec::new();
+    for _ in 0..3 {
+        let m = machine("list");
+        let c = env
+            .driver
+            .create_machine(&request(&m, &class_a, &secret()))
+            .await
+            .expect("create");
+        mine.push((c.provider_id, m));
+    }
+    let other = machine("other");
+    let other_created = env
+        .driver
+        .create_machine(&request(&other, &class_b, &secret()))
+        .await
+        .expect("create other");
+    let listed = env
+        .driver
+        .list_machines(&ListMachinesRequest {
+            machine_class: class_a.clone(),
+            secret: secret(),
+        })
+        .await
+        .expect("list");
+    assert_eq!(listed.machine_list.len(), 3, "{:?}", listed.machine_list);
+    for (pid, m) in &mine {
+        assert_eq!(listed.machine_list.get(pid), m.metadata.name.as_ref());
+    }
+    assert!(!listed.machine_list.contains_key(&other_created.provider_id));
+    for (_, m) in &mine {
+        env.driver.delete_machine(&request(m, &class_a, &secret())).await.expect("delete");
+    }
+    env.driver.delete_machine(&request(&other, &class_b, &secret())).await.expect("delete");
+    let listed = env
+        .driver
+        .list_machines(&ListMachinesRequest {
+            machine_class: class_a,
+            secret: secret(),
+        })
+        .await
+        .expect("list");
+    assert!(listed.machine_list.is_empty(), "terminated VMs are not listed");
+}
+
+#[tokio::test]
+async fn moto_retried_create_with_the_same_uid_gives_one_instance() {
+    let Some(env) = Env::new().await else { return };
+    let class = class("retry", env.spec());
+    let m = machine("retry");
+    let req = request(&m, &class, &secret());
+    let first = env.driver.create_machine(&req).await.expect("create");
+    let second = env.driver.create_machine(&req).await.expect("retried create");
+    assert_eq!(first.provider_id, second.provider_id);
+    // Concurrent retries of the same machine too.
+    let (a, b) = tokio::join!(env.driver.create_machine(&req), env.driver.create_machine(&req));
+    assert_eq!(a.expect("a").provider_id, first.provider_id);
+    assert_eq!(b.expect("b").provider_id, first.provider_id);
+    let name = m.metadata.name.as_deref().expect("name");
+    let live: Vec<_> = env
+        .instances_named(name)
+        .await
+        .into_iter()
+        .filter(|i| i.state().and_then(|s| s.name()).map(|s| s.as_str()) != Some("terminated"))
+        .collect();
+    assert_eq!(live.len(), 1, "exactly one instance for the machine");
+    assert_eq!(
+        live[0].client_token(),
+        Some(format!("mcm-{}", m.metadata.uid.as_deref().expect("uid")).as_str())
+    );
+    env.driver.delete_machine(&req).await.expect("delete");
+}
+
+#[tokio::test]
+async fn moto_concurrent_status_calls_share_one_describe_instances() {
+    let Some(env) = Env::new().await else { return };
+    let class = class("batch", env.spec());
+    let mut reqs = Vec::new();
+    for _ in 0..8 {
+        let mut m = machine("batch");
+        let c = env
+            .driver
+            .create_machine(&request(&m, &class, &secret()))
+            .await
+            .expect("create");
+        m.spec.provider_id = c.provider_id;
+        reqs.push(request(&m, &class, &secret()));
+    }
+    let before = env.driver.api_calls();
+    let answers = futures::future::join_all(reqs.iter().map(|r| env.driver.get_machine_status(r))).await;
+    for a in &answers {
+        a.as_ref().expect("status OK");
+    }
+    let diff = env.driver.api_calls().since(&before);
+    assert_eq!(
+        diff.count("DescribeInstances"),
+        1,
+        "8 concurrent GetMachineStatus calls → one DescribeInstances: {diff:?}"
+    );
+    for r in &reqs {
+        env.driver.delete_machine(r).await.expect("delete");
+    }
+}
+
+#[tokio::test]
+async fn moto_retained_interface_and_volume_are_deleted_with_the_machine() {
+    let Some(env) = Env::new().await else { return };
+    let mut spec = env.spec();
+    spec["blockDevices"] = json!([
+        {"deviceName": "/root", "ebs": {"volumeSize": 20, "volumeType": "gp3"}},
+        {"deviceName": "/dev/sdf", "ebs": {"volumeSize": 5, "volumeType": "gp2", "deleteOnTermination": false}}
+    ]);
+    spec["networkInterfaces"] = json!([
+        {"subnetID": env.subnet, "securityGroupIDs": [env.sg]},
+        {"subnetID": env.subnet, "securityGroupIDs": [env.sg], "deleteOnTermination": false}
+    ]);
+    let class = class("keep", spec);
+    let m = machine("keep");
+    let created = env
+        .driver
+        .create_machine(&request(&m, &class, &secret()))
+        .await
+        .expect("create");
+    let id = instance_id(&created.provider_id);
+    let enis = env
+        .client
+        .describe_network_interfaces()
+        .filters(Filter::builder().name("attachment.instance-id").values(&id).build())
+        .send()
+        .await
+        .expect("enis");
+    let kept_eni = enis
+        .network_interfaces()
+        .iter()
+        .find(|n| n.attachment().and_then(|a| a.device_index()) == Some(1))
+        .and_then(|n| n.network_interface_id())
+        .expect("second interface")
+        .to_string();
+    // Without provider ID: found by tags.
+    env.driver
+        .delete_machine(&request(&m, &class, &secret()))
+        .await
+        .expect("delete");
+    let left = env
+        .client
+        .describe_network_interfaces()
+        .filters(Filter::builder().name("network-interface-id").values(&kept_eni).build())
+        .send()
+        .await
+        .expect("enis");
+    assert!(left.network_interfaces().is_empty(), "kept interface deleted: {:?}", left.network_interfaces());
+    let vols = env
+        .client
+        .describe_volumes()
+        .filters(Filter::builder().name("tag:Name").values(m.metadata.name.as_deref().expect("name")).build())
+        .send()
+        .await
+        .expect("volumes");
+    assert!(
+        vols.volumes().iter().all(|v| v.state().map(|s| s.as_str()) == Some("deleted")),
+        "no volume of the machine left: {:?}",
+        vols.volumes()
+    );
+    // An orphaned, tagged volume of the machine (e.g. left by an earlier
+    // interrupted delete) is swept by a later DeleteMachine.
+    let orphan = env
+        .client
+        .create_volume()
+        .availability_zone(format!("{REGION}a"))
+        .size(1)
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::Volume)
+                .tags(Tag::builder().key("Name").value(m.metadata.name.as_deref().expect("name")).build())
+                .tags(Tag::builder().key(&env.cluster).value("1").build())
+                .build(),
+        )
+        .send()
+        .await
+        .expect("CreateVolume")
+        .volume_id()
+        .expect("id")
+        .to_string();
+    env.driver
+        .delete_machine(&request(&m, &class, &secret()))
+        .await
+        .expect("second delete");
+    let left = env
+        .client
+        .describe_volumes()
+        .filters(Filter::builder().name("volume-id").values(&orphan).build())
+        .send()
+        .await
+        .expect("volumes");
+    assert!(left.volumes().is_empty(), "orphan swept: {:?}", left.volumes());
+}
+
+#[tokio::test]
+async fn moto_invalid_spec_and_wrong_provider_are_invalid_argument() {
+    let Some(env) = Env::new().await else { return };
+    let mut spec = env.spec();
+    spec.as_object_mut().expect("object").remove("ami");
+    spec["blockDevices"][0]["ebs"]["volumeType"] = json!("io2");
+    let bad = class("bad", spec);
+    let req = request(&machine("bad"), &bad, &secret());
+    let e = env.driver.create_machine(&req).await.expect_err("invalid");
+    assert_eq!(e.code, Code::InvalidArgument);
+    assert!(e.message.contains("providerSpec.ami: Required value"), "{}", e.message);
+    assert!(e.message.contains("providerSpec.blockDevices[0].ebs.volumeType"), "{}", e.message);
+    let mut wrong = class("azure", env.spec());
+    wrong.provider = "Azure".into();
+    let e = env
+        .driver
+        .create_machine(&request(&machine("x"), &wrong, &secret()))
+        .await
+        .expect_err("wrong provider");
+    assert_eq!(e.code, Code::InvalidArgument);
+    let mut spec = env.spec();
+    spec["ami"] = json!("ami-00000000deadbeef");
+    let e = env
+        .driver
+        .create_machine(&request(&machine("noami"), &class("noami", spec), &secret()))
+        .await
+        .expect_err("unknown AMI");
+    assert_eq!(e.code, Code::NotFound, "{e}");
+    // The alternative secret key spellings work as well.
+    let alt = secret_with(&[("accessKeyID", "testing"), ("secretAccessKey", "testing"), ("userData", "x")]);
+    let ok = class("alt", env.spec());
+    let m = machine("alt");
+    env.driver.create_machine(&request(&m, &ok, &alt)).await.expect("create with alt keys");
+    env.driver.delete_machine(&request(&m, &ok, &alt)).await.expect("delete");
+}
+
+#[tokio::test]
+async fn moto_conformance_kit_passes() {
+    let Some(env) = Env::new().await else { return };
+    let class = class("conformance", env.spec());
+    let mut other_spec = env.spec();
+    other_spec["tags"] = json!({"kubernetes.io/cluster/conformance-other": "1", "kubernetes.io/role/node": "1"});
+    let other = common::class("conformance-other", other_spec);
+    let mut bad_volume = env.spec();
+    bad_volume["blockDevices"][0]["ebs"]["volumeType"] = json!("bogus");
+    let fixture = Fixture {
+        class,
+        other_class: other,
+        secret: secret(),
+        new_machine: Box::new(|_| machine("kit")),
+        invalid_classes: vec![
+            (common::class("empty", json!({})), "providerSpec.ami".to_string()),
+            (common::class("null", serde_json::Value::Null), "providerSpec.ami".to_string()),
+            (common::class("garbage", json!("garbage")), "providerSpec".to_string()),
+            (common::class("wrong-types", json!({"ami": 5})), "providerSpec".to_string()),
+            (common::class("bad-volume", bad_volume), "providerSpec.blockDevices[0].ebs.volumeType".to_string()),
+        ],
+    };
+    let failures = run_all(&env.driver, &fixture).await;
+    assert!(failures.is_empty(), "conformance failures: {failures:#?}");
+}
+
+#[tokio::test]
+async fn moto_ec2_calls_per_machine() {
+    let Some(env) = Env::new().await else { return };
+    let mut spec = env.spec();
+    spec["srcAndDstChecksEnabled"] = json!(false);
+    spec["networkInterfaces"] = json!([{"subnetID": env.subnet, "securityGroupIDs": [env.sg], "ipv6AddressCount": 1}]);
+    let class = class("budget", spec);
+    // Warm the AMI cache with one machine, as in any real scale-up.
+    let warm = machine("warm");
+    env.driver.create_machine(&request(&warm, &class, &secret())).await.expect("create");
+    env.driver.delete_machine(&request(&warm, &class, &secret())).await.expect("delete");
+
+    let mut m = machine("budget");
+    let t0 = env.driver.api_calls();
+    let created = env
+        .driver
+        .create_machine(&request(&m, &class, &secret()))
+        .await
+        .expect("create");
+    let t1 = env.driver.api_calls();
+    m.spec.provider_id = created.provider_id.clone();
+    let req = request(&m, &class, &secret());
+    env.driver.initialize_machine(&req).await.expect("initialize");
+    let t2 = env.driver.api_calls();
+    env.driver.get_machine_status(&req).await.expect("status OK");
+    let t3 = env.driver.api_calls();
+    env.driver.delete_machine(&req).await.expect("delete");
+    let t4 = env.driver.api_calls();
+    let show = |what: &str, c: &mcm_provider_aws::ApiCalls| {
+        println!("EC2 calls for {what}: {:?} (total {})", c.operations, c.total());
+    };
+    show("CreateMachine", &t1.since(&t0));
+    show("InitializeMachine", &t2.since(&t1));
+    show("GetMachineStatus", &t3.since(&t2));
+    show("DeleteMachine", &t4.since(&t3));
+    let all = t4.since(&t0);
+    show("create+initialize+status+delete", &all);
+    assert_eq!(all.count("RunInstances"), 1);
+    assert_eq!(all.count("TerminateInstances"), 1);
+    assert_eq!(all.count("ModifyNetworkInterfaceAttribute"), 1);
+    assert_eq!(all.count("AssignIpv6Addresses"), 1);
+    assert_eq!(all.count("DescribeImages"), 0, "AMI cached");
+    assert!(all.total() <= 9, "{all:?}");
+}

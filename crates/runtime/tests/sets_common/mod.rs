@@ -1,0 +1,252 @@
+//! Shared helpers of the MachineSet / MachineDeployment tests against the real
+//! control plane. No machine controller runs: [`FakeMachineController`] plays
+//! it by writing Machine phases.
+#![allow(dead_code)]
+
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use mcm_api::{Machine, MachineDeployment, MachinePhase, MachineSet};
+use mcm_runtime::sets::{self, SetsConfig};
+use mcm_testenv::TestEnv;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// How long the tests wait for a state.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+/// Fast settings for tests.
+pub fn config() -> SetsConfig {
+    SetsConfig {
+        concurrent_syncs: 4,
+        overshooting_period: Duration::from_millis(300),
+        resync_period: Duration::from_secs(30),
+        ..SetsConfig::default()
+    }
+}
+
+/// The controllers, running in the background until stopped.
+pub struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops them gracefully.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+    }
+}
+
+/// Starts the set controllers in the test's namespace.
+pub fn start(env: &TestEnv, cfg: SetsConfig) -> Running {
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(sets::run_until(env.client.clone(), env.namespace.clone(), cfg, async move {
+        let _ = rx.await;
+    }));
+    Running { stop: tx, task }
+}
+
+/// Plays the machine controller: every machine without a phase becomes
+/// Running after it has been seen for `delay`.
+pub struct FakeMachineController {
+    stop: Arc<AtomicBool>,
+    task: JoinHandle<()>,
+}
+
+impl FakeMachineController {
+    /// Starts it.
+    pub fn start(env: &TestEnv, delay: Duration) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let api: Api<Machine> = env.api();
+        let task = tokio::spawn(async move {
+            let mut first_seen: HashMap<String, Instant> = HashMap::new();
+            while !s.load(Ordering::Relaxed) {
+                if let Ok(list) = api.list(&ListParams::default()).await {
+                    for m in list.items {
+                        if m.metadata.deletion_timestamp.is_some() || phase(&m) != MachinePhase::Empty {
+                            continue;
+                        }
+                        let seen = *first_seen.entry(m.name_any()).or_insert_with(Instant::now);
+                        if seen.elapsed() >= delay {
+                            let _ = set_phase(&api, &m.name_any(), "Running").await;
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        FakeMachineController { stop, task }
+    }
+
+    /// Stops it.
+    pub async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.task.await;
+    }
+}
+
+/// Writes a machine's phase (and a matching last operation).
+pub async fn set_phase(api: &Api<Machine>, name: &str, phase: &str) -> Result<Machine, kube::Error> {
+    let state = if phase == "Failed" { "Failed" } else { "Successful" };
+    let patch = json!({"status": {
+        "currentStatus": {"phase": phase},
+        "lastOperation": {"type": "Create", "state": state, "description": format!("test: {phase}")}
+    }});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await
+}
+
+/// The phase of a machine.
+pub fn phase(m: &Machine) -> MachinePhase {
+    m.status.clone().unwrap_or_default().current_status.phase
+}
+
+/// All machines of the namespace (a consistent LIST).
+pub async fn machines(env: &TestEnv) -> Vec<Machine> {
+    env.api::<Machine>()
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// Machines without deletion timestamp.
+pub fn live(ms: &[Machine]) -> Vec<&Machine> {
+    ms.iter().filter(|m| m.metadata.deletion_timestamp.is_none()).collect()
+}
+
+/// Live Running machines.
+pub fn running(ms: &[Machine]) -> usize {
+    live(ms).iter().filter(|m| phase(m) == MachinePhase::Running).count()
+}
+
+/// The name of a machine's controller.
+pub fn owner(m: &Machine) -> Option<String> {
+    m.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.name.clone())
+}
+
+/// All MachineSets of the namespace.
+pub async fn sets_of(env: &TestEnv) -> Vec<MachineSet> {
+    env.api::<MachineSet>()
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// A MachineDeployment of `replicas` machines of class `class`.
+pub fn deployment(name: &str, replicas: i32, class: &str, strategy: serde_json::Value) -> MachineDeployment {
+    serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineDeployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"test-label": name}},
+            "strategy": strategy,
+            "template": {
+                "metadata": {"labels": {"test-label": name}},
+                "spec": {"class": {"kind": "MachineClass", "name": class}}
+            }
+        }
+    }))
+    .unwrap_or_default()
+}
+
+/// RollingUpdate with the given fence-posts.
+pub fn rolling(max_surge: i32, max_unavailable: i32) -> serde_json::Value {
+    json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": max_surge, "maxUnavailable": max_unavailable}})
+}
+
+/// Creates a MachineDeployment.
+pub async fn create_deployment(env: &TestEnv, d: &MachineDeployment) -> MachineDeployment {
+    env.api::<MachineDeployment>()
+        .create(&PostParams::default(), d)
+        .await
+        .unwrap_or_else(|e| panic!("create deployment: {e}"))
+}
+
+/// Merge-patches a MachineDeployment's spec.
+pub async fn patch_deployment(env: &TestEnv, name: &str, patch: serde_json::Value) {
+    env.api::<MachineDeployment>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("patch deployment: {e}"));
+}
+
+/// A MachineDeployment as stored.
+pub async fn get_deployment(env: &TestEnv, name: &str) -> Option<MachineDeployment> {
+    env.api::<MachineDeployment>().get_opt(name).await.ok().flatten()
+}
+
+/// Events (events.k8s.io) of the namespace with that reason.
+pub async fn events_with_reason(env: &TestEnv, reason: &str) -> Vec<K8sEvent> {
+    env.api::<K8sEvent>()
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+/// How many times an event with that reason was recorded (series counted).
+pub async fn event_count(env: &TestEnv, reason: &str) -> i32 {
+    events_with_reason(env, reason)
+        .await
+        .iter()
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+        .sum()
+}
+
+/// Deletes a machine (ignoring NotFound).
+pub async fn delete_machine(env: &TestEnv, name: &str) {
+    let _ = env.api::<Machine>().delete(name, &DeleteParams::default()).await;
+}
+
+/// Removes all finalizers of a machine.
+pub async fn drop_finalizers(env: &TestEnv, name: &str) {
+    let _ = env
+        .api::<Machine>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}})))
+        .await;
+}
+
+/// The class name of a machine.
+pub fn class_of(m: &Machine) -> String {
+    m.spec.class.name.clone()
+}
+
+/// Waits until the deployment has `n` Running machines of `class`, nothing
+/// else, and a status that says so.
+pub async fn wait_settled(env: &TestEnv, name: &str, n: usize, class: &str) {
+    let what = format!("{name}: {n} running machines of {class} and a complete status");
+    mcm_testenv::must_eventually(WAIT, &what, || async {
+        let ms = machines(env).await;
+        let d = get_deployment(env, name).await?;
+        let st = d.status.clone().unwrap_or_default();
+        let n32 = i32::try_from(n).ok()?;
+        let ok = ms.len() == n
+            && running(&ms) == n
+            && ms.iter().all(|m| class_of(m) == class)
+            && st.replicas == n32
+            && st.updated_replicas == n32
+            && st.available_replicas == n32
+            && st.observed_generation >= d.metadata.generation.unwrap_or(0);
+        ok.then_some(())
+    })
+    .await;
+}
+
