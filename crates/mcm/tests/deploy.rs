@@ -84,7 +84,7 @@ const CALLS: &[Call] = &[
     call("watch", MCM, "machines", Control, "machine.rs, class.rs, sets/mod.rs watches"),
     call("create", MCM, "machines", Control, "sets/machineset.rs slow-start creation"),
     call("update", MCM, "machines", Control, "sets/machineset.rs template propagation (replace)"),
-    call("patch", MCM, "machines", Control, "machine.rs finalizer, providerID, labels, annotations; sets adopt/release, deletion annotations"),
+    call("patch", MCM, "machines", Control, "machine.rs finalizer, providerID, labels, annotations; sets adopt/release, auto-preservation, autoscaler deletion marks"),
     call("delete", MCM, "machines", Control, "machine.rs when its Node is being deleted; sets/machineset.rs scale-down"),
     call("patch", MCM, "machines/status", Control, "machine.rs status writes; safety.rs reset of Unknown; sets/machineset.rs mark_terminating"),
     // MachineClasses.
