@@ -20,7 +20,9 @@
 //!   [`status_update_required`], [`progress_requeue`], conditions
 //!   ([`set_condition`]), [`paused_condition`];
 //! - [`history_cleanup`]; the cluster-autoscaler annotations
-//!   ([`normalize_trigger_deletion`], [`trigger_deletion_plan`]);
+//!   ([`normalize_trigger_deletion`], [`trigger_deletion_plan`],
+//!   [`scale_down_disabled_change`] for nodes, used once a target cluster
+//!   is wired in);
 //! - the safety loop: [`overshoot_count`], [`overshoot_thresholds`],
 //!   [`overshoot_decision`], [`deployment_should_be_frozen`].
 //!
@@ -28,9 +30,10 @@
 //!
 //! Fixed, each with a test:
 //! - **2** (release by merge patch is a no-op): [`crate::replicas::claim`]
-//!   answers `Release` and the runtime removes the ownerReference with a
-//!   JSON patch (`claim_releases_own_objects_that_no_longer_match_unless_owner_deleting`,
-//!   and the runtime test `relabelled_machine_is_released_and_replaced`).
+//!   answers `Release` and the runtime writes the ownerReferences without
+//!   ours (resourceVersion-guarded)
+//!   (`claim_releases_own_objects_that_no_longer_match_unless_owner_deleting`,
+//!   runtime test `relabelled_machine_is_released_and_replaced`).
 //! - **5** (RollingUpdate sizes the new set from `status.replicas` only, so a
 //!   lagging status lets it surge again and again): [`new_set_replicas`]
 //!   counts every set as `max(spec.replicas, status.replicas)`
@@ -44,15 +47,18 @@
 //!   five counters is 0): [`sets_scaled_to_zero`] looks at `spec.replicas`
 //!   and `status.replicas` (`scaled_to_zero_needs_no_spec_and_no_machines`).
 //! - **8** (recursive retries without back-off): there are no retry loops;
-//!   every failed write returns an error to the controller, which requeues
-//!   with exponential backoff (`crate::backoff`), and every write of a
-//!   computed value carries a resourceVersion precondition.
+//!   a failed write returns an error to the controller, which requeues with
+//!   the exponential backoff of [`crate::backoff`] (conflicts: after the
+//!   short conflict period); every write of a computed value carries a
+//!   resourceVersion precondition (runtime test
+//!   `settled_deployment_causes_no_further_writes` guards against loops).
 //! - **10** (propagation mutates the informer cache):
 //!   [`crate::replicas::propagate_template`] returns a new spec
 //!   (`node_template_and_configuration_are_pushed_into_active_machines`).
 //! - **11** (expectations recorded but never consulted):
 //!   [`crate::replicas::Expectations`] gates the replica manager
-//!   (`expectations_hold_until_creations_and_deletions_are_observed`).
+//!   (`expectations_hold_until_creations_and_deletions_are_observed`,
+//!   runtime test `deployment_scales_0_1_6_2_with_exact_machine_counts`).
 //! - (found while porting) the new set's `revision-history` got the current
 //!   revision appended whenever MachineDeployment annotations were copied,
 //!   even without a revision change; here only a real revision raise appends
@@ -64,12 +70,19 @@
 //!   phase counted as live replicas (see
 //!   [`crate::replicas::MachineView::is_terminating`],
 //!   `terminating_machines_do_not_count_as_replicas`).
+//! - (found while porting) a new set with more available machines than its
+//!   spec (being scaled down) gave old sets a negative "unavailable" and so
+//!   extra scale-down budget; it is clamped at 0
+//!   (`old_sets_keep_their_machines_while_the_new_set_sheds_surplus`).
 //!
 //! Kept on purpose:
 //! - **1** (no defaulting; strategy type and both fence-posts mandatory):
 //!   manifests must behave as with the Go controller. Invalid objects are
 //!   still not acted upon, but no longer silently: the runtime logs and
-//!   emits a Warning event `InvalidSpec`.
+//!   emits a Warning event `InvalidSpec` (runtime test
+//!   `invalid_machineset_is_reported_and_left_alone`). An empty selector,
+//!   which would select every machine of the namespace, is refused for
+//!   MachineSets too (the reference only refuses it for deployments).
 //! - **3** (`minReadySeconds` ignored for availability): machines carry no
 //!   "ready since" time, and MachineDeployment maths must agree with objects
 //!   written by the Go controller.
@@ -1487,6 +1500,48 @@ pub fn trigger_deletion_plan(value: &str, lookup: impl Fn(&str) -> TriggerTarget
     plan
 }
 
+/// What a rollout does with the cluster-autoscaler scale-down annotations of
+/// one Node (`cluster-autoscaler.kubernetes.io/scale-down-disabled` and its
+/// `-by-mcm` marker, §10.6 steps 3 and 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleDownDisabledChange {
+    /// Put both annotations on the node.
+    Add,
+    /// Remove both annotations from the node.
+    Remove,
+    /// Leave the node alone.
+    Keep,
+}
+
+/// The scale-down annotation decision for the node of one machine of the
+/// deployment: while a rollout is under way (some old set not scaled to
+/// zero, see [`sets_scaled_to_zero`]) every node gets both annotations; once
+/// the rollout is complete they are removed, but only where the `-by-mcm`
+/// marker shows that mcm put them there, and never from a preserved machine
+/// (preservation keeps the node out of scale-down itself).
+pub fn scale_down_disabled_change(
+    rollout_ongoing: bool,
+    complete: bool,
+    node_annotations: &BTreeMap<String, String>,
+    machine_preserved: bool,
+) -> ScaleDownDisabledChange {
+    let has = |k: &str| {
+        node_annotations.get(k).map(String::as_str) == Some(c::CA_SCALE_DOWN_DISABLED_VALUE)
+    };
+    if rollout_ongoing {
+        if has(c::CA_SCALE_DOWN_DISABLED_ANNOTATION)
+            && has(c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION)
+        {
+            return ScaleDownDisabledChange::Keep;
+        }
+        return ScaleDownDisabledChange::Add;
+    }
+    if complete && !machine_preserved && has(c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION) {
+        return ScaleDownDisabledChange::Remove;
+    }
+    ScaleDownDisabledChange::Keep
+}
+
 // ---------------------------------------------------------------------------
 // Overshoot safety (§11)
 // ---------------------------------------------------------------------------
@@ -2162,6 +2217,17 @@ mod tests {
     }
 
     #[test]
+    fn old_sets_keep_their_machines_while_the_new_set_sheds_surplus() {
+        // The new set was scaled down to 1 but still has 3 available machines.
+        let mut new = set("new", 10, 1, 3, 3);
+        new.template = tpl("cur");
+        let sets = vec![set("old", 0, 2, 2, 2), new];
+        let part = partition(&tpl("cur"), &sets);
+        // Reference: unavailable = 1 - 3 = -2 → budget 2 → old 2 → 0, leaving 1 machine.
+        assert!(rolling_scale_down(3, 0, &sets, &part).is_empty());
+    }
+
+    #[test]
     fn unhealthy_old_replicas_are_cleaned_up_first_oldest_set_first() {
         // replicas 4, unavailable 1 → min available 3. Old1 has 2 spec/1 available, old2 2/2, new 1/0.
         let mut new = set("new", 10, 1, 1, 0);
@@ -2552,6 +2618,52 @@ mod tests {
             marked: true,
         });
         assert_eq!(same, TriggerPlan::default());
+    }
+
+    #[test]
+    fn scale_down_is_disabled_on_nodes_during_a_rollout_and_reenabled_after() {
+        let none = BTreeMap::new();
+        let by_mcm: BTreeMap<String, String> = [
+            (
+                c::CA_SCALE_DOWN_DISABLED_ANNOTATION.to_string(),
+                "true".to_string(),
+            ),
+            (
+                c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION.to_string(),
+                "true".to_string(),
+            ),
+        ]
+        .into();
+        let by_user: BTreeMap<String, String> = [(
+            c::CA_SCALE_DOWN_DISABLED_ANNOTATION.to_string(),
+            "true".to_string(),
+        )]
+        .into();
+        assert_eq!(
+            scale_down_disabled_change(true, false, &none, false),
+            ScaleDownDisabledChange::Add
+        );
+        assert_eq!(
+            scale_down_disabled_change(true, false, &by_mcm, false),
+            ScaleDownDisabledChange::Keep
+        );
+        assert_eq!(
+            scale_down_disabled_change(false, true, &by_mcm, false),
+            ScaleDownDisabledChange::Remove
+        );
+        // Not ours, or a preserved machine, or not complete: left alone.
+        assert_eq!(
+            scale_down_disabled_change(false, true, &by_user, false),
+            ScaleDownDisabledChange::Keep
+        );
+        assert_eq!(
+            scale_down_disabled_change(false, true, &by_mcm, true),
+            ScaleDownDisabledChange::Keep
+        );
+        assert_eq!(
+            scale_down_disabled_change(false, false, &by_mcm, false),
+            ScaleDownDisabledChange::Keep
+        );
     }
 
     // --- safety ---

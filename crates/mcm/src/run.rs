@@ -236,15 +236,24 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             };
             let machines = mcm_runtime::machine::run(ctx.clone(), stop(rx.clone()));
             let classes = mcm_runtime::class::run(control.clone(), ns.clone(), stop(rx.clone()));
-            let sets = std::future::pending::<()>(); // SETS-PLACEHOLDER
+            let sets = mcm_runtime::sets::run_until(
+                control.clone(),
+                ns.clone(),
+                mcm_runtime::sets::SetsConfig::default(),
+                stop(rx.clone()),
+            );
             let safety_loop = safety::run(ctx.clone(), safety_cfg);
+            let all = async { tokio::join!(machines, classes, sets) };
+            tokio::pin!(all);
             tokio::select! {
-                _ = async { tokio::join!(machines, classes) } => {},
-                _ = sets => warn!("set controllers stopped"),
+                _ = &mut all => warn!("controllers stopped"),
                 _ = safety_loop => {},
-                _ = shutdown_signal() => info!("shutting down"),
+                _ = shutdown_signal() => {
+                    info!("shutting down: letting reconciles in flight finish");
+                    let _ = tx.send(true);
+                    let _ = tokio::time::timeout(Duration::from_secs(10), all).await;
+                }
             }
-            let _ = tx.send(true);
         }
     };
     let result = if args.leader_elect {

@@ -95,7 +95,12 @@ fn spawn_logged(args: &[&str], log: &Path) -> anyhow::Result<Child> {
     Ok(child)
 }
 
-async fn apply_file(client: &Client, path: &Path, replicas: u32) -> anyhow::Result<()> {
+async fn apply_file(
+    client: &Client,
+    path: &Path,
+    replicas: u32,
+    health_timeout: &str,
+) -> anyhow::Result<()> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     for doc in serde_yaml::Deserializer::from_str(&text) {
@@ -105,6 +110,9 @@ async fn apply_file(client: &Client, path: &Path, replicas: u32) -> anyhow::Resu
         }
         if value["kind"] == "MachineDeployment" {
             value["spec"]["replicas"] = serde_json::json!(replicas);
+            // The demo's health timeout wins over the example's, so that a killed
+            // instance is replaced within a minute or two.
+            value["spec"]["template"]["spec"]["healthTimeout"] = serde_json::json!(health_timeout);
         }
         let obj: DynamicObject = serde_json::from_value(value)?;
         let types = obj
@@ -244,18 +252,18 @@ async fn run_env(
         &logs.join("mcm.log"),
     )?;
     eprintln!("mcm up: applying examples/machine-class.yaml and examples/machine-deployment.yaml ({} replicas)", args.replicas);
-    apply_file(
-        &client,
-        &root.join("examples/machine-class.yaml"),
-        args.replicas,
-    )
-    .await?;
-    apply_file(
-        &client,
-        &root.join("examples/machine-deployment.yaml"),
-        args.replicas,
-    )
-    .await?;
+    for example in [
+        "examples/machine-class.yaml",
+        "examples/machine-deployment.yaml",
+    ] {
+        apply_file(
+            &client,
+            &root.join(example),
+            args.replicas,
+            &args.machine_health_timeout,
+        )
+        .await?;
+    }
     println!();
     println!("  export KUBECONFIG={kc_str}");
     println!("  kubectl get machinedeployments,machinesets,machines,nodes");

@@ -103,6 +103,7 @@ pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Err
         r.reconcile().await?
     };
     ctx.metrics.items.set(ctx.machine_count());
+    debug!(?action, "reconciled");
     Ok(action)
 }
 

@@ -5,7 +5,7 @@
 mod sets_common;
 
 use chrono::{SecondsFormat, Utc};
-use kube::api::{DeleteParams, ListParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::ResourceExt;
 use mcm_api::constants as c;
 use mcm_api::{MachineDeployment, MachineDeploymentConditionType};
@@ -15,7 +15,6 @@ use sets_common::*;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
 
 fn conditions(d: &MachineDeployment) -> Vec<(String, String, String)> {
     let mut v: Vec<(String, String, String)> = d
@@ -47,7 +46,13 @@ impl Observer {
         let max_live = Arc::new(AtomicUsize::new(0));
         let mixed = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(AtomicUsize::new(0));
-        let (s, mr, ml, mx, sa) = (stop.clone(), min_running.clone(), max_live.clone(), mixed.clone(), samples.clone());
+        let (s, mr, ml, mx, sa) = (
+            stop.clone(),
+            min_running.clone(),
+            max_live.clone(),
+            mixed.clone(),
+            samples.clone(),
+        );
         let env = env.clone();
         let task = tokio::spawn(async move {
             while !s.load(Ordering::Relaxed) {
@@ -102,24 +107,63 @@ async fn deployment_scales_0_1_6_2_with_exact_machine_counts() {
     .await;
     wait_settled(&env, "pool", 0, "class-v1").await;
     for target in [1usize, 6, 2] {
-        patch_deployment(&env, "pool", json!({"spec": {"replicas": target}})).await;
+        if target == 2 {
+            // The way `kubectl scale mcd` does it: through the scale subresource.
+            env.api::<MachineDeployment>()
+                .patch_scale(
+                    "pool",
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({"spec": {"replicas": target}})),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("scale subresource: {e}"));
+        } else {
+            patch_deployment(&env, "pool", json!({"spec": {"replicas": target}})).await;
+        }
         wait_settled(&env, "pool", target, "class-v1").await;
         // The count stays exact: no overshoot, no late extra machine.
         tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(machines(&env).await.len(), target, "machines after scaling to {target}");
+        assert_eq!(
+            machines(&env).await.len(),
+            target,
+            "machines after scaling to {target}"
+        );
         if target == 1 {
             let want: Vec<(String, String, String)> = vec![
-                ("Available".into(), "True".into(), c::MINIMUM_REPLICAS_AVAILABLE.into()),
-                ("Progressing".into(), "True".into(), c::NEW_MACHINE_SET_AVAILABLE_REASON.into()),
+                (
+                    "Available".into(),
+                    "True".into(),
+                    c::MINIMUM_REPLICAS_AVAILABLE.into(),
+                ),
+                (
+                    "Progressing".into(),
+                    "True".into(),
+                    c::NEW_MACHINE_SET_AVAILABLE_REASON.into(),
+                ),
             ];
-            must_eventually(WAIT, "exactly Available and Progressing conditions", || async {
-                let d = get_deployment(&env, "pool").await?;
-                (conditions(&d) == want).then_some(())
-            })
+            must_eventually(
+                WAIT,
+                "exactly Available and Progressing conditions",
+                || async {
+                    let d = get_deployment(&env, "pool").await?;
+                    (conditions(&d) == want).then_some(())
+                },
+            )
             .await;
         }
     }
-    assert_eq!(sets_of(&env).await.len(), 1, "scaling never creates another MachineSet");
+    assert_eq!(
+        sets_of(&env).await.len(),
+        1,
+        "scaling never creates another MachineSet"
+    );
+    let scale = env
+        .api::<MachineDeployment>()
+        .get_scale("pool")
+        .await
+        .unwrap_or_else(|e| panic!("get scale: {e}"));
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(2));
+    assert_eq!(scale.status.map(|s| s.replicas), Some(2));
     let d = get_deployment(&env, "pool").await.unwrap_or_default();
     assert!(d.finalizers().iter().any(|f| f == c::MCM_FINALIZER));
     fake.stop().await;
@@ -137,13 +181,27 @@ async fn rolling_update_with_max_surge_one_keeps_every_desired_machine_available
     wait_settled(&env, "roll", 3, "class-v1").await;
 
     let observer = Observer::start(&env);
-    patch_deployment(&env, "roll", json!({"spec": {"template": {"spec": {"class": {"name": "class-v2"}}}}})).await;
+    patch_deployment(
+        &env,
+        "roll",
+        json!({"spec": {"template": {"spec": {"class": {"name": "class-v2"}}}}}),
+    )
+    .await;
     wait_settled(&env, "roll", 3, "class-v2").await;
     let (min_running, max_live, mixed, samples) = observer.finish().await;
-    assert!(samples > 10, "the observer looked often enough ({samples} samples)");
+    assert!(
+        samples > 10,
+        "the observer looked often enough ({samples} samples)"
+    );
     assert!(mixed, "old and new machines coexisted during the rollout");
-    assert!(min_running >= 3, "available machines dropped to {min_running} during the rollout");
-    assert!(max_live <= 4, "{max_live} machines at once, more than replicas + maxSurge");
+    assert!(
+        min_running >= 3,
+        "available machines dropped to {min_running} during the rollout"
+    );
+    assert!(
+        max_live <= 4,
+        "{max_live} machines at once, more than replicas + maxSurge"
+    );
 
     let sets = sets_of(&env).await;
     assert_eq!(sets.len(), 2, "the old MachineSet is kept for rollback");
@@ -158,9 +216,19 @@ async fn rolling_update_with_max_surge_one_keeps_every_desired_machine_available
         .find(|s| s.spec.template.spec.class.name == "class-v2")
         .cloned()
         .unwrap_or_default();
-    assert_eq!(new.annotations().get(c::REVISION_ANNOTATION).map(String::as_str), Some("2"));
+    assert_eq!(
+        new.annotations()
+            .get(c::REVISION_ANNOTATION)
+            .map(String::as_str),
+        Some("2")
+    );
     let d = get_deployment(&env, "roll").await.unwrap_or_default();
-    assert_eq!(d.annotations().get(c::REVISION_ANNOTATION).map(String::as_str), Some("2"));
+    assert_eq!(
+        d.annotations()
+            .get(c::REVISION_ANNOTATION)
+            .map(String::as_str),
+        Some("2")
+    );
     let progressing = d
         .status
         .clone()
@@ -169,7 +237,10 @@ async fn rolling_update_with_max_surge_one_keeps_every_desired_machine_available
         .into_iter()
         .find(|c| c.type_ == MachineDeploymentConditionType::Progressing)
         .map(|c| c.reason);
-    assert_eq!(progressing.as_deref(), Some(c::NEW_MACHINE_SET_AVAILABLE_REASON));
+    assert_eq!(
+        progressing.as_deref(),
+        Some(c::NEW_MACHINE_SET_AVAILABLE_REASON)
+    );
     fake.stop().await;
     controllers.stop().await;
 }
@@ -181,15 +252,27 @@ async fn recreate_removes_every_old_machine_before_creating_new_ones() {
     };
     let controllers = start(&env, config());
     let fake = FakeMachineController::start(&env, Duration::from_millis(100));
-    create_deployment(&env, &deployment("rec", 2, "class-v1", json!({"type": "Recreate"}))).await;
+    create_deployment(
+        &env,
+        &deployment("rec", 2, "class-v1", json!({"type": "Recreate"})),
+    )
+    .await;
     wait_settled(&env, "rec", 2, "class-v1").await;
 
     let observer = Observer::start(&env);
-    patch_deployment(&env, "rec", json!({"spec": {"template": {"spec": {"class": {"name": "class-v2"}}}}})).await;
+    patch_deployment(
+        &env,
+        "rec",
+        json!({"spec": {"template": {"spec": {"class": {"name": "class-v2"}}}}}),
+    )
+    .await;
     wait_settled(&env, "rec", 2, "class-v2").await;
     let (_, max_live, mixed, _) = observer.finish().await;
     assert!(!mixed, "old and new machines existed at the same time");
-    assert!(max_live <= 2, "{max_live} machines at once during a Recreate");
+    assert!(
+        max_live <= 2,
+        "{max_live} machines at once during a Recreate"
+    );
     fake.stop().await;
     controllers.stop().await;
 }
@@ -203,15 +286,29 @@ async fn rollback_to_an_earlier_revision_restores_its_template_and_set() {
     let fake = FakeMachineController::start(&env, Duration::from_millis(100));
     create_deployment(&env, &deployment("rb", 2, "class-v1", rolling(1, 0))).await;
     wait_settled(&env, "rb", 2, "class-v1").await;
-    let first_set = sets_of(&env).await.first().map(|s| s.name_any()).unwrap_or_default();
-    patch_deployment(&env, "rb", json!({"spec": {"template": {"spec": {"class": {"name": "class-v2"}}}}})).await;
+    let first_set = sets_of(&env)
+        .await
+        .first()
+        .map(|s| s.name_any())
+        .unwrap_or_default();
+    patch_deployment(
+        &env,
+        "rb",
+        json!({"spec": {"template": {"spec": {"class": {"name": "class-v2"}}}}}),
+    )
+    .await;
     wait_settled(&env, "rb", 2, "class-v2").await;
 
     patch_deployment(&env, "rb", json!({"spec": {"rollbackTo": {"revision": 1}}})).await;
-    must_eventually(WAIT, "template back to class-v1 and rollbackTo cleared", || async {
-        let d = get_deployment(&env, "rb").await?;
-        (d.spec.template.spec.class.name == "class-v1" && d.spec.rollback_to.is_none()).then_some(())
-    })
+    must_eventually(
+        WAIT,
+        "template back to class-v1 and rollbackTo cleared",
+        || async {
+            let d = get_deployment(&env, "rb").await?;
+            (d.spec.template.spec.class.name == "class-v1" && d.spec.rollback_to.is_none())
+                .then_some(())
+        },
+    )
     .await;
     wait_settled(&env, "rb", 2, "class-v1").await;
     let sets = sets_of(&env).await;
@@ -222,14 +319,32 @@ async fn rollback_to_an_earlier_revision_restores_its_template_and_set() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(reused.spec.replicas, 2);
-    must_eventually(WAIT, "revision 3 with history 1 on the reused set, revision 3 on the deployment", || async {
-        let s = env.api::<mcm_api::MachineSet>().get_opt(&first_set).await.ok()??;
-        let d = get_deployment(&env, "rb").await?;
-        let ok = s.annotations().get(c::REVISION_ANNOTATION).map(String::as_str) == Some("3")
-            && s.annotations().get(c::REVISION_HISTORY_ANNOTATION).map(String::as_str) == Some("1")
-            && d.annotations().get(c::REVISION_ANNOTATION).map(String::as_str) == Some("3");
-        ok.then_some(())
-    })
+    must_eventually(
+        WAIT,
+        "revision 3 with history 1 on the reused set, revision 3 on the deployment",
+        || async {
+            let s = env
+                .api::<mcm_api::MachineSet>()
+                .get_opt(&first_set)
+                .await
+                .ok()??;
+            let d = get_deployment(&env, "rb").await?;
+            let ok = s
+                .annotations()
+                .get(c::REVISION_ANNOTATION)
+                .map(String::as_str)
+                == Some("3")
+                && s.annotations()
+                    .get(c::REVISION_HISTORY_ANNOTATION)
+                    .map(String::as_str)
+                    == Some("1")
+                && d.annotations()
+                    .get(c::REVISION_ANNOTATION)
+                    .map(String::as_str)
+                    == Some("3");
+            ok.then_some(())
+        },
+    )
     .await;
     assert_eq!(event_count(&env, c::ROLLBACK_DONE).await, 1);
     fake.stop().await;
@@ -256,22 +371,26 @@ async fn node_template_change_is_pushed_into_machines_without_a_rollout() {
         }}}}),
     )
     .await;
-    must_eventually(WAIT, "nodeTemplate and drainTimeout in every machine", || async {
-        let ms = machines(&env).await;
-        let ok = ms.len() == 2
-            && ms.iter().all(|m| {
-                m.spec
-                    .node_template
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("pool"))
-                    .map(String::as_str)
-                    == Some("blue")
-                    && m.spec.configuration.drain_timeout.as_deref() == Some("5m")
-            });
-        ok.then_some(())
-    })
+    must_eventually(
+        WAIT,
+        "nodeTemplate and drainTimeout in every machine",
+        || async {
+            let ms = machines(&env).await;
+            let ok = ms.len() == 2
+                && ms.iter().all(|m| {
+                    m.spec
+                        .node_template
+                        .metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get("pool"))
+                        .map(String::as_str)
+                        == Some("blue")
+                        && m.spec.configuration.drain_timeout.as_deref() == Some("5m")
+                });
+            ok.then_some(())
+        },
+    )
     .await;
     let mut after: Vec<String> = machines(&env).await.iter().map(|m| m.name_any()).collect();
     after.sort();
@@ -290,7 +409,11 @@ async fn autoscaler_marked_machine_is_the_one_removed() {
     let fake = FakeMachineController::start(&env, Duration::ZERO);
     create_deployment(&env, &deployment("ca", 3, "class-v1", rolling(1, 0))).await;
     wait_settled(&env, "ca", 3, "class-v1").await;
-    let victim = machines(&env).await.get(1).map(|m| m.name_any()).unwrap_or_default();
+    let victim = machines(&env)
+        .await
+        .get(1)
+        .map(|m| m.name_any())
+        .unwrap_or_default();
     let now = Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true);
     // What the cluster-autoscaler does: name the machine and lower the replicas at once.
     patch_deployment(
@@ -304,11 +427,20 @@ async fn autoscaler_marked_machine_is_the_one_removed() {
     .await;
     wait_settled(&env, "ca", 2, "class-v1").await;
     let left: Vec<String> = machines(&env).await.iter().map(|m| m.name_any()).collect();
-    assert!(!left.contains(&victim), "{victim} was marked but {left:?} remain");
-    must_eventually(WAIT, "the trigger annotation dropped once the machine is gone", || async {
-        let d = get_deployment(&env, "ca").await?;
-        (!d.annotations().contains_key(c::TRIGGER_DELETION_BY_MCM_ANNOTATION)).then_some(())
-    })
+    assert!(
+        !left.contains(&victim),
+        "{victim} was marked but {left:?} remain"
+    );
+    must_eventually(
+        WAIT,
+        "the trigger annotation dropped once the machine is gone",
+        || async {
+            let d = get_deployment(&env, "ca").await?;
+            (!d.annotations()
+                .contains_key(c::TRIGGER_DELETION_BY_MCM_ANNOTATION))
+            .then_some(())
+        },
+    )
     .await;
     fake.stop().await;
     controllers.stop().await;
@@ -337,6 +469,60 @@ async fn deleting_a_deployment_deletes_its_sets_and_machines() {
         (d.is_none() && sets.items.is_empty() && machines(&env).await.is_empty()).then_some(())
     })
     .await;
+    fake.stop().await;
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settled_deployment_causes_no_further_writes() {
+    let Some(env) = TestEnv::new("sets-steady").await else {
+        return;
+    };
+    let controllers = start(&env, config());
+    let fake = FakeMachineController::start(&env, Duration::ZERO);
+    create_deployment(&env, &deployment("steady", 3, "class-v1", rolling(1, 0))).await;
+    wait_settled(&env, "steady", 3, "class-v1").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let versions = |d: Option<MachineDeployment>,
+                    sets: Vec<mcm_api::MachineSet>,
+                    ms: Vec<mcm_api::Machine>| {
+        let mut v: Vec<String> = sets
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}={}",
+                    s.name_any(),
+                    s.resource_version().unwrap_or_default()
+                )
+            })
+            .chain(ms.iter().map(|m| {
+                format!(
+                    "{}={}",
+                    m.name_any(),
+                    m.resource_version().unwrap_or_default()
+                )
+            }))
+            .collect();
+        v.push(d.and_then(|d| d.resource_version()).unwrap_or_default());
+        v.sort();
+        v
+    };
+    let before = versions(
+        get_deployment(&env, "steady").await,
+        sets_of(&env).await,
+        machines(&env).await,
+    );
+    // Longer than several safety periods; shorter than the periodic resync.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = versions(
+        get_deployment(&env, "steady").await,
+        sets_of(&env).await,
+        machines(&env).await,
+    );
+    assert_eq!(
+        before, after,
+        "a settled deployment must not be rewritten (hot loop)"
+    );
     fake.stop().await;
     controllers.stop().await;
 }

@@ -37,7 +37,11 @@ async fn create_set(env: &TestEnv, ms: &MachineSet) {
 
 async fn scale_set(env: &TestEnv, name: &str, replicas: i32) {
     env.api::<MachineSet>()
-        .patch(name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"replicas": replicas}})))
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": replicas}})),
+        )
         .await
         .unwrap_or_else(|e| panic!("scale set: {e}"));
 }
@@ -73,12 +77,22 @@ async fn machineset_creates_machines_from_its_template_and_scales_down() {
     create_set(&env, &machine_set("basic", 3)).await;
     let ms = wait_running(&env, "basic", 3).await;
     for m in &ms {
-        assert!(m.name_any().starts_with("basic-"), "generateName <set>-: {}", m.name_any());
+        assert!(
+            m.name_any().starts_with("basic-"),
+            "generateName <set>-: {}",
+            m.name_any()
+        );
         assert_eq!(m.labels().get("extra").map(String::as_str), Some("x"));
         assert_eq!(m.annotations().get("team").map(String::as_str), Some("a"));
         assert_eq!(m.spec.class.name, "class-v1");
     }
-    let set = env.api::<MachineSet>().get_opt("basic").await.ok().flatten().unwrap_or_default();
+    let set = env
+        .api::<MachineSet>()
+        .get_opt("basic")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     assert!(set.finalizers().iter().any(|f| f == c::MCM_FINALIZER));
     let st = set.status.clone().unwrap_or_default();
     assert_eq!((st.fully_labeled_replicas, st.ready_replicas), (3, 3));
@@ -106,7 +120,14 @@ async fn priority_annotation_picks_the_machine_removed_on_scale_down() {
     // The oldest-first and phase rules would not pick this one by themselves: pick the newest.
     let mut names: Vec<(String, String)> = ms
         .iter()
-        .map(|m| (m.creation_timestamp().map(|t| t.0.to_string()).unwrap_or_default(), m.name_any()))
+        .map(|m| {
+            (
+                m.creation_timestamp()
+                    .map(|t| t.0.to_string())
+                    .unwrap_or_default(),
+                m.name_any(),
+            )
+        })
         .collect();
     names.sort();
     let victim = names.last().map(|n| n.1.clone()).unwrap_or_default();
@@ -121,14 +142,19 @@ async fn priority_annotation_picks_the_machine_removed_on_scale_down() {
     // Let the cache see the annotation before the scale-down.
     must_eventually(WAIT, "annotation visible", || async {
         let m = env.api::<Machine>().get_opt(&victim).await.ok()??;
-        m.annotations().contains_key(c::PRIORITY_ANNOTATION).then_some(())
+        m.annotations()
+            .contains_key(c::PRIORITY_ANNOTATION)
+            .then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     scale_set(&env, "prio", 2).await;
     let left = wait_running(&env, "prio", 2).await;
     let left: Vec<String> = left.iter().map(|m| m.name_any()).collect();
-    assert!(!left.contains(&victim), "priority-1 machine {victim} should be gone, left: {left:?}");
+    assert!(
+        !left.contains(&victim),
+        "priority-1 machine {victim} should be gone, left: {left:?}"
+    );
     fake.stop().await;
     controllers.stop().await;
 }
@@ -167,16 +193,28 @@ async fn relabelled_machine_is_released_and_replaced() {
     let ms = wait_running(&env, "rel", 2).await;
     let moved = ms.first().map(|m| m.name_any()).unwrap_or_default();
     env.api::<Machine>()
-        .patch(&moved, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"labels": {"set": "elsewhere"}}})))
+        .patch(
+            &moved,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"set": "elsewhere"}}})),
+        )
         .await
         .unwrap_or_else(|e| panic!("relabel: {e}"));
     must_eventually(WAIT, "released machine has no owner any more", || async {
         let m = env.api::<Machine>().get_opt(&moved).await.ok()??;
-        m.metadata.owner_references.as_ref().is_none_or(|o| o.is_empty()).then_some(())
+        m.metadata
+            .owner_references
+            .as_ref()
+            .is_none_or(|o| o.is_empty())
+            .then_some(())
     })
     .await;
     wait_running(&env, "rel", 2).await;
-    assert_eq!(machines(&env).await.len(), 3, "the released machine stays, a replacement was created");
+    assert_eq!(
+        machines(&env).await.len(),
+        3,
+        "the released machine stays, a replacement was created"
+    );
     fake.stop().await;
     controllers.stop().await;
 }
@@ -202,7 +240,11 @@ async fn matching_orphan_is_adopted_instead_of_creating_a_machine() {
     let ms = wait_running(&env, "adopt", 1).await;
     assert_eq!(ms.first().map(|m| m.name_any()).as_deref(), Some("orphan"));
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(machines(&env).await.len(), 1, "no machine created next to the adopted one");
+    assert_eq!(
+        machines(&env).await.len(),
+        1,
+        "no machine created next to the adopted one"
+    );
     fake.stop().await;
     controllers.stop().await;
 }
@@ -226,5 +268,35 @@ async fn deleting_a_machineset_deletes_its_machines_then_itself() {
     })
     .await;
     fake.stop().await;
+    controllers.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_machineset_is_reported_and_left_alone() {
+    let Some(env) = TestEnv::new("ms-invalid").await else {
+        return;
+    };
+    let controllers = start(&env, config());
+    let mut bad = machine_set("bad", 2);
+    // The selector does not match the template labels.
+    bad.spec.selector = serde_json::from_value(json!({"matchLabels": {"set": "other"}})).ok();
+    create_set(&env, &bad).await;
+    must_eventually(WAIT, "an InvalidSpec warning", || async {
+        (event_count(&env, "InvalidSpec").await >= 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        machines(&env).await.is_empty(),
+        "no machine for an invalid set"
+    );
+    let set = env
+        .api::<MachineSet>()
+        .get_opt("bad")
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    assert!(set.finalizers().is_empty(), "an invalid set is not touched");
     controllers.stop().await;
 }

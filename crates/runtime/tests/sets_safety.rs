@@ -17,10 +17,11 @@ use std::time::Duration;
 
 fn set_frozen(s: &MachineSet) -> (bool, bool) {
     let label = s.labels().get(c::FREEZE_LABEL).map(String::as_str) == Some(c::FREEZE_LABEL_VALUE);
-    let cond = s
-        .status
-        .as_ref()
-        .is_some_and(|st| st.conditions.iter().any(|c| c.type_ == MachineSetConditionType::Frozen));
+    let cond = s.status.as_ref().is_some_and(|st| {
+        st.conditions
+            .iter()
+            .any(|c| c.type_ == MachineSetConditionType::Frozen)
+    });
     (label, cond)
 }
 
@@ -50,13 +51,23 @@ async fn wait_frozen(env: &TestEnv, set: &str, deployment: &str, frozen: bool) {
 /// ConfigMap named like the set: counted by the safety loop, not claimable by
 /// the set.
 async fn machines_behind_the_back(env: &TestEnv, set: &MachineSet, n: usize) -> Vec<String> {
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": set.name_any()}})).unwrap_or_default();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": set.name_any()}})).unwrap_or_default();
     let cms = env.api::<ConfigMap>();
     let cm = match cms.create(&PostParams::default(), &cm).await {
         Ok(cm) => cm,
-        Err(_) => cms.get(&set.name_any()).await.unwrap_or_else(|e| panic!("configmap: {e}")),
+        Err(_) => cms
+            .get(&set.name_any())
+            .await
+            .unwrap_or_else(|e| panic!("configmap: {e}")),
     };
-    let labels = set.spec.template.metadata.labels.clone().unwrap_or_default();
+    let labels = set
+        .spec
+        .template
+        .metadata
+        .labels
+        .clone()
+        .unwrap_or_default();
     let mut names = Vec::new();
     for i in 0..n {
         let m: Machine = serde_json::from_value(json!({
@@ -82,8 +93,18 @@ async fn machines_behind_the_back(env: &TestEnv, set: &MachineSet, n: usize) -> 
     names
 }
 
+/// Live machines controlled by the MachineSet `set` (not by the ConfigMap of the same name).
 fn owned_by<'a>(ms: &'a [Machine], set: &str) -> Vec<&'a Machine> {
-    live(ms).into_iter().filter(|m| owner(m).as_deref() == Some(set)).collect()
+    live(ms)
+        .into_iter()
+        .filter(|m| {
+            m.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.kind == "MachineSet" && o.name == set)
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -92,7 +113,13 @@ async fn machines_created_behind_the_controllers_back_freeze_the_set_until_they_
         return;
     };
     // replicas 2 + maxSurge 1 + safetyUp 2 = 5 freezes; 5 - 3 = 2 unfreezes.
-    let controllers = start(&env, SetsConfig { safety_down: 3, ..config() });
+    let controllers = start(
+        &env,
+        SetsConfig {
+            safety_down: 3,
+            ..config()
+        },
+    );
     let fake = FakeMachineController::start(&env, Duration::ZERO);
     create_deployment(&env, &deployment("safe", 2, "class-v1", rolling(1, 0))).await;
     wait_settled(&env, "safe", 2, "class-v1").await;
@@ -111,8 +138,18 @@ async fn machines_created_behind_the_controllers_back_freeze_the_set_until_they_
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(owned_by(&machines(&env).await, &set_name).len(), 2, "a frozen set created a machine");
-    let s = env.api::<MachineSet>().get_opt(&set_name).await.ok().flatten().unwrap_or_default();
+    assert_eq!(
+        owned_by(&machines(&env).await, &set_name).len(),
+        2,
+        "a frozen set created a machine"
+    );
+    let s = env
+        .api::<MachineSet>()
+        .get_opt(&set_name)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     assert_eq!(set_frozen(&s), (true, true));
 
     for n in &intruders {
@@ -132,7 +169,13 @@ async fn unfreeze_annotation_unfreezes_a_frozen_deployment_and_its_set() {
         return;
     };
     // Freeze at 5 machines, never unfreeze by count (5 - 10 < 0).
-    let controllers = start(&env, SetsConfig { safety_down: 10, ..config() });
+    let controllers = start(
+        &env,
+        SetsConfig {
+            safety_down: 10,
+            ..config()
+        },
+    );
     let fake = FakeMachineController::start(&env, Duration::ZERO);
     create_deployment(&env, &deployment("ann", 2, "class-v1", rolling(1, 0))).await;
     wait_settled(&env, "ann", 2, "class-v1").await;
@@ -145,7 +188,13 @@ async fn unfreeze_annotation_unfreezes_a_frozen_deployment_and_its_set() {
         delete_machine(&env, first).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let s = env.api::<MachineSet>().get_opt(&set_name).await.ok().flatten().unwrap_or_default();
+    let s = env
+        .api::<MachineSet>()
+        .get_opt(&set_name)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     assert_eq!(set_frozen(&s), (true, true));
 
     env.api::<MachineDeployment>()
@@ -163,8 +212,18 @@ async fn unfreeze_annotation_unfreezes_a_frozen_deployment_and_its_set() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let s = env.api::<MachineSet>().get_opt(&set_name).await.ok().flatten().unwrap_or_default();
-    assert_eq!(set_frozen(&s), (false, false), "stays unfrozen below the limit");
+    let s = env
+        .api::<MachineSet>()
+        .get_opt(&set_name)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    assert_eq!(
+        set_frozen(&s),
+        (false, false),
+        "stays unfrozen below the limit"
+    );
     fake.stop().await;
     controllers.stop().await;
 }
@@ -193,7 +252,10 @@ async fn scale_down_with_lingering_terminating_machines_freezes_once_and_unfreez
     let ms = machines(&env).await;
     assert_eq!(ms.len(), 6);
     assert_eq!(live(&ms).len(), 2, "4 machines are terminating");
-    for m in ms.iter().filter(|m| m.metadata.deletion_timestamp.is_some()) {
+    for m in ms
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_some())
+    {
         drop_finalizers(&env, &m.name_any()).await;
     }
     wait_frozen(&env, &set_name, "linger", false).await;

@@ -79,7 +79,6 @@ pub(crate) async fn reconcile(obj: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Res
 }
 
 async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.caches.ready().await?;
     let api = ctx.deployments();
     let Some(mut d) = api.get_opt(name).await? else {
         return Ok(Action::await_change());

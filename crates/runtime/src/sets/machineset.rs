@@ -81,7 +81,6 @@ pub(crate) async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Act
 }
 
 async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error> {
-    ctx.caches.ready().await?;
     let api = ctx.sets();
     let Some(mut ms) = api.get_opt(name).await? else {
         if let Ok(mut e) = ctx.expectations.lock() {

@@ -138,7 +138,8 @@ pub(crate) struct Caches {
 }
 
 impl Caches {
-    /// Waits until every cache has been filled once.
+    /// Waits until every cache has been filled once. Call it from one place
+    /// only: a store wakes a single waiter when it becomes ready.
     pub async fn ready(&self) -> Result<(), Error> {
         self.machines
             .wait_until_ready()
@@ -509,6 +510,10 @@ async fn pump_sets(
                 routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
             }
             Ok(watcher::Event::InitDone) => {
+                debug!(
+                    sets = ctx.caches.sets.state().len(),
+                    "machineset cache filled"
+                );
                 routes.all_sets(&ctx.caches.sets);
                 routes.all_deployments(&ctx.caches.deployments);
             }
@@ -620,9 +625,22 @@ pub async fn run_until(
         pump_sets(ctx.clone(), set_writer, routes.clone()),
         pump_deployments(ctx.clone(), deployment_writer, routes),
     );
-    let controllers = futures::future::join3(set_controller, deployment_controller, safety_loop);
+    let caches = ctx.caches.clone();
+    let work = async move {
+        // Wait once, here, for the caches: a store's readiness wakes a single
+        // waiter only, so reconciles must not wait on it concurrently.
+        tokio::select! {
+            r = caches.ready() => if let Err(e) = r {
+                warn!(error = %e, "caches not filled");
+                return;
+            },
+            _ = shutdown.clone() => return,
+        }
+        info!("caches filled, controllers running");
+        futures::future::join3(set_controller, deployment_controller, safety_loop).await;
+    };
     tokio::select! {
-        _ = controllers => {}
+        _ = work => {}
         _ = pumps => {}
     }
     info!(namespace = %namespace, "MachineSet and MachineDeployment controllers stopped");

@@ -39,13 +39,9 @@ use tracing::{debug, info, warn};
 /// Bursts of changes are handled by one pass after this pause.
 const COALESCE: Duration = Duration::from_millis(200);
 
-/// Runs the loop until `shutdown` completes.
+/// Runs the loop until `shutdown` completes (the caches must be filled).
 pub(crate) async fn run(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()>) {
     let mut shutdown = std::pin::pin!(shutdown);
-    tokio::select! {
-        r = ctx.caches.ready() => if r.is_err() { return },
-        _ = &mut shutdown => return,
-    }
     loop {
         pass(&ctx).await;
         tokio::select! {

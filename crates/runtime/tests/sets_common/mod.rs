@@ -44,12 +44,27 @@ impl Running {
     }
 }
 
+/// Logs to the test output when `RUST_LOG` is set.
+pub fn init_logs() {
+    if std::env::var("RUST_LOG").is_ok() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .try_init();
+    }
+}
+
 /// Starts the set controllers in the test's namespace.
 pub fn start(env: &TestEnv, cfg: SetsConfig) -> Running {
+    init_logs();
     let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(sets::run_until(env.client.clone(), env.namespace.clone(), cfg, async move {
-        let _ = rx.await;
-    }));
+    let task = tokio::spawn(sets::run_until(
+        env.client.clone(),
+        env.namespace.clone(),
+        cfg,
+        async move {
+            let _ = rx.await;
+        },
+    ));
     Running { stop: tx, task }
 }
 
@@ -71,7 +86,9 @@ impl FakeMachineController {
             while !s.load(Ordering::Relaxed) {
                 if let Ok(list) = api.list(&ListParams::default()).await {
                     for m in list.items {
-                        if m.metadata.deletion_timestamp.is_some() || phase(&m) != MachinePhase::Empty {
+                        if m.metadata.deletion_timestamp.is_some()
+                            || phase(&m) != MachinePhase::Empty
+                        {
                             continue;
                         }
                         let seen = *first_seen.entry(m.name_any()).or_insert_with(Instant::now);
@@ -94,13 +111,22 @@ impl FakeMachineController {
 }
 
 /// Writes a machine's phase (and a matching last operation).
-pub async fn set_phase(api: &Api<Machine>, name: &str, phase: &str) -> Result<Machine, kube::Error> {
-    let state = if phase == "Failed" { "Failed" } else { "Successful" };
+pub async fn set_phase(
+    api: &Api<Machine>,
+    name: &str,
+    phase: &str,
+) -> Result<Machine, kube::Error> {
+    let state = if phase == "Failed" {
+        "Failed"
+    } else {
+        "Successful"
+    };
     let patch = json!({"status": {
         "currentStatus": {"phase": phase},
         "lastOperation": {"type": "Create", "state": state, "description": format!("test: {phase}")}
     }});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
 }
 
 /// The phase of a machine.
@@ -119,12 +145,17 @@ pub async fn machines(env: &TestEnv) -> Vec<Machine> {
 
 /// Machines without deletion timestamp.
 pub fn live(ms: &[Machine]) -> Vec<&Machine> {
-    ms.iter().filter(|m| m.metadata.deletion_timestamp.is_none()).collect()
+    ms.iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .collect()
 }
 
 /// Live Running machines.
 pub fn running(ms: &[Machine]) -> usize {
-    live(ms).iter().filter(|m| phase(m) == MachinePhase::Running).count()
+    live(ms)
+        .iter()
+        .filter(|m| phase(m) == MachinePhase::Running)
+        .count()
 }
 
 /// The name of a machine's controller.
@@ -147,7 +178,12 @@ pub async fn sets_of(env: &TestEnv) -> Vec<MachineSet> {
 }
 
 /// A MachineDeployment of `replicas` machines of class `class`.
-pub fn deployment(name: &str, replicas: i32, class: &str, strategy: serde_json::Value) -> MachineDeployment {
+pub fn deployment(
+    name: &str,
+    replicas: i32,
+    class: &str,
+    strategy: serde_json::Value,
+) -> MachineDeployment {
     serde_json::from_value(json!({
         "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineDeployment",
         "metadata": {"name": name},
@@ -187,7 +223,11 @@ pub async fn patch_deployment(env: &TestEnv, name: &str, patch: serde_json::Valu
 
 /// A MachineDeployment as stored.
 pub async fn get_deployment(env: &TestEnv, name: &str) -> Option<MachineDeployment> {
-    env.api::<MachineDeployment>().get_opt(name).await.ok().flatten()
+    env.api::<MachineDeployment>()
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Events (events.k8s.io) of the namespace with that reason.
@@ -213,14 +253,21 @@ pub async fn event_count(env: &TestEnv, reason: &str) -> i32 {
 
 /// Deletes a machine (ignoring NotFound).
 pub async fn delete_machine(env: &TestEnv, name: &str) {
-    let _ = env.api::<Machine>().delete(name, &DeleteParams::default()).await;
+    let _ = env
+        .api::<Machine>()
+        .delete(name, &DeleteParams::default())
+        .await;
 }
 
 /// Removes all finalizers of a machine.
 pub async fn drop_finalizers(env: &TestEnv, name: &str) {
     let _ = env
         .api::<Machine>()
-        .patch(name, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}})))
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+        )
         .await;
 }
 
@@ -249,4 +296,3 @@ pub async fn wait_settled(env: &TestEnv, name: &str, n: usize, class: &str) {
     })
     .await;
 }
-
