@@ -24,13 +24,20 @@ PY
 
 start_moto() {
   local python=${MOTO_PYTHON:-python3}
-  if ! command -v moto_server >/dev/null 2>&1; then
+  local -a cmd
+  if command -v moto_server >/dev/null 2>&1; then
+    cmd=(moto_server)
+  else
     _moto_say "moto_server not found; installing moto[server] with pip"
     "$python" -m pip install --quiet 'moto[server]' || { _moto_say "pip install failed"; return 1; }
     hash -r
-    if ! command -v moto_server >/dev/null 2>&1; then
-      _moto_say "moto_server still not on PATH after pip install"
-      return 1
+    command -v pyenv >/dev/null 2>&1 && pyenv rehash >/dev/null 2>&1 || true
+    if command -v moto_server >/dev/null 2>&1; then
+      cmd=(moto_server)
+    else
+      # The console script may not be on PATH (user site, version managers):
+      # the module runs the same server.
+      cmd=("$python" -m moto.server)
     fi
   fi
   local log
@@ -42,7 +49,7 @@ start_moto() {
   fi
   local port
   port=$(_moto_free_port) || { _moto_say "no free port"; return 1; }
-  moto_server -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
+  "${cmd[@]}" -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
   MOTO_PID=$!
   local url="http://127.0.0.1:$port"
   local i

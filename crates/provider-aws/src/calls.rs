@@ -1,8 +1,10 @@
 //! Counting EC2 calls per action: an SDK interceptor that every client of the
-//! driver carries. Operations count once per call; attempts count every HTTP
-//! attempt (SDK retries included).
+//! driver carries. Operations count once per call (when the call ends);
+//! attempts count every HTTP attempt (SDK retries included).
 
-use aws_sdk_ec2::config::interceptors::{BeforeSerializationInterceptorContextRef, BeforeTransmitInterceptorContextRef};
+use aws_sdk_ec2::config::interceptors::{
+    BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
+};
 use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_ec2::error::BoxError;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
@@ -81,7 +83,11 @@ impl ApiCallRecorder {
             .map(|m| m.name().to_string())
             .unwrap_or_else(|| "unknown".to_string());
         if let Ok(mut c) = self.calls.lock() {
-            let map = if attempt { &mut c.attempts } else { &mut c.operations };
+            let map = if attempt {
+                &mut c.attempts
+            } else {
+                &mut c.operations
+            };
             *map.entry(name).or_default() += 1;
         }
     }
@@ -92,9 +98,10 @@ impl Intercept for ApiCallRecorder {
         "McmApiCallRecorder"
     }
 
-    fn read_before_execution(
+    fn read_after_execution(
         &self,
-        _context: &BeforeSerializationInterceptorContextRef<'_>,
+        _context: &FinalizerInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         self.bump(cfg, false);

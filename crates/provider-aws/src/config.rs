@@ -232,7 +232,10 @@ mod tests {
         };
         for _ in 0..50 {
             let d0 = b.delay(0);
-            assert!(d0 >= Duration::from_millis(50) && d0 <= Duration::from_millis(150), "{d0:?}");
+            assert!(
+                d0 >= Duration::from_millis(50) && d0 <= Duration::from_millis(150),
+                "{d0:?}"
+            );
             assert!(b.delay(30) <= Duration::from_secs(1));
         }
     }
@@ -242,6 +245,9 @@ mod tests {
         let l = RateLimits::default();
         assert_eq!(l.limit(ActionClass::RunInstances), BucketLimit::new(5, 2.0));
         assert_eq!(l.limit(ActionClass::Describe), BucketLimit::new(100, 20.0));
-        assert_eq!(l.limit(ActionClass::TerminateInstances), BucketLimit::new(100, 5.0));
+        assert_eq!(
+            l.limit(ActionClass::TerminateInstances),
+            BucketLimit::new(100, 5.0)
+        );
     }
 }

@@ -7,8 +7,8 @@ use crate::errors::Ec2Error;
 use crate::launch::{run_instances_request, LaunchInput, PLACEMENT_ANNOTATION};
 use crate::ratelimit::Limiter;
 use crate::spec::{
-    aggregate, credentials, is_efa_type, secret_value, validate_secret, validate_spec, AwsProviderSpec,
-    Credentials, PROVIDER_NAME, SECRET_USER_DATA,
+    aggregate, credentials, is_efa_type, secret_value, validate_secret, validate_spec,
+    AwsProviderSpec, Credentials, PROVIDER_NAME, SECRET_USER_DATA,
 };
 use async_trait::async_trait;
 use aws_sdk_ec2::config::retry::RetryConfig;
@@ -19,10 +19,10 @@ use base64::Engine;
 use k8s_openapi::api::core::v1::{NodeAddress, Secret};
 use mcm_api::{Machine, MachineClass};
 use mcm_driver::{
-    Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse, Driver,
-    DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest, GetVolumeIdsResponse,
-    InitializeMachineRequest, InitializeMachineResponse, ListMachinesRequest, ListMachinesResponse,
-    MachineIdentity, Status,
+    Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
+    Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
+    GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse, ListMachinesRequest,
+    ListMachinesResponse, MachineIdentity, Status,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -60,7 +60,9 @@ pub struct AwsDriver {
 
 impl std::fmt::Debug for AwsDriver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AwsDriver").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("AwsDriver")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -120,7 +122,10 @@ impl AwsDriver {
                 secret_access_key.hash(&mut h);
                 (access_key_id.clone(), h.finish())
             }
-            Credentials::WebIdentity { token_file, role_arn } => {
+            Credentials::WebIdentity {
+                token_file,
+                role_arn,
+            } => {
                 let mut h = DefaultHasher::new();
                 token_file.hash(&mut h);
                 (role_arn.clone(), h.finish())
@@ -184,7 +189,10 @@ impl AwsDriver {
                 None,
                 "mcm-provider-aws-secret",
             )),
-            Credentials::WebIdentity { token_file, role_arn } => {
+            Credentials::WebIdentity {
+                token_file,
+                role_arn,
+            } => {
                 let conf = aws_config::provider_config::ProviderConfig::without_region()
                     .with_region(Some(Region::new(region.to_string())))
                     .with_http_client(self.http.clone());
@@ -210,7 +218,12 @@ impl AwsDriver {
     }
 
     /// Decodes and validates the class and secret, and finds the EC2 access.
-    fn prepare(&self, class: &MachineClass, secret: &Secret, check_provider: bool) -> Result<Prepared, Status> {
+    fn prepare(
+        &self,
+        class: &MachineClass,
+        secret: &Secret,
+        check_provider: bool,
+    ) -> Result<Prepared, Status> {
         if check_provider && class.provider != PROVIDER_NAME {
             return Err(Status::invalid_argument(format!(
                 "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
@@ -218,7 +231,9 @@ impl AwsDriver {
             )));
         }
         let spec = AwsProviderSpec::from_json(&class.provider_spec).map_err(|e| {
-            Status::invalid_argument(format!("providerSpec: cannot decode the AWS providerSpec: {e}"))
+            Status::invalid_argument(format!(
+                "providerSpec: cannot decode the AWS providerSpec: {e}"
+            ))
         })?;
         let mut errs = validate_spec(&spec);
         errs.extend(validate_secret(secret));
@@ -253,13 +268,20 @@ impl AwsDriver {
         result
     }
 
-    async fn create_locked(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
+    async fn create_locked(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
         let p = self.prepare(&req.machine_class, &req.secret, true)?;
         let name = machine_name(&req.machine)?;
         let (cluster, role) = tag_keys(&p.spec)?;
         let user_data = secret_value(&req.secret, SECRET_USER_DATA)
             .filter(|v| !v.is_empty())
-            .ok_or_else(|| Status::invalid_argument("secretRef.userData: Required value: userData doesn't exist"))?;
+            .ok_or_else(|| {
+                Status::invalid_argument(
+                    "secretRef.userData: Required value: userData doesn't exist",
+                )
+            })?;
         let user_data = base64::engine::general_purpose::STANDARD.encode(user_data);
 
         let _permit = self
@@ -274,12 +296,17 @@ impl AwsDriver {
             .ec2
             .instances_by_name(cluster, role, name)
             .await
-            .map_err(|e| e.lookup_status(&format!("looking for an existing VM of machine {name}")))?;
+            .map_err(|e| {
+                e.lookup_status(&format!("looking for an existing VM of machine {name}"))
+            })?;
         match existing.as_slice() {
             [] => {}
             [one] => {
-                info!(instance_id = one.instance_id().unwrap_or_default(), "machine already has a VM; adopting it");
-                return Ok(self.create_response(&p.spec, one));
+                info!(
+                    instance_id = one.instance_id().unwrap_or_default(),
+                    "machine already has a VM; adopting it"
+                );
+                return checked_response(self.create_response(&p.spec, one), name);
             }
             many => return Err(multiple_vms(name, many)),
         }
@@ -314,13 +341,20 @@ impl AwsDriver {
                 .map_err(Status::invalid_argument)?;
             let out = p
                 .ec2
-                .call("RunInstances", crate::ratelimit::ActionClass::RunInstances, || {
-                    request.clone().send()
-                })
+                .call(
+                    "RunInstances",
+                    crate::ratelimit::ActionClass::RunInstances,
+                    || request.clone().send(),
+                )
                 .await;
             match out {
                 Ok(out) => {
-                    let Some(instance) = out.instances().iter().find(|i| i.instance_id().is_some()).cloned() else {
+                    let Some(instance) = out
+                        .instances()
+                        .iter()
+                        .find(|i| i.instance_id().is_some())
+                        .cloned()
+                    else {
                         return Err(Status::internal(format!(
                             "RunInstances for machine {name} returned no instance ID"
                         )));
@@ -333,25 +367,31 @@ impl AwsDriver {
                     // the machine needs a new VM, under the next token.
                     info!(
                         instance_id = instance.instance_id().unwrap_or_default(),
-                        generation, "client token names a terminated instance; trying the next token"
+                        generation,
+                        "client token names a terminated instance; trying the next token"
                     );
                 }
                 Err(e) if e.code() == Some("IdempotentParameterMismatch") => {
                     // Same token, different parameters (the class changed between
                     // retries): adopt the token's instance if it lives, else move on.
-                    let same = p
-                        .ec2
-                        .instances_by_client_token(&token)
-                        .await
-                        .map_err(|e| e.lookup_status(&format!("looking up client token of machine {name}")))?;
+                    let same = p.ec2.instances_by_client_token(&token).await.map_err(|e| {
+                        e.lookup_status(&format!("looking up client token of machine {name}"))
+                    })?;
                     if let Some(i) = same.into_iter().next() {
                         launched = Some(i);
                         break;
                     }
-                    info!(generation, "client token used with other parameters; trying the next token");
+                    info!(
+                        generation,
+                        "client token used with other parameters; trying the next token"
+                    );
                 }
                 Err(e) => {
-                    warn!(error_code = e.code().unwrap_or("-"), aws_request_id = e.request_id().unwrap_or("-"), "RunInstances failed");
+                    warn!(
+                        error_code = e.code().unwrap_or("-"),
+                        aws_request_id = e.request_id().unwrap_or("-"),
+                        "RunInstances failed"
+                    );
                     return Err(e.status(&format!("creating the VM of machine {name}")));
                 }
             }
@@ -371,7 +411,9 @@ impl AwsDriver {
             match p.ec2.instance_by_id(&id).await {
                 Ok(Some(i)) => break i,
                 Ok(None) => debug!(instance_id = %id, "instance not visible yet"),
-                Err(e) => debug!(instance_id = %id, error = %e, "describing the new instance failed"),
+                Err(e) => {
+                    debug!(instance_id = %id, error = %e, "describing the new instance failed")
+                }
             }
             if started.elapsed() >= self.config.visibility_timeout {
                 return Err(Status::internal(format!(
@@ -382,12 +424,7 @@ impl AwsDriver {
             tokio::time::sleep(self.config.visibility_backoff.delay(step)).await;
             step += 1;
         };
-        let resp = self.create_response(&p.spec, &visible);
-        if resp.node_name.is_empty() {
-            return Err(Status::internal(format!(
-                "VM {id} of machine {name} has no private DNS name"
-            )));
-        }
+        let resp = checked_response(self.create_response(&p.spec, &visible), name)?;
         info!(instance_id = %id, node = %resp.node_name, "VM created");
         Ok(resp)
     }
@@ -409,11 +446,10 @@ impl AwsDriver {
         let (cluster, role) = tag_keys(&p.spec)?;
         if !machine.spec.provider_id.is_empty() {
             let id = decode_provider_id(&machine.spec.provider_id)?;
-            let found = p
-                .ec2
-                .instance_by_id(&id)
-                .await
-                .map_err(|e| e.lookup_status(&format!("looking up VM {id} of machine {name}")))?;
+            let found =
+                p.ec2.instance_by_id(&id).await.map_err(|e| {
+                    e.lookup_status(&format!("looking up VM {id} of machine {name}"))
+                })?;
             return Ok(found.into_iter().filter(is_live).collect());
         }
         p.ec2
@@ -422,17 +458,22 @@ impl AwsDriver {
             .map_err(|e| e.lookup_status(&format!("looking up the VM of machine {name}")))
     }
 
-    async fn status(&self, req: &GetMachineStatusRequest) -> DriverResult<GetMachineStatusResponse> {
+    async fn status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
         let p = self.prepare(&req.machine_class, &req.secret, true)?;
         let name = machine_name(&req.machine)?;
         let found = self.find(&p, &req.machine).await?;
         let instance = match found.as_slice() {
             [] => {
-                return Err(Status::not_found(if req.machine.spec.provider_id.is_empty() {
-                    format!("AWS plugin is returning no VM instances backing machine {name} (no ProviderID on the machine)")
-                } else {
-                    format!("AWS plugin is returning no VM instances backing this machine object ({name})")
-                }))
+                return Err(Status::not_found(
+                    if req.machine.spec.provider_id.is_empty() {
+                        format!("AWS plugin is returning no VM instances backing machine {name} (no ProviderID on the machine)")
+                    } else {
+                        format!("AWS plugin is returning no VM instances backing this machine object ({name})")
+                    },
+                ))
             }
             [one] => one,
             many => return Err(multiple_vms(name, many)),
@@ -456,7 +497,10 @@ impl AwsDriver {
         })
     }
 
-    async fn initialize(&self, req: &InitializeMachineRequest) -> DriverResult<InitializeMachineResponse> {
+    async fn initialize(
+        &self,
+        req: &InitializeMachineRequest,
+    ) -> DriverResult<InitializeMachineResponse> {
         let p = self.prepare(&req.machine_class, &req.secret, false)?;
         let name = machine_name(&req.machine)?;
         let found = self.find(&p, &req.machine).await?;
@@ -464,7 +508,10 @@ impl AwsDriver {
             [] => {
                 return Err(Status::new(
                     Code::Uninitialized,
-                    format!("{}", Status::not_found(format!("no VM backs machine {name}"))),
+                    format!(
+                        "{}",
+                        Status::not_found(format!("no VM backs machine {name}"))
+                    ),
                 ))
             }
             [one] => one,
@@ -478,9 +525,17 @@ impl AwsDriver {
         let mut last_err: Option<Ec2Error> = None;
         for step in &plan {
             let res = match step {
-                InitStep::DisableSourceDestCheck { eni } => p.ec2.disable_source_dest_check(eni).await.map(|_| Vec::new()),
-                InitStep::AssignIpv6Prefixes { eni, count } => p.ec2.assign_ipv6(eni, None, Some(*count)).await,
-                InitStep::AssignIpv6Addresses { eni, count } => p.ec2.assign_ipv6(eni, Some(*count), None).await,
+                InitStep::DisableSourceDestCheck { eni } => p
+                    .ec2
+                    .disable_source_dest_check(eni)
+                    .await
+                    .map(|_| Vec::new()),
+                InitStep::AssignIpv6Prefixes { eni, count } => {
+                    p.ec2.assign_ipv6(eni, None, Some(*count)).await
+                }
+                InitStep::AssignIpv6Addresses { eni, count } => {
+                    p.ec2.assign_ipv6(eni, Some(*count), None).await
+                }
             };
             match res {
                 Ok(addresses) => {
@@ -558,7 +613,13 @@ impl AwsDriver {
 
     /// Deletes the volumes and interfaces the spec asked to keep after
     /// termination (`deleteOnTermination: false`), once they are detached.
-    async fn clean_up(&self, p: &Prepared, name: &str, cluster: &str, mut r: Retained) -> Result<(), Status> {
+    async fn clean_up(
+        &self,
+        p: &Prepared,
+        name: &str,
+        cluster: &str,
+        mut r: Retained,
+    ) -> Result<(), Status> {
         let ctx = |what: &str| format!("cleaning up {what} of machine {name}");
         for v in p
             .ec2
@@ -566,7 +627,10 @@ impl AwsDriver {
             .await
             .map_err(|e| e.lookup_status(&ctx("volumes")))?
         {
-            let auto = v.attachments().iter().any(|a| a.delete_on_termination() == Some(true));
+            let auto = v
+                .attachments()
+                .iter()
+                .any(|a| a.delete_on_termination() == Some(true));
             if let (Some(id), false) = (v.volume_id(), auto) {
                 r.volumes.insert(id.to_string());
             }
@@ -597,16 +661,26 @@ impl AwsDriver {
                     let Some(id) = v.volume_id() else { continue };
                     match v.state() {
                         Some(VolumeState::Available) => {
-                            p.ec2.delete_volume(id).await.map_err(|e| e.status(&ctx("volumes")))?;
+                            p.ec2
+                                .delete_volume(id)
+                                .await
+                                .map_err(|e| e.status(&ctx("volumes")))?;
                             info!(volume_id = id, "deleted retained volume");
                         }
                         Some(VolumeState::Deleting) | Some(VolumeState::Deleted) => {}
                         _ => {
-                            let owner = v.attachments().iter().filter_map(|a| a.instance_id()).next();
+                            let owner = v
+                                .attachments()
+                                .iter()
+                                .filter_map(|a| a.instance_id())
+                                .next();
                             if self.attached_to_ours(p, &mut r, owner).await? {
                                 still.insert(id.to_string());
                             } else {
-                                warn!(volume_id = id, "volume is attached to another live instance; leaving it");
+                                warn!(
+                                    volume_id = id,
+                                    "volume is attached to another live instance; leaving it"
+                                );
                             }
                         }
                     }
@@ -616,29 +690,42 @@ impl AwsDriver {
             if !r.enis.is_empty() {
                 let enis = p
                     .ec2
-                    .network_interfaces(vec![values_filter("network-interface-id", r.enis.iter().cloned())])
+                    .network_interfaces(vec![values_filter(
+                        "network-interface-id",
+                        r.enis.iter().cloned(),
+                    )])
                     .await
                     .map_err(|e| e.lookup_status(&ctx("network interfaces")))?;
                 let mut still = BTreeSet::new();
                 for n in enis {
-                    let Some(id) = n.network_interface_id() else { continue };
+                    let Some(id) = n.network_interface_id() else {
+                        continue;
+                    };
                     if n.status() == Some(&NetworkInterfaceStatus::Available) {
                         p.ec2
                             .delete_network_interface(id)
                             .await
                             .map_err(|e| e.status(&ctx("network interfaces")))?;
-                        info!(network_interface_id = id, "deleted retained network interface");
+                        info!(
+                            network_interface_id = id,
+                            "deleted retained network interface"
+                        );
                         continue;
                     }
                     let owner = n.attachment().and_then(|a| a.instance_id());
                     if !self.attached_to_ours(p, &mut r, owner).await? {
-                        warn!(network_interface_id = id, "interface is attached to another live instance; leaving it");
+                        warn!(
+                            network_interface_id = id,
+                            "interface is attached to another live instance; leaving it"
+                        );
                         continue;
                     }
                     // AWS detaches by itself once the instance is terminated;
                     // some EC2 implementations need a push.
                     let terminated = owner.is_some_and(|o| r.terminated.contains(o));
-                    if let (true, Some(att)) = (terminated, n.attachment().and_then(|a| a.attachment_id())) {
+                    if let (true, Some(att)) =
+                        (terminated, n.attachment().and_then(|a| a.attachment_id()))
+                    {
                         if detached.insert(id.to_string()) {
                             p.ec2
                                 .detach_network_interface(att)
@@ -670,7 +757,12 @@ impl AwsDriver {
 
     /// Whether a resource attached to `owner` belongs to a VM of ours that is
     /// going away (or to no VM at all).
-    async fn attached_to_ours(&self, p: &Prepared, r: &mut Retained, owner: Option<&str>) -> Result<bool, Status> {
+    async fn attached_to_ours(
+        &self,
+        p: &Prepared,
+        r: &mut Retained,
+        owner: Option<&str>,
+    ) -> Result<bool, Status> {
         let Some(owner) = owner else { return Ok(true) };
         if r.dead.contains(owner) {
             if !r.terminated.contains(owner) {
@@ -785,15 +877,24 @@ pub enum InitStep {
 impl std::fmt::Display for InitStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            InitStep::DisableSourceDestCheck { eni } => write!(f, "source/destination check still on for {eni}"),
-            InitStep::AssignIpv6Prefixes { eni, count } => write!(f, "{count} IPv6 prefix(es) missing on {eni}"),
-            InitStep::AssignIpv6Addresses { eni, count } => write!(f, "{count} IPv6 address(es) missing on {eni}"),
+            InitStep::DisableSourceDestCheck { eni } => {
+                write!(f, "source/destination check still on for {eni}")
+            }
+            InitStep::AssignIpv6Prefixes { eni, count } => {
+                write!(f, "{count} IPv6 prefix(es) missing on {eni}")
+            }
+            InitStep::AssignIpv6Addresses { eni, count } => {
+                write!(f, "{count} IPv6 address(es) missing on {eni}")
+            }
         }
     }
 }
 
 fn describe_plan(plan: &[InitStep]) -> String {
-    plan.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    plan.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// What InitializeMachine still has to do on an instance: turn the
@@ -804,19 +905,31 @@ fn describe_plan(plan: &[InitStep]) -> String {
 pub fn init_plan(spec: &AwsProviderSpec, instance: &Instance) -> Vec<InitStep> {
     let mut plan = Vec::new();
     let mut enis: Vec<_> = instance.network_interfaces().iter().collect();
-    enis.sort_by_key(|n| n.attachment().and_then(|a| a.device_index()).unwrap_or(i32::MAX));
+    enis.sort_by_key(|n| {
+        n.attachment()
+            .and_then(|a| a.device_index())
+            .unwrap_or(i32::MAX)
+    });
     if spec.src_and_dst_checks_enabled == Some(false) {
         for n in &enis {
             if is_efa_type(n.interface_type()) {
                 continue;
             }
-            if let (Some(id), true) = (n.network_interface_id(), n.source_dest_check().unwrap_or(true)) {
-                plan.push(InitStep::DisableSourceDestCheck { eni: id.to_string() });
+            if let (Some(id), true) = (
+                n.network_interface_id(),
+                n.source_dest_check().unwrap_or(true),
+            ) {
+                plan.push(InitStep::DisableSourceDestCheck {
+                    eni: id.to_string(),
+                });
             }
         }
     }
     for n in &enis {
-        let (Some(id), Some(idx)) = (n.network_interface_id(), n.attachment().and_then(|a| a.device_index())) else {
+        let (Some(id), Some(idx)) = (
+            n.network_interface_id(),
+            n.attachment().and_then(|a| a.device_index()),
+        ) else {
             continue;
         };
         let Some(want) = spec.interface_for_device_index(idx) else {
@@ -919,6 +1032,20 @@ pub fn client_token(machine: &Machine, generation: u32) -> String {
     token
 }
 
+/// A create answer needs a node name (the instance's private DNS name).
+fn checked_response(
+    resp: CreateMachineResponse,
+    name: &str,
+) -> DriverResult<CreateMachineResponse> {
+    if resp.node_name.is_empty() {
+        return Err(Status::internal(format!(
+            "VM {} of machine {name} has no private DNS name",
+            resp.provider_id
+        )));
+    }
+    Ok(resp)
+}
+
 fn machine_name(m: &Machine) -> Result<&str, Status> {
     m.metadata
         .name
@@ -930,7 +1057,9 @@ fn machine_name(m: &Machine) -> Result<&str, Status> {
 fn tag_keys(spec: &AwsProviderSpec) -> Result<(&str, &str), Status> {
     match (spec.cluster_tag_key(), spec.role_tag_key()) {
         (Some(c), Some(r)) => Ok((c, r)),
-        _ => Err(Status::invalid_argument("providerSpec.tags: cluster and role tags are required")),
+        _ => Err(Status::invalid_argument(
+            "providerSpec.tags: cluster and role tags are required",
+        )),
     }
 }
 
@@ -967,7 +1096,9 @@ fn volume_ids(req: &GetVolumeIdsRequest) -> Vec<String> {
         } else if let Some(ebs) = &pv.aws_elastic_block_store {
             match ebs_volume_id(&ebs.volume_id) {
                 Some(id) => out.push(id),
-                None => warn!(volume_id = %ebs.volume_id, "cannot read the EBS volume ID; skipping"),
+                None => {
+                    warn!(volume_id = %ebs.volume_id, "cannot read the EBS volume ID; skipping")
+                }
             }
         }
     }
@@ -975,7 +1106,9 @@ fn volume_ids(req: &GetVolumeIdsRequest) -> Vec<String> {
 }
 
 fn span(op: &'static str, machine: Option<&Machine>, class: &MachineClass) -> tracing::Span {
-    let name = machine.and_then(|m| m.metadata.name.as_deref()).unwrap_or("");
+    let name = machine
+        .and_then(|m| m.metadata.name.as_deref())
+        .unwrap_or("");
     let provider_id = machine.map(|m| m.spec.provider_id.as_str()).unwrap_or("");
     info_span!(
         "aws",
@@ -989,35 +1122,49 @@ fn span(op: &'static str, machine: Option<&Machine>, class: &MachineClass) -> tr
 fn log_result<T>(op: &str, r: &DriverResult<T>) {
     match r {
         Ok(_) => debug!(op, "done"),
-        Err(s) if matches!(s.code, Code::NotFound | Code::Uninitialized) => debug!(op, code = %s.code, message = %s.message, "answered"),
+        Err(s) if matches!(s.code, Code::NotFound | Code::Uninitialized) => {
+            debug!(op, code = %s.code, message = %s.message, "answered")
+        }
         Err(s) => warn!(op, code = %s.code, message = %s.message, "failed"),
     }
 }
 
 #[async_trait]
 impl Driver for AwsDriver {
-    async fn create_machine(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
         let span = span("create_machine", Some(&req.machine), &req.machine_class);
         let r = self.create(req).instrument(span.clone()).await;
         span.in_scope(|| log_result("create_machine", &r));
         r
     }
 
-    async fn initialize_machine(&self, req: &InitializeMachineRequest) -> DriverResult<InitializeMachineResponse> {
+    async fn initialize_machine(
+        &self,
+        req: &InitializeMachineRequest,
+    ) -> DriverResult<InitializeMachineResponse> {
         let span = span("initialize_machine", Some(&req.machine), &req.machine_class);
         let r = self.initialize(req).instrument(span.clone()).await;
         span.in_scope(|| log_result("initialize_machine", &r));
         r
     }
 
-    async fn delete_machine(&self, req: &DeleteMachineRequest) -> DriverResult<DeleteMachineResponse> {
+    async fn delete_machine(
+        &self,
+        req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
         let span = span("delete_machine", Some(&req.machine), &req.machine_class);
         let r = self.delete(req).instrument(span.clone()).await;
         span.in_scope(|| log_result("delete_machine", &r));
         r
     }
 
-    async fn get_machine_status(&self, req: &GetMachineStatusRequest) -> DriverResult<GetMachineStatusResponse> {
+    async fn get_machine_status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
         let span = span("get_machine_status", Some(&req.machine), &req.machine_class);
         let r = self.status(req).instrument(span.clone()).await;
         span.in_scope(|| log_result("get_machine_status", &r));
@@ -1031,7 +1178,10 @@ impl Driver for AwsDriver {
         r
     }
 
-    async fn get_volume_ids(&self, req: &GetVolumeIdsRequest) -> DriverResult<GetVolumeIdsResponse> {
+    async fn get_volume_ids(
+        &self,
+        req: &GetVolumeIdsRequest,
+    ) -> DriverResult<GetVolumeIdsResponse> {
         Ok(GetVolumeIdsResponse {
             volume_ids: volume_ids(req),
         })
@@ -1042,24 +1192,44 @@ impl Driver for AwsDriver {
 mod tests {
     use super::*;
     use aws_sdk_ec2::types::{
-        InstanceIpv6Address, InstanceIpv6Prefix, InstanceNetworkInterface, InstanceNetworkInterfaceAttachment,
+        InstanceIpv6Address, InstanceIpv6Prefix, InstanceNetworkInterface,
+        InstanceNetworkInterfaceAttachment,
     };
     use k8s_openapi::api::core::v1::{
         AWSElasticBlockStoreVolumeSource, CSIPersistentVolumeSource, PersistentVolumeSpec,
     };
     use serde_json::json;
 
-    fn eni(id: &str, idx: i32, sdc: Option<bool>, kind: &str, v6: usize, prefixes: usize) -> InstanceNetworkInterface {
+    fn eni(
+        id: &str,
+        idx: i32,
+        sdc: Option<bool>,
+        kind: &str,
+        v6: usize,
+        prefixes: usize,
+    ) -> InstanceNetworkInterface {
         let mut b = InstanceNetworkInterface::builder()
             .network_interface_id(id)
             .interface_type(kind)
-            .attachment(InstanceNetworkInterfaceAttachment::builder().device_index(idx).build())
+            .attachment(
+                InstanceNetworkInterfaceAttachment::builder()
+                    .device_index(idx)
+                    .build(),
+            )
             .set_source_dest_check(sdc);
         for n in 0..v6 {
-            b = b.ipv6_addresses(InstanceIpv6Address::builder().ipv6_address(format!("2001:db8::{n}")).build());
+            b = b.ipv6_addresses(
+                InstanceIpv6Address::builder()
+                    .ipv6_address(format!("2001:db8::{n}"))
+                    .build(),
+            );
         }
         for n in 0..prefixes {
-            b = b.ipv6_prefixes(InstanceIpv6Prefix::builder().ipv6_prefix(format!("2001:db8:{n}::/80")).build());
+            b = b.ipv6_prefixes(
+                InstanceIpv6Prefix::builder()
+                    .ipv6_prefix(format!("2001:db8:{n}::/80"))
+                    .build(),
+            );
         }
         b.build()
     }
@@ -1070,11 +1240,13 @@ mod tests {
 
     #[test]
     fn init_plan_covers_src_dst_efa_prefixes_and_addresses() {
-        let s = spec(json!({"srcAndDstChecksEnabled": false, "networkInterfaces": [
-            {"subnetID": "a", "securityGroupIDs": ["g"], "ipv6PrefixCount": 2, "ipv6AddressCount": 1},
-            {"subnetID": "b", "securityGroupIDs": ["g"], "interfaceType": "efa"},
-            {"subnetID": "c", "securityGroupIDs": ["g"], "ipv6PrefixCount": 1}
-        ]}));
+        let s = spec(
+            json!({"srcAndDstChecksEnabled": false, "networkInterfaces": [
+                {"subnetID": "a", "securityGroupIDs": ["g"], "ipv6PrefixCount": 2, "ipv6AddressCount": 1},
+                {"subnetID": "b", "securityGroupIDs": ["g"], "interfaceType": "efa"},
+                {"subnetID": "c", "securityGroupIDs": ["g"], "ipv6PrefixCount": 1}
+            ]}),
+        );
         let i = Instance::builder()
             .network_interfaces(eni("eni-0", 0, Some(true), "interface", 0, 1))
             .network_interfaces(eni("eni-1", 1, Some(true), "efa", 0, 0))
@@ -1083,10 +1255,20 @@ mod tests {
         assert_eq!(
             init_plan(&s, &i),
             vec![
-                InitStep::DisableSourceDestCheck { eni: "eni-0".into() },
-                InitStep::DisableSourceDestCheck { eni: "eni-2".into() },
-                InitStep::AssignIpv6Prefixes { eni: "eni-0".into(), count: 1 },
-                InitStep::AssignIpv6Addresses { eni: "eni-0".into(), count: 1 },
+                InitStep::DisableSourceDestCheck {
+                    eni: "eni-0".into()
+                },
+                InitStep::DisableSourceDestCheck {
+                    eni: "eni-2".into()
+                },
+                InitStep::AssignIpv6Prefixes {
+                    eni: "eni-0".into(),
+                    count: 1
+                },
+                InitStep::AssignIpv6Addresses {
+                    eni: "eni-0".into(),
+                    count: 1
+                },
             ],
             "EFA skipped, an absent check counts as on, surplus prefixes are left alone"
         );
@@ -1096,17 +1278,36 @@ mod tests {
             .network_interfaces(eni("eni-2", 2, Some(false), "interface", 0, 1))
             .build();
         assert!(init_plan(&s, &done).is_empty());
-        let checks_on = spec(json!({"networkInterfaces": [{"subnetID": "a", "securityGroupIDs": ["g"]}]}));
+        let checks_on =
+            spec(json!({"networkInterfaces": [{"subnetID": "a", "securityGroupIDs": ["g"]}]}));
         assert!(init_plan(&checks_on, &i).is_empty());
     }
 
     #[test]
     fn provider_ids_round_trip() {
-        assert_eq!(provider_id("eu-west-1", "i-0abc"), "aws:///eu-west-1/i-0abc");
-        assert_eq!(decode_provider_id("aws:///eu-west-1/i-0abc").expect("ok"), "i-0abc");
-        assert_eq!(decode_provider_id("aws:///eu-west-1a/i-0abc").expect("ok"), "i-0abc");
-        for bad in ["", "i-0abc", "gce:///x/i-1", "aws:///eu-west-1/", "aws:///eu-west-1/vol-1"] {
-            assert_eq!(decode_provider_id(bad).expect_err(bad).code, Code::InvalidArgument);
+        assert_eq!(
+            provider_id("eu-west-1", "i-0abc"),
+            "aws:///eu-west-1/i-0abc"
+        );
+        assert_eq!(
+            decode_provider_id("aws:///eu-west-1/i-0abc").expect("ok"),
+            "i-0abc"
+        );
+        assert_eq!(
+            decode_provider_id("aws:///eu-west-1a/i-0abc").expect("ok"),
+            "i-0abc"
+        );
+        for bad in [
+            "",
+            "i-0abc",
+            "gce:///x/i-1",
+            "aws:///eu-west-1/",
+            "aws:///eu-west-1/vol-1",
+        ] {
+            assert_eq!(
+                decode_provider_id(bad).expect_err(bad).code,
+                Code::InvalidArgument
+            );
         }
     }
 
@@ -1114,8 +1315,14 @@ mod tests {
     fn client_tokens_come_from_the_uid() {
         let mut m = Machine::new("m1", Default::default());
         m.metadata.uid = Some("0b2c3d4e-aaaa-bbbb-cccc-000000000001".into());
-        assert_eq!(client_token(&m, 0), "mcm-0b2c3d4e-aaaa-bbbb-cccc-000000000001");
-        assert_eq!(client_token(&m, 2), "mcm-0b2c3d4e-aaaa-bbbb-cccc-000000000001-g2");
+        assert_eq!(
+            client_token(&m, 0),
+            "mcm-0b2c3d4e-aaaa-bbbb-cccc-000000000001"
+        );
+        assert_eq!(
+            client_token(&m, 2),
+            "mcm-0b2c3d4e-aaaa-bbbb-cccc-000000000001-g2"
+        );
         m.metadata.uid = Some("x".repeat(100));
         assert!(client_token(&m, 3).len() <= 64);
         m.metadata.uid = None;

@@ -38,6 +38,11 @@ pub fn tag_value<'a>(instance: &'a Instance, key: &str) -> Option<&'a str> {
         .and_then(|t| t.value())
 }
 
+/// Whether an instance has a tag with this key.
+pub fn has_tag_key(instance: &Instance, key: &str) -> bool {
+    instance.tags().iter().any(|t| t.key() == Some(key))
+}
+
 fn filter(name: &str, values: impl IntoIterator<Item = impl Into<String>>) -> Filter {
     Filter::builder()
         .name(name)
@@ -83,7 +88,11 @@ pub struct Ec2 {
 
 impl Ec2 {
     /// Wraps a client.
-    pub fn new(client: aws_sdk_ec2::Client, limiter: Arc<Limiter>, config: &AwsDriverConfig) -> Self {
+    pub fn new(
+        client: aws_sdk_ec2::Client,
+        limiter: Arc<Limiter>,
+        config: &AwsDriverConfig,
+    ) -> Self {
         Ec2 {
             client,
             limiter,
@@ -119,12 +128,20 @@ impl Ec2 {
         loop {
             let waited = self.limiter.acquire(class).await;
             if waited > Duration::from_millis(100) {
-                debug!(action, waited_ms = waited.as_millis() as u64, "waited for the EC2 token bucket");
+                debug!(
+                    action,
+                    waited_ms = waited.as_millis() as u64,
+                    "waited for the EC2 token bucket"
+                );
             }
             match send().await {
                 Ok(out) => {
                     self.limiter.succeeded(class).await;
-                    debug!(action, aws_request_id = out.request_id().unwrap_or("-"), "EC2 call succeeded");
+                    debug!(
+                        action,
+                        aws_request_id = out.request_id().unwrap_or("-"),
+                        "EC2 call succeeded"
+                    );
                     return Ok(out);
                 }
                 Err(e) => {
@@ -132,7 +149,11 @@ impl Ec2 {
                     if err.is_throttling() {
                         let pause = self
                             .limiter
-                            .penalize(class, self.retry.throttle_pause, self.retry.throttle_max_pause)
+                            .penalize(
+                                class,
+                                self.retry.throttle_pause,
+                                self.retry.throttle_max_pause,
+                            )
                             .await;
                         if throttled < self.retry.throttle_retries {
                             throttled += 1;
@@ -213,7 +234,11 @@ impl Ec2 {
 
     /// The instance with this ID (any state), if EC2 knows it.
     pub async fn instance_by_id(self: &Arc<Self>, id: &str) -> Result<Option<Instance>, Ec2Error> {
-        Ok(self.lookup(Lookup::Id(id.to_string())).await?.into_iter().next())
+        Ok(self
+            .lookup(Lookup::Id(id.to_string()))
+            .await?
+            .into_iter()
+            .next())
     }
 
     /// The live instances of a machine, by `Name` tag and cluster/role tag keys.
@@ -246,7 +271,11 @@ impl Ec2 {
                 Lookup::Id(id) => {
                     ids.insert(id.clone());
                 }
-                Lookup::Name { cluster, role, name } => {
+                Lookup::Name {
+                    cluster,
+                    role,
+                    name,
+                } => {
                     names
                         .entry((cluster.clone(), role.clone()))
                         .or_default()
@@ -264,7 +293,9 @@ impl Ec2 {
         let mut by_id: HashMap<String, Result<Vec<Instance>, Ec2Error>> = HashMap::new();
         let ids: Vec<String> = ids.into_iter().collect();
         for chunk in ids.chunks(self.max_batch_size) {
-            let res = self.describe_all(vec![filter("instance-id", chunk.iter().cloned())]).await;
+            let res = self
+                .describe_all(vec![filter("instance-id", chunk.iter().cloned())])
+                .await;
             for id in chunk {
                 let r = res.as_ref().map(|all| {
                     all.iter()
@@ -275,33 +306,47 @@ impl Ec2 {
                 by_id.insert(id.clone(), r.map_err(Clone::clone));
             }
         }
-        let mut by_name: HashMap<(String, String, String), Result<Vec<Instance>, Ec2Error>> = HashMap::new();
+        let mut by_name: HashMap<(String, String, String), Result<Vec<Instance>, Ec2Error>> =
+            HashMap::new();
         for ((cluster, role), set) in names {
             let list: Vec<String> = set.into_iter().collect();
             for chunk in list.chunks(self.max_batch_size) {
+                // One `tag-key` filter only: several filters of the same name
+                // are not ANDed by every EC2 implementation; the role key is
+                // checked here instead.
                 let res = self
                     .describe_all(vec![
                         filter("tag:Name", chunk.iter().cloned()),
                         filter("tag-key", [cluster.clone()]),
-                        filter("tag-key", [role.clone()]),
                         filter("instance-state-name", LIVE_STATES),
                     ])
                     .await;
                 for name in chunk {
                     let r = res.as_ref().map(|all| {
                         all.iter()
-                            .filter(|i| tag_value(i, "Name") == Some(name.as_str()) && is_live(i))
+                            .filter(|i| {
+                                tag_value(i, "Name") == Some(name.as_str())
+                                    && has_tag_key(i, &role)
+                                    && is_live(i)
+                            })
                             .cloned()
                             .collect()
                     });
-                    by_name.insert((cluster.clone(), role.clone(), name.clone()), r.map_err(Clone::clone));
+                    by_name.insert(
+                        (cluster.clone(), role.clone(), name.clone()),
+                        r.map_err(Clone::clone),
+                    );
                 }
             }
         }
         for (q, reply) in queries {
             let answer = match q {
                 Lookup::Id(id) => by_id.get(&id).cloned(),
-                Lookup::Name { cluster, role, name } => by_name.get(&(cluster, role, name)).cloned(),
+                Lookup::Name {
+                    cluster,
+                    role,
+                    name,
+                } => by_name.get(&(cluster, role, name)).cloned(),
             }
             .unwrap_or_else(|| Err(unexpected("DescribeInstances", "look-up lost in the batch")));
             let _ = reply.send(answer);
@@ -328,21 +373,32 @@ impl Ec2 {
                 out.extend(r.instances().iter().cloned());
             }
             match page.next_token() {
-                Some(t) if !t.is_empty() && seen_tokens.insert(t.to_string()) => token = Some(t.to_string()),
+                Some(t) if !t.is_empty() && seen_tokens.insert(t.to_string()) => {
+                    token = Some(t.to_string())
+                }
                 _ => break,
             }
         }
         Ok(out)
     }
 
-    /// The live instances carrying both tag keys.
-    pub async fn instances_by_tags(&self, cluster: &str, role: &str) -> Result<Vec<Instance>, Ec2Error> {
-        self.describe_all(vec![
-            filter("tag-key", [cluster]),
-            filter("tag-key", [role]),
-            filter("instance-state-name", LIVE_STATES),
-        ])
-        .await
+    /// The live instances carrying both tag keys (the cluster key filtered by
+    /// EC2, the role key here).
+    pub async fn instances_by_tags(
+        &self,
+        cluster: &str,
+        role: &str,
+    ) -> Result<Vec<Instance>, Ec2Error> {
+        let all = self
+            .describe_all(vec![
+                filter("tag-key", [cluster]),
+                filter("instance-state-name", LIVE_STATES),
+            ])
+            .await?;
+        Ok(all
+            .into_iter()
+            .filter(|i| has_tag_key(i, role) && has_tag_key(i, cluster) && is_live(i))
+            .collect())
     }
 
     /// The live instances launched with this client token.
@@ -357,9 +413,11 @@ impl Ec2 {
     /// TerminateInstances for one instance. An unknown ID is success.
     pub async fn terminate(&self, id: &str) -> Result<(), Ec2Error> {
         match self
-            .call("TerminateInstances", ActionClass::TerminateInstances, || {
-                self.client.terminate_instances().instance_ids(id).send()
-            })
+            .call(
+                "TerminateInstances",
+                ActionClass::TerminateInstances,
+                || self.client.terminate_instances().instance_ids(id).send(),
+            )
             .await
         {
             Ok(_) => Ok(()),
@@ -373,17 +431,21 @@ impl Ec2 {
 
     /// Turns the source/destination check of an interface off.
     pub async fn disable_source_dest_check(&self, eni: &str) -> Result<(), Ec2Error> {
-        self.call("ModifyNetworkInterfaceAttribute", ActionClass::Mutating, || {
-            self.client
-                .modify_network_interface_attribute()
-                .network_interface_id(eni)
-                .source_dest_check(
-                    aws_sdk_ec2::types::AttributeBooleanValue::builder()
-                        .value(false)
-                        .build(),
-                )
-                .send()
-        })
+        self.call(
+            "ModifyNetworkInterfaceAttribute",
+            ActionClass::Mutating,
+            || {
+                self.client
+                    .modify_network_interface_attribute()
+                    .network_interface_id(eni)
+                    .source_dest_check(
+                        aws_sdk_ec2::types::AttributeBooleanValue::builder()
+                            .value(false)
+                            .build(),
+                    )
+                    .send()
+            },
+        )
         .await
         .map(|_| ())
     }
@@ -397,14 +459,18 @@ impl Ec2 {
         prefixes: Option<i32>,
     ) -> Result<Vec<String>, Ec2Error> {
         let out = self
-            .call("AssignIpv6Addresses", ActionClass::AssignIpv6Addresses, || {
-                self.client
-                    .assign_ipv6_addresses()
-                    .network_interface_id(eni)
-                    .set_ipv6_address_count(addresses)
-                    .set_ipv6_prefix_count(prefixes)
-                    .send()
-            })
+            .call(
+                "AssignIpv6Addresses",
+                ActionClass::AssignIpv6Addresses,
+                || {
+                    self.client
+                        .assign_ipv6_addresses()
+                        .network_interface_id(eni)
+                        .set_ipv6_address_count(addresses)
+                        .set_ipv6_prefix_count(prefixes)
+                        .send()
+                },
+            )
             .await?;
         Ok(out.assigned_ipv6_addresses().to_vec())
     }
@@ -425,7 +491,9 @@ impl Ec2 {
                 .await?;
             out.extend(page.volumes().iter().cloned());
             match page.next_token() {
-                Some(t) if !t.is_empty() && token.as_deref() != Some(t) => token = Some(t.to_string()),
+                Some(t) if !t.is_empty() && token.as_deref() != Some(t) => {
+                    token = Some(t.to_string())
+                }
                 _ => break,
             }
         }
@@ -433,7 +501,10 @@ impl Ec2 {
     }
 
     /// Network interfaces by filters.
-    pub async fn network_interfaces(&self, filters: Vec<Filter>) -> Result<Vec<NetworkInterface>, Ec2Error> {
+    pub async fn network_interfaces(
+        &self,
+        filters: Vec<Filter>,
+    ) -> Result<Vec<NetworkInterface>, Ec2Error> {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
         loop {
@@ -448,7 +519,9 @@ impl Ec2 {
                 .await?;
             out.extend(page.network_interfaces().iter().cloned());
             match page.next_token() {
-                Some(t) if !t.is_empty() && token.as_deref() != Some(t) => token = Some(t.to_string()),
+                Some(t) if !t.is_empty() && token.as_deref() != Some(t) => {
+                    token = Some(t.to_string())
+                }
                 _ => break,
             }
         }
@@ -471,9 +544,16 @@ impl Ec2 {
     /// Deletes a network interface; an unknown interface is success.
     pub async fn delete_network_interface(&self, id: &str) -> Result<(), Ec2Error> {
         match self
-            .call("DeleteNetworkInterface", ActionClass::NetworkInterfaces, || {
-                self.client.delete_network_interface().network_interface_id(id).send()
-            })
+            .call(
+                "DeleteNetworkInterface",
+                ActionClass::NetworkInterfaces,
+                || {
+                    self.client
+                        .delete_network_interface()
+                        .network_interface_id(id)
+                        .send()
+                },
+            )
             .await
         {
             Err(e) if !e.is_not_found() => Err(e),

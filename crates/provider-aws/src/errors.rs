@@ -85,6 +85,25 @@ pub enum Ec2Error {
     },
 }
 
+/// EC2 puts the request ID of an error into the XML body
+/// (`<RequestID>`), not always into a header.
+fn request_id_from_body<E>(err: &SdkError<E>) -> Option<String> {
+    let raw = match err {
+        SdkError::ServiceError(e) => e.raw(),
+        SdkError::ResponseError(e) => e.raw(),
+        _ => return None,
+    };
+    let body = std::str::from_utf8(raw.body().bytes()?).ok()?;
+    ["<RequestID>", "<RequestId>", "<requestId>"]
+        .iter()
+        .find_map(|open| {
+            let start = body.find(open)? + open.len();
+            let len = body[start..].find('<')?;
+            let id = body[start..start + len].trim();
+            (!id.is_empty() && id.len() <= 128).then(|| id.to_string())
+        })
+}
+
 fn request_id_suffix(id: &Option<String>) -> String {
     id.as_ref()
         .map(|id| format!(" (request id {id})"))
@@ -97,7 +116,10 @@ impl Ec2Error {
     where
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
-        let request_id = err.request_id().map(str::to_string);
+        let request_id = err
+            .request_id()
+            .map(str::to_string)
+            .or_else(|| request_id_from_body(&err));
         match err.code() {
             Some(code) => Ec2Error::Api {
                 action,
@@ -233,16 +255,46 @@ mod tests {
 
     #[test]
     fn the_mapping_table() {
-        assert_eq!(api("InvalidInstanceID.NotFound").code_for_mutation(), Code::NotFound);
-        assert_eq!(api("InvalidAMIID.NotFound").code_for_mutation(), Code::NotFound);
-        assert_eq!(api("InvalidParameterValue").code_for_mutation(), Code::InvalidArgument);
-        assert_eq!(api("InvalidParameterCombination").code_for_mutation(), Code::InvalidArgument);
-        assert_eq!(api("MissingParameter").code_for_mutation(), Code::InvalidArgument);
-        assert_eq!(api("InvalidAMIID.Malformed").code_for_mutation(), Code::InvalidArgument);
-        assert_eq!(api("AuthFailure").code_for_mutation(), Code::Unauthenticated);
-        assert_eq!(api("InvalidClientTokenId").code_for_mutation(), Code::Unauthenticated);
-        assert_eq!(api("UnauthorizedOperation").code_for_mutation(), Code::PermissionDenied);
-        assert_eq!(api("RequestLimitExceeded").code_for_mutation(), Code::Internal);
+        assert_eq!(
+            api("InvalidInstanceID.NotFound").code_for_mutation(),
+            Code::NotFound
+        );
+        assert_eq!(
+            api("InvalidAMIID.NotFound").code_for_mutation(),
+            Code::NotFound
+        );
+        assert_eq!(
+            api("InvalidParameterValue").code_for_mutation(),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            api("InvalidParameterCombination").code_for_mutation(),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            api("MissingParameter").code_for_mutation(),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            api("InvalidAMIID.Malformed").code_for_mutation(),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            api("AuthFailure").code_for_mutation(),
+            Code::Unauthenticated
+        );
+        assert_eq!(
+            api("InvalidClientTokenId").code_for_mutation(),
+            Code::Unauthenticated
+        );
+        assert_eq!(
+            api("UnauthorizedOperation").code_for_mutation(),
+            Code::PermissionDenied
+        );
+        assert_eq!(
+            api("RequestLimitExceeded").code_for_mutation(),
+            Code::Internal
+        );
         assert!(api("RequestLimitExceeded").is_throttling());
         assert_eq!(api("InternalError").code_for_mutation(), Code::Internal);
         let t = Ec2Error::Transport {
@@ -254,8 +306,14 @@ mod tests {
 
     #[test]
     fn lookups_never_say_not_found() {
-        assert_eq!(api("InvalidInstanceID.NotFound").code_for_lookup(), Code::Internal);
-        assert_eq!(api("InvalidParameterValue").code_for_lookup(), Code::Internal);
+        assert_eq!(
+            api("InvalidInstanceID.NotFound").code_for_lookup(),
+            Code::Internal
+        );
+        assert_eq!(
+            api("InvalidParameterValue").code_for_lookup(),
+            Code::Internal
+        );
         assert_eq!(api("AuthFailure").code_for_lookup(), Code::Unauthenticated);
     }
 

@@ -8,8 +8,8 @@ use aws_sdk_ec2::types::{
     HttpTokensState, IamInstanceProfileSpecification, InstanceMarketOptionsRequest,
     InstanceMetadataEndpointState, InstanceMetadataOptionsRequest, InstanceMetadataProtocolState,
     InstanceNetworkInterfaceSpecification, InstanceType, MarketType, Placement, ResourceType,
-    RunInstancesMonitoringEnabled, SpotInstanceType, SpotMarketOptions, Tag, TagSpecification, Tenancy,
-    VolumeType,
+    RunInstancesMonitoringEnabled, SpotInstanceType, SpotMarketOptions, Tag, TagSpecification,
+    Tenancy, VolumeType,
 };
 use std::collections::BTreeMap;
 
@@ -47,9 +47,13 @@ pub fn run_instances_request(
         .set_network_interfaces(Some(network_interfaces(spec)))
         .set_tag_specifications(Some(tag_specifications(&spec.tags, input.machine_name)))
         .iam_instance_profile(if spec.iam.name.is_empty() {
-            IamInstanceProfileSpecification::builder().arn(&spec.iam.arn).build()
+            IamInstanceProfileSpecification::builder()
+                .arn(&spec.iam.arn)
+                .build()
         } else {
-            IamInstanceProfileSpecification::builder().name(&spec.iam.name).build()
+            IamInstanceProfileSpecification::builder()
+                .name(&spec.iam.name)
+                .build()
         });
     if let Some(k) = spec.key_name.as_deref().filter(|k| !k.is_empty()) {
         b = b.key_name(k);
@@ -58,15 +62,23 @@ pub fn run_instances_request(
         b = b.ebs_optimized(true);
     }
     if spec.monitoring {
-        b = b.monitoring(RunInstancesMonitoringEnabled::builder().enabled(true).build());
+        b = b.monitoring(
+            RunInstancesMonitoringEnabled::builder()
+                .enabled(true)
+                .build(),
+        );
     }
     if let Some(md) = &spec.instance_metadata_options {
         let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_string());
         let o = InstanceMetadataOptionsRequest::builder()
-            .set_http_endpoint(non_empty(&md.http_endpoint).map(|s| InstanceMetadataEndpointState::from(s.as_str())))
+            .set_http_endpoint(
+                non_empty(&md.http_endpoint)
+                    .map(|s| InstanceMetadataEndpointState::from(s.as_str())),
+            )
             .set_http_tokens(non_empty(&md.http_tokens).map(|s| HttpTokensState::from(s.as_str())))
             .set_http_protocol_ipv6(
-                non_empty(&md.http_protocol_ipv6).map(|s| InstanceMetadataProtocolState::from(s.as_str())),
+                non_empty(&md.http_protocol_ipv6)
+                    .map(|s| InstanceMetadataProtocolState::from(s.as_str())),
             )
             .set_http_put_response_hop_limit(md.http_put_response_hop_limit)
             .build();
@@ -89,7 +101,9 @@ pub fn run_instances_request(
                     ))
                     .build(),
             );
-        } else if cr.capacity_reservation_id.is_some() || cr.capacity_reservation_resource_group_arn.is_some() {
+        } else if cr.capacity_reservation_id.is_some()
+            || cr.capacity_reservation_resource_group_arn.is_some()
+        {
             b = b.capacity_reservation_specification(
                 CapacityReservationSpecification::builder()
                     .capacity_reservation_target(
@@ -116,7 +130,10 @@ pub fn run_instances_request(
 /// The block device mappings: `/root` (or the only disk) gets the AMI's root
 /// device name; volumes are deleted with the instance unless the spec says
 /// `deleteOnTermination: false`; a KMS key implies encryption.
-pub fn block_devices(spec: &AwsProviderSpec, root_device_name: &str) -> Result<Vec<BlockDeviceMapping>, String> {
+pub fn block_devices(
+    spec: &AwsProviderSpec,
+    root_device_name: &str,
+) -> Result<Vec<BlockDeviceMapping>, String> {
     if spec.block_devices.is_empty() {
         return Err("providerSpec.blockDevices: no block devices passed".into());
     }
@@ -177,7 +194,9 @@ pub fn network_interfaces(spec: &AwsProviderSpec) -> Vec<InstanceNetworkInterfac
                 .set_interface_type(ni.interface_type.clone().filter(|t| !t.is_empty()))
                 .delete_on_termination(ni.delete_on_termination.unwrap_or(true));
             if let Some(n) = ni.ipv6_address_count.filter(|n| *n > 0) {
-                b = b.ipv6_address_count(n).primary_ipv6(ni.primary_ipv6.unwrap_or(true));
+                b = b
+                    .ipv6_address_count(n)
+                    .primary_ipv6(ni.primary_ipv6.unwrap_or(true));
             }
             b.build()
         })
@@ -186,29 +205,41 @@ pub fn network_interfaces(spec: &AwsProviderSpec) -> Vec<InstanceNetworkInterfac
 
 /// Instance, volume and interface tags: the spec's tags (without `Name`) and
 /// `Name` = machine name.
-pub fn tag_specifications(tags: &BTreeMap<String, String>, machine_name: &str) -> Vec<TagSpecification> {
+pub fn tag_specifications(
+    tags: &BTreeMap<String, String>,
+    machine_name: &str,
+) -> Vec<TagSpecification> {
     let mut list: Vec<Tag> = tags
         .iter()
         .filter(|(k, _)| k.as_str() != "Name")
         .map(|(k, v)| Tag::builder().key(k).value(v).build())
         .collect();
     list.push(Tag::builder().key("Name").value(machine_name).build());
-    [ResourceType::Instance, ResourceType::Volume, ResourceType::NetworkInterface]
-        .into_iter()
-        .map(|r| {
-            TagSpecification::builder()
-                .resource_type(r)
-                .set_tags(Some(list.clone()))
-                .build()
-        })
-        .collect()
+    [
+        ResourceType::Instance,
+        ResourceType::Volume,
+        ResourceType::NetworkInterface,
+    ]
+    .into_iter()
+    .map(|r| {
+        TagSpecification::builder()
+            .resource_type(r)
+            .set_tags(Some(list.clone()))
+            .build()
+    })
+    .collect()
 }
 
 /// Market options: `instanceMarketOptions.marketType`, else an ML capacity
 /// block, else the deprecated `spotPrice` (one-time spot, max price if given).
 pub fn market_options(spec: &AwsProviderSpec) -> Option<InstanceMarketOptionsRequest> {
-    if let Some(m) = spec.instance_market_options.as_ref().filter(|m| !m.market_type.is_empty()) {
-        let mut b = InstanceMarketOptionsRequest::builder().market_type(MarketType::from(m.market_type.as_str()));
+    if let Some(m) = spec
+        .instance_market_options
+        .as_ref()
+        .filter(|m| !m.market_type.is_empty())
+    {
+        let mut b = InstanceMarketOptionsRequest::builder()
+            .market_type(MarketType::from(m.market_type.as_str()));
         if m.market_type == "spot" {
             b = b.spot_options(spot_options(spec.spot_price.as_deref()));
         }
@@ -243,9 +274,16 @@ fn spot_options(price: Option<&str>) -> SpotMarketOptions {
 
 /// Placement from the spec, else from the machine's placement annotation
 /// (JSON with EC2 `Placement` keys, matched case-insensitively).
-pub fn placement(spec: &AwsProviderSpec, annotation: Option<&str>) -> Result<Option<Placement>, String> {
+pub fn placement(
+    spec: &AwsProviderSpec,
+    annotation: Option<&str>,
+) -> Result<Option<Placement>, String> {
     if let Some(p) = &spec.placement {
-        let any = p.group_id.is_some() || p.tenancy.is_some() || p.host_id.is_some() || p.partition_number.is_some() || p.affinity.is_some();
+        let any = p.group_id.is_some()
+            || p.tenancy.is_some()
+            || p.host_id.is_some()
+            || p.partition_number.is_some()
+            || p.affinity.is_some();
         if !any {
             return Ok(None);
         }
@@ -265,14 +303,21 @@ pub fn placement(spec: &AwsProviderSpec, annotation: Option<&str>) -> Result<Opt
     let v: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| format!("annotation {PLACEMENT_ANNOTATION}: cannot decode {text:?}: {e}"))?;
     let Some(obj) = v.as_object() else {
-        return Err(format!("annotation {PLACEMENT_ANNOTATION}: not a JSON object"));
+        return Err(format!(
+            "annotation {PLACEMENT_ANNOTATION}: not a JSON object"
+        ));
     };
     let get = |key: &str| {
         obj.iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(key))
             .map(|(_, v)| v)
     };
-    let string = |key: &str| get(key).and_then(|v| v.as_str()).filter(|s| !s.is_empty()).map(str::to_string);
+    let string = |key: &str| {
+        get(key)
+            .and_then(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
     let partition = get("partitionNumber")
         .and_then(|v| v.as_i64())
         .and_then(|n| i32::try_from(n).ok())
@@ -332,8 +377,13 @@ mod tests {
 
     #[test]
     fn a_single_disk_is_the_root_disk_and_no_disk_is_an_error() {
-        let s = spec(json!({"ami": "ami-1", "blockDevices": [{"ebs": {"volumeSize": 8, "volumeType": "gp2"}}]}));
-        assert_eq!(block_devices(&s, "/dev/sda1").expect("ok")[0].device_name(), Some("/dev/sda1"));
+        let s = spec(
+            json!({"ami": "ami-1", "blockDevices": [{"ebs": {"volumeSize": 8, "volumeType": "gp2"}}]}),
+        );
+        assert_eq!(
+            block_devices(&s, "/dev/sda1").expect("ok")[0].device_name(),
+            Some("/dev/sda1")
+        );
         let s = spec(json!({"ami": "ami-1"}));
         assert!(block_devices(&s, "/dev/sda1").is_err());
     }
@@ -362,14 +412,19 @@ mod tests {
 
     #[test]
     fn tags_replace_name_with_the_machine_name_on_three_resource_types() {
-        let tags: BTreeMap<String, String> = [("Name", "x"), ("kubernetes.io/cluster/c", "1"), ("a", "b")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let tags: BTreeMap<String, String> =
+            [("Name", "x"), ("kubernetes.io/cluster/c", "1"), ("a", "b")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
         let t = tag_specifications(&tags, "machine-1");
         assert_eq!(t.len(), 3);
         for spec in &t {
-            let names: Vec<_> = spec.tags().iter().filter(|t| t.key() == Some("Name")).collect();
+            let names: Vec<_> = spec
+                .tags()
+                .iter()
+                .filter(|t| t.key() == Some("Name"))
+                .collect();
             assert_eq!(names.len(), 1);
             assert_eq!(names[0].value(), Some("machine-1"));
             assert_eq!(spec.tags().len(), 3);
@@ -384,25 +439,34 @@ mod tests {
         assert_eq!(m.spot_options().and_then(|s| s.max_price()), None);
         let m = market_options(&spec(json!({"spotPrice": "0.5"}))).expect("spot");
         assert_eq!(m.spot_options().and_then(|s| s.max_price()), Some("0.5"));
-        let m = market_options(&spec(json!({"spotPrice": "0.5", "instanceMarketOptions": {"marketType": "capacity-block"}})))
-            .expect("cb");
+        let m = market_options(&spec(
+            json!({"spotPrice": "0.5", "instanceMarketOptions": {"marketType": "capacity-block"}}),
+        ))
+        .expect("cb");
         assert_eq!(m.market_type(), Some(&MarketType::CapacityBlock));
         assert!(market_options(&spec(json!({}))).is_none());
     }
 
     #[test]
     fn placement_from_spec_or_annotation() {
-        let p = placement(&spec(json!({"placement": {"tenancy": "host", "hostId": "h-1", "partitionNumber": 2}})), None)
-            .expect("ok")
-            .expect("some");
+        let p = placement(
+            &spec(json!({"placement": {"tenancy": "host", "hostId": "h-1", "partitionNumber": 2}})),
+            None,
+        )
+        .expect("ok")
+        .expect("some");
         assert_eq!(p.tenancy(), Some(&Tenancy::Host));
         assert_eq!(p.host_id(), Some("h-1"));
         assert_eq!(p.partition_number(), Some(2));
         let a = r#"{ "affinity": "host", "availabilityZone": "eu-west-1a", "tenancy": "host"}"#;
-        let p = placement(&spec(json!({})), Some(a)).expect("ok").expect("some");
+        let p = placement(&spec(json!({})), Some(a))
+            .expect("ok")
+            .expect("some");
         assert_eq!(p.availability_zone(), Some("eu-west-1a"));
         assert_eq!(p.affinity(), Some("host"));
-        assert!(placement(&spec(json!({})), Some("{}")).expect("ok").is_none());
+        assert!(placement(&spec(json!({})), Some("{}"))
+            .expect("ok")
+            .is_none());
         assert!(placement(&spec(json!({})), None).expect("ok").is_none());
         assert!(placement(&spec(json!({})), Some("{nope")).is_err());
     }

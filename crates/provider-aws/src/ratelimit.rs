@@ -195,7 +195,10 @@ mod tests {
         }
         // 4 tokens past the burst at 2/s: 2 seconds.
         let took = start.elapsed();
-        assert!(took >= Duration::from_millis(1990) && took <= Duration::from_millis(2100), "{took:?}");
+        assert!(
+            took >= Duration::from_millis(1990) && took <= Duration::from_millis(2100),
+            "{took:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -215,7 +218,10 @@ mod tests {
             t.await.expect("task");
         }
         let took = start.elapsed();
-        assert!(took >= Duration::from_millis(990) && took <= Duration::from_millis(1100), "{took:?}");
+        assert!(
+            took >= Duration::from_millis(990) && took <= Duration::from_millis(1100),
+            "{took:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]

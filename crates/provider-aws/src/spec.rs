@@ -50,7 +50,10 @@ pub struct AwsProviderSpec {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub block_devices: Vec<BlockDevice>,
     /// Capacity reservation targeting.
-    #[serde(rename = "capacityReservation", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "capacityReservation",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub capacity_reservation: Option<CapacityReservation>,
     /// EBS-optimized instance.
     pub ebs_optimized: bool,
@@ -141,7 +144,10 @@ pub struct CapacityReservation {
     #[serde(skip_serializing_if = "String::is_empty")]
     pub capacity_reservation_preference: String,
     /// A specific reservation.
-    #[serde(rename = "capacityReservationId", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "capacityReservationId",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub capacity_reservation_id: Option<String>,
     /// A resource group of reservations.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,7 +174,10 @@ pub struct IamProfile {
 #[serde(rename_all = "camelCase", default)]
 pub struct NetworkInterface {
     /// Public IPv4 address on this interface.
-    #[serde(rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "associatePublicIPAddress",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub associate_public_ip_address: Option<bool>,
     /// IPv6 addresses wanted on the interface (at launch, topped up by InitializeMachine).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -222,7 +231,10 @@ pub struct InstanceMetadataOptions {
     #[serde(rename = "httpEndpoint", skip_serializing_if = "String::is_empty")]
     pub http_endpoint: String,
     /// 0..=64.
-    #[serde(rename = "httpPutResponseHopLimit", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "httpPutResponseHopLimit",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub http_put_response_hop_limit: Option<i32>,
     /// `required` or `optional`.
     #[serde(rename = "httpTokens", skip_serializing_if = "String::is_empty")]
@@ -278,7 +290,11 @@ pub struct InstanceMarketOptions {
 }
 
 /// The accepted market types.
-pub const VALID_MARKET_TYPES: [&str; 3] = ["spot", "capacity-block", "interruptible-capacity-reservation"];
+pub const VALID_MARKET_TYPES: [&str; 3] = [
+    "spot",
+    "capacity-block",
+    "interruptible-capacity-reservation",
+];
 
 impl AwsProviderSpec {
     /// Decodes a providerSpec JSON value. `null` decodes as an empty spec (which
@@ -292,7 +308,10 @@ impl AwsProviderSpec {
 
     /// The cluster tag key (the first key containing `kubernetes.io/cluster/`).
     pub fn cluster_tag_key(&self) -> Option<&str> {
-        self.tags.keys().map(String::as_str).find(|k| k.contains(CLUSTER_TAG_PREFIX))
+        self.tags
+            .keys()
+            .map(String::as_str)
+            .find(|k| k.contains(CLUSTER_TAG_PREFIX))
     }
 
     /// The role tag key (the first key containing `kubernetes.io/role/`, that is not the cluster key).
@@ -326,10 +345,9 @@ impl AwsProviderSpec {
     /// Whether InitializeMachine has anything to do for this spec.
     pub fn needs_initialization(&self) -> bool {
         self.src_and_dst_checks_enabled == Some(false)
-            || self
-                .network_interfaces
-                .iter()
-                .any(|n| n.ipv6_prefix_count.unwrap_or(0) > 0 || n.ipv6_address_count.unwrap_or(0) > 0)
+            || self.network_interfaces.iter().any(|n| {
+                n.ipv6_prefix_count.unwrap_or(0) > 0 || n.ipv6_address_count.unwrap_or(0) > 0
+            })
     }
 }
 
@@ -358,7 +376,11 @@ fn required(field: impl Into<String>, detail: impl Into<String>) -> FieldError {
     }
 }
 
-fn invalid(field: impl Into<String>, value: impl fmt::Debug, detail: impl Into<String>) -> FieldError {
+fn invalid(
+    field: impl Into<String>,
+    value: impl fmt::Debug,
+    detail: impl Into<String>,
+) -> FieldError {
     FieldError {
         field: field.into(),
         kind: format!("Invalid value: {value:?}"),
@@ -382,7 +404,10 @@ pub fn aggregate(errs: &[FieldError]) -> String {
         [one] => one.to_string(),
         many => format!(
             "[{}]",
-            many.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }
@@ -392,7 +417,7 @@ fn is_data_device_name(name: &str) -> bool {
     let lower = |c: u8| c.is_ascii_lowercase();
     if let Some(rest) = name.strip_prefix("/dev/sd") {
         let b = rest.as_bytes();
-        return b.len() == 1 && lower(b[0]);
+        return matches!(b, [c] if lower(*c));
     }
     if let Some(rest) = name.strip_prefix("/dev/xvd") {
         let b = rest.as_bytes();
@@ -416,7 +441,10 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
         errs.push(required(format!("{p}.region"), "Region is required"));
     }
     if spec.machine_type.is_empty() {
-        errs.push(required(format!("{p}.machineType"), "MachineType is required"));
+        errs.push(required(
+            format!("{p}.machineType"),
+            "MachineType is required",
+        ));
     }
     if spec.iam.name.is_empty() == spec.iam.arn.is_empty() {
         errs.push(invalid(
@@ -430,13 +458,17 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
     if let Some(cr) = &spec.capacity_reservation {
         let f = format!("{p}.capacityReservation");
         if !cr.capacity_reservation_preference.is_empty() {
-            if cr.capacity_reservation_id.is_some() || cr.capacity_reservation_resource_group_arn.is_some() {
+            if cr.capacity_reservation_id.is_some()
+                || cr.capacity_reservation_resource_group_arn.is_some()
+            {
                 errs.push(required(
                     f,
                     "CapacityReservationPreference cannot be set when also providing a CapacityReservationID or CapacityReservationResourceGroupArn",
                 ));
             }
-        } else if cr.capacity_reservation_id.is_some() && cr.capacity_reservation_resource_group_arn.is_some() {
+        } else if cr.capacity_reservation_id.is_some()
+            && cr.capacity_reservation_resource_group_arn.is_some()
+        {
             errs.push(required(
                 f,
                 "CapacityReservationResourceGroupArn or CapacityReservationId are optional but only one should be used",
@@ -456,45 +488,86 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
             }
         }
         if !md.http_endpoint.is_empty() {
-            one_of(&mut errs, format!("{f}.httpEndpoint"), &md.http_endpoint, &["enabled", "disabled"]);
+            one_of(
+                &mut errs,
+                format!("{f}.httpEndpoint"),
+                &md.http_endpoint,
+                &["enabled", "disabled"],
+            );
         }
         if !md.http_tokens.is_empty() {
-            one_of(&mut errs, format!("{f}.httpTokens"), &md.http_tokens, &["required", "optional"]);
+            one_of(
+                &mut errs,
+                format!("{f}.httpTokens"),
+                &md.http_tokens,
+                &["required", "optional"],
+            );
         }
         if !md.http_protocol_ipv6.is_empty() {
-            one_of(&mut errs, format!("{f}.httpProtocolIpv6"), &md.http_protocol_ipv6, &["enabled", "disabled"]);
+            one_of(
+                &mut errs,
+                format!("{f}.httpProtocolIpv6"),
+                &md.http_protocol_ipv6,
+                &["enabled", "disabled"],
+            );
         }
     }
     if let Some(cpu) = &spec.cpu_options {
         let f = format!("{p}.cpuOptions");
         if let Some(a) = &cpu.amd_sev_snp {
-            one_of(&mut errs, format!("{f}.amdSevSnp"), a, &["enabled", "disabled"]);
+            one_of(
+                &mut errs,
+                format!("{f}.amdSevSnp"),
+                a,
+                &["enabled", "disabled"],
+            );
         }
         match (cpu.core_count, cpu.threads_per_core) {
-            (Some(_), None) => errs.push(required(format!("{f}.threadsPerCore"), "ThreadsPerCore is required together with CoreCount")),
-            (None, Some(_)) => errs.push(required(format!("{f}.coreCount"), "CoreCount is required together with ThreadsPerCore")),
+            (Some(_), None) => errs.push(required(
+                format!("{f}.threadsPerCore"),
+                "ThreadsPerCore is required together with CoreCount",
+            )),
+            (None, Some(_)) => errs.push(required(
+                format!("{f}.coreCount"),
+                "CoreCount is required together with ThreadsPerCore",
+            )),
             _ => {}
         }
         if let Some(t) = cpu.threads_per_core {
             if !(1..=2).contains(&t) {
-                errs.push(invalid(format!("{f}.threadsPerCore"), t, "ThreadsPerCore must be either '1' or '2'"));
+                errs.push(invalid(
+                    format!("{f}.threadsPerCore"),
+                    t,
+                    "ThreadsPerCore must be either '1' or '2'",
+                ));
             }
         }
         if let Some(c) = cpu.core_count {
             if c < 1 {
-                errs.push(invalid(format!("{f}.coreCount"), c, "CoreCount must be positive"));
+                errs.push(invalid(
+                    format!("{f}.coreCount"),
+                    c,
+                    "CoreCount must be positive",
+                ));
             }
         }
     }
     if let Some(pl) = &spec.placement {
         let f = format!("{p}.placement");
         if let Some(t) = &pl.tenancy {
-            one_of(&mut errs, format!("{f}.tenancy"), t, &["default", "dedicated", "host"]);
+            one_of(
+                &mut errs,
+                format!("{f}.tenancy"),
+                t,
+                &["default", "dedicated", "host"],
+            );
         }
         if let Some(a) = &pl.affinity {
             one_of(&mut errs, format!("{f}.affinity"), a, &["default", "host"]);
         }
-        if pl.host_id.as_deref().is_some_and(|h| !h.is_empty()) && pl.tenancy.as_deref() != Some("host") {
+        if pl.host_id.as_deref().is_some_and(|h| !h.is_empty())
+            && pl.tenancy.as_deref() != Some("host")
+        {
             errs.push(invalid(
                 format!("{f}.hostId"),
                 pl.host_id.as_deref().unwrap_or_default(),
@@ -503,7 +576,11 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
         }
         if let Some(n) = pl.partition_number {
             if n < 1 {
-                errs.push(invalid(format!("{f}.partitionNumber"), n, "partitionNumber must be at least 1"));
+                errs.push(invalid(
+                    format!("{f}.partitionNumber"),
+                    n,
+                    "partitionNumber must be at least 1",
+                ));
             }
         }
     }
@@ -559,14 +636,24 @@ fn validate_block_devices(disks: &[BlockDevice], errs: &mut Vec<FieldError>) {
             ));
         }
         if disk.ebs.volume_size <= 0 {
-            errs.push(required(format!("{idx}.ebs.volumeSize"), "Please mention a valid EBS volume size"));
+            errs.push(required(
+                format!("{idx}.ebs.volumeSize"),
+                "Please mention a valid EBS volume size",
+            ));
         }
         if disk.ebs.iops < 0 || (disk.ebs.volume_type == "io1" && disk.ebs.iops == 0) {
-            errs.push(required(format!("{idx}.ebs.iops"), "Please mention a valid EBS volume iops"));
+            errs.push(required(
+                format!("{idx}.ebs.iops"),
+                "Please mention a valid EBS volume iops",
+            ));
         }
         if let Some(t) = disk.ebs.throughput {
             if t <= 0 {
-                errs.push(invalid(format!("{idx}.ebs.throughput"), t, "Throughput should be a positive value"));
+                errs.push(invalid(
+                    format!("{idx}.ebs.throughput"),
+                    t,
+                    "Throughput should be a positive value",
+                ));
             }
         }
     }
@@ -595,7 +682,10 @@ fn validate_network_interfaces(nis: &[NetworkInterface], errs: &mut Vec<FieldErr
             errs.push(required(format!("{idx}.subnetID"), "SubnetID is required"));
         }
         if ni.security_group_ids.is_empty() {
-            errs.push(required(format!("{idx}.securityGroupIDs"), "Mention at least one securityGroupID"));
+            errs.push(required(
+                format!("{idx}.securityGroupIDs"),
+                "Mention at least one securityGroupID",
+            ));
         }
         for (j, sg) in ni.security_group_ids.iter().enumerate() {
             if sg.trim().is_empty() {
@@ -606,19 +696,35 @@ fn validate_network_interfaces(nis: &[NetworkInterface], errs: &mut Vec<FieldErr
             }
         }
         if let Some(t) = &ni.interface_type {
-            one_of(errs, format!("{idx}.interfaceType"), t, &["", "interface", "efa", "efa-only"]);
+            one_of(
+                errs,
+                format!("{idx}.interfaceType"),
+                t,
+                &["", "interface", "efa", "efa-only"],
+            );
         }
         if let Some(d) = ni.device_index {
             if d < 0 {
-                errs.push(invalid(format!("{idx}.deviceIndex"), d, "deviceIndex must not be negative"));
+                errs.push(invalid(
+                    format!("{idx}.deviceIndex"),
+                    d,
+                    "deviceIndex must not be negative",
+                ));
             }
         }
         if let Some(n) = ni.network_card_index {
             if n < 0 {
-                errs.push(invalid(format!("{idx}.networkCardIndex"), n, "networkCardIndex must not be negative"));
+                errs.push(invalid(
+                    format!("{idx}.networkCardIndex"),
+                    n,
+                    "networkCardIndex must not be negative",
+                ));
             }
         }
-        for (name, v) in [("ipv6AddressCount", ni.ipv6_address_count), ("ipv6PrefixCount", ni.ipv6_prefix_count)] {
+        for (name, v) in [
+            ("ipv6AddressCount", ni.ipv6_address_count),
+            ("ipv6PrefixCount", ni.ipv6_prefix_count),
+        ] {
             if let Some(v) = v {
                 if v < 0 {
                     errs.push(invalid(format!("{idx}.{name}"), v, "must not be negative"));
@@ -688,10 +794,16 @@ pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
     let user_data_missing = secret_value(secret, SECRET_USER_DATA).is_none_or(|v| v.is_empty());
     if secret_value(secret, SECRET_WORKLOAD_IDENTITY_TOKEN_FILE).is_some() {
         if secret_string(secret, SECRET_WORKLOAD_IDENTITY_TOKEN_FILE).is_empty() {
-            errs.push(required(format!("{f}.workloadIdentityTokenFile"), "Workload identity token file is required"));
+            errs.push(required(
+                format!("{f}.workloadIdentityTokenFile"),
+                "Workload identity token file is required",
+            ));
         }
         if secret_string(secret, SECRET_ROLE_ARN).is_empty() {
-            errs.push(required(format!("{f}.roleARN"), "Role ARN is required when workload identity is used"));
+            errs.push(required(
+                format!("{f}.roleARN"),
+                "Role ARN is required when workload identity is used",
+            ));
         }
     } else {
         if secret_string(secret, SECRET_ACCESS_KEY_ID).is_empty()
@@ -707,7 +819,9 @@ pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
         {
             errs.push(required(
                 format!("{f}.AWSSecretAccessKey"),
-                format!("Mention atleast {SECRET_SECRET_ACCESS_KEY} or {SECRET_ALT_SECRET_ACCESS_KEY}"),
+                format!(
+                    "Mention atleast {SECRET_SECRET_ACCESS_KEY} or {SECRET_ALT_SECRET_ACCESS_KEY}"
+                ),
             ));
         }
     }
@@ -771,7 +885,10 @@ mod tests {
     fn a_valid_spec_has_no_findings_and_tolerates_unknown_fields() {
         let s = spec(valid_json());
         assert!(validate_spec(&s).is_empty(), "{:?}", validate_spec(&s));
-        assert_eq!(s.cluster_tag_key(), Some("kubernetes.io/cluster/shoot--test"));
+        assert_eq!(
+            s.cluster_tag_key(),
+            Some("kubernetes.io/cluster/shoot--test")
+        );
         assert_eq!(s.role_tag_key(), Some("kubernetes.io/role/test"));
     }
 
@@ -798,20 +915,39 @@ mod tests {
         assert!(validate_spec(&s).is_empty(), "{:?}", validate_spec(&s));
         assert_eq!(s.spot_price.as_deref(), Some(""));
         assert!(s.block_devices[1].ebs.encrypted);
-        assert_eq!(s.instance_metadata_options.as_ref().and_then(|m| m.http_put_response_hop_limit), Some(1));
+        assert_eq!(
+            s.instance_metadata_options
+                .as_ref()
+                .and_then(|m| m.http_put_response_hop_limit),
+            Some(1)
+        );
     }
 
     #[test]
     fn missing_required_fields_are_all_reported() {
         let s = spec(json!({}));
         let m = messages(&validate_spec(&s));
-        assert!(m.contains(&"providerSpec.ami: Required value: AMI is required".to_string()), "{m:?}");
-        assert!(m.iter().any(|e| e.starts_with("providerSpec.region: Required value")));
-        assert!(m.iter().any(|e| e.starts_with("providerSpec.machineType: Required value")));
-        assert!(m.iter().any(|e| e.starts_with("providerSpec.iam: Invalid value")));
+        assert!(
+            m.contains(&"providerSpec.ami: Required value: AMI is required".to_string()),
+            "{m:?}"
+        );
+        assert!(m
+            .iter()
+            .any(|e| e.starts_with("providerSpec.region: Required value")));
+        assert!(m
+            .iter()
+            .any(|e| e.starts_with("providerSpec.machineType: Required value")));
+        assert!(m
+            .iter()
+            .any(|e| e.starts_with("providerSpec.iam: Invalid value")));
         assert!(m.contains(&"providerSpec.tags: Required value: Tag required of the form kubernetes.io/cluster/****".to_string()));
-        assert!(m.contains(&"providerSpec.tags: Required value: Tag required of the form kubernetes.io/role/****".to_string()));
-        assert!(m.iter().any(|e| e.starts_with("providerSpec.networkInterfaces: Required value")));
+        assert!(m.contains(
+            &"providerSpec.tags: Required value: Tag required of the form kubernetes.io/role/****"
+                .to_string()
+        ));
+        assert!(m
+            .iter()
+            .any(|e| e.starts_with("providerSpec.networkInterfaces: Required value")));
     }
 
     #[test]
@@ -826,16 +962,34 @@ mod tests {
         ]);
         let m = messages(&validate_spec(&spec(v)));
         let has = |p: &str| m.iter().any(|e| e.starts_with(p));
-        assert!(has("providerSpec.blockDevices[0].ebs.iops: Required value"), "{m:?}");
-        assert!(has("providerSpec.blockDevices[1].ebs.volumeType: Required value"));
-        assert!(has("providerSpec.blockDevices[1].ebs.volumeSize: Required value"));
+        assert!(
+            has("providerSpec.blockDevices[0].ebs.iops: Required value"),
+            "{m:?}"
+        );
+        assert!(has(
+            "providerSpec.blockDevices[1].ebs.volumeType: Required value"
+        ));
+        assert!(has(
+            "providerSpec.blockDevices[1].ebs.volumeSize: Required value"
+        ));
         assert!(has("providerSpec.blockDevices[1].ebs.iops: Required value"));
-        assert!(has("providerSpec.blockDevices[1].ebs.throughput: Invalid value: 0"));
-        assert!(has("providerSpec.blockDevices[2].deviceName: Invalid value"));
+        assert!(has(
+            "providerSpec.blockDevices[1].ebs.throughput: Invalid value: 0"
+        ));
+        assert!(has(
+            "providerSpec.blockDevices[2].deviceName: Invalid value"
+        ));
         assert!(!has("providerSpec.blockDevices[3].deviceName"));
-        assert!(m.contains(&"providerSpec.blockDevices: Required value: Only one device can be specified as root".to_string()));
-        assert!(m.iter().any(|e| e.contains("Device name '/dev/xvdba' duplicated 2 times")));
-        assert!(m.iter().any(|e| e.contains("Device name '/root' duplicated 2 times")));
+        assert!(m.contains(
+            &"providerSpec.blockDevices: Required value: Only one device can be specified as root"
+                .to_string()
+        ));
+        assert!(m
+            .iter()
+            .any(|e| e.contains("Device name '/dev/xvdba' duplicated 2 times")));
+        assert!(m
+            .iter()
+            .any(|e| e.contains("Device name '/root' duplicated 2 times")));
     }
 
     #[test]
@@ -843,7 +997,14 @@ mod tests {
         for ok in ["/dev/sda", "/dev/sdz", "/dev/xvda", "/dev/xvdcz"] {
             assert!(is_data_device_name(ok), "{ok}");
         }
-        for bad in ["/dev/sdaa", "/dev/xvdd", "/dev/xvdaA", "/dev/nvme0n1", "sdb", ""] {
+        for bad in [
+            "/dev/sdaa",
+            "/dev/xvdd",
+            "/dev/xvdaA",
+            "/dev/nvme0n1",
+            "sdb",
+            "",
+        ] {
             assert!(!is_data_device_name(bad), "{bad}");
         }
     }
@@ -852,11 +1013,13 @@ mod tests {
     fn option_rules() {
         let mut v = valid_json();
         v["iam"] = json!({"name": "a", "arn": "b"});
-        v["capacityReservation"] = json!({"capacityReservationPreference": "open", "capacityReservationId": "cr-1"});
+        v["capacityReservation"] =
+            json!({"capacityReservationPreference": "open", "capacityReservationId": "cr-1"});
         v["networkInterfaces"] = json!([{"securityGroupIDs": [" "], "interfaceType": "bogus", "deviceIndex": -1, "networkCardIndex": -2}]);
         v["instanceMetadataOptions"] = json!({"httpPutResponseHopLimit": 65, "httpEndpoint": "x", "httpTokens": "y", "httpProtocolIpv6": "z"});
         v["cpuOptions"] = json!({"coreCount": 2, "threadsPerCore": 3, "amdSevSnp": "maybe"});
-        v["placement"] = json!({"tenancy": "dedicated", "hostId": "h-1", "affinity": "x", "partitionNumber": 0});
+        v["placement"] =
+            json!({"tenancy": "dedicated", "hostId": "h-1", "affinity": "x", "partitionNumber": 0});
         v["instanceMarketOptions"] = json!({"marketType": "free"});
         let m = messages(&validate_spec(&spec(v)));
         for p in [
@@ -883,7 +1046,9 @@ mod tests {
         let mut v = valid_json();
         v["cpuOptions"] = json!({"coreCount": 2});
         let m = messages(&validate_spec(&spec(v)));
-        assert!(m.iter().any(|e| e.starts_with("providerSpec.cpuOptions.threadsPerCore: Required value")));
+        assert!(m
+            .iter()
+            .any(|e| e.starts_with("providerSpec.cpuOptions.threadsPerCore: Required value")));
     }
 
     fn secret(pairs: &[(&str, &str)]) -> Secret {
@@ -909,18 +1074,36 @@ mod tests {
                 "secretRef.userData: Required value: Mention userData",
             ]
         );
-        let s = secret(&[("accessKeyID", " AK "), ("secretAccessKey", "SK"), ("userData", "x")]);
+        let s = secret(&[
+            ("accessKeyID", " AK "),
+            ("secretAccessKey", "SK"),
+            ("userData", "x"),
+        ]);
         assert!(validate_secret(&s).is_empty());
         assert_eq!(
             credentials(&s),
-            Credentials::Static { access_key_id: "AK".into(), secret_access_key: "SK".into() }
+            Credentials::Static {
+                access_key_id: "AK".into(),
+                secret_access_key: "SK".into()
+            }
         );
-        let s = secret(&[("providerAccessKeyId", "A1"), ("accessKeyID", "A2"), ("providerSecretAccessKey", "S1"), ("userData", "x")]);
+        let s = secret(&[
+            ("providerAccessKeyId", "A1"),
+            ("accessKeyID", "A2"),
+            ("providerSecretAccessKey", "S1"),
+            ("userData", "x"),
+        ]);
         assert_eq!(
             credentials(&s),
-            Credentials::Static { access_key_id: "A1".into(), secret_access_key: "S1".into() }
+            Credentials::Static {
+                access_key_id: "A1".into(),
+                secret_access_key: "S1".into()
+            }
         );
-        assert!(!format!("{:?}", credentials(&s)).contains("S1"), "Debug must hide the secret");
+        assert!(
+            !format!("{:?}", credentials(&s)).contains("S1"),
+            "Debug must hide the secret"
+        );
         let s = secret(&[("workloadIdentityTokenFile", ""), ("userData", "")]);
         assert_eq!(validate_secret(&s).len(), 3);
     }
@@ -930,6 +1113,9 @@ mod tests {
         let a = required("a", "x");
         let b = required("b", "y");
         assert_eq!(aggregate(std::slice::from_ref(&a)), "a: Required value: x");
-        assert_eq!(aggregate(&[a, b]), "[a: Required value: x, b: Required value: y]");
+        assert_eq!(
+            aggregate(&[a, b]),
+            "[a: Required value: x, b: Required value: y]"
+        );
     }
 }

@@ -14,8 +14,8 @@ use aws_sdk_ec2::operation::modify_network_interface_attribute::ModifyNetworkInt
 use aws_sdk_ec2::operation::run_instances::RunInstancesOutput;
 use aws_sdk_ec2::operation::terminate_instances::TerminateInstancesOutput;
 use aws_sdk_ec2::types::{
-    Image, Instance, InstanceIpv6Prefix, InstanceNetworkInterface, InstanceNetworkInterfaceAttachment,
-    InstanceState, InstanceStateName, Reservation, Tag,
+    Image, Instance, InstanceIpv6Prefix, InstanceNetworkInterface,
+    InstanceNetworkInterfaceAttachment, InstanceState, InstanceStateName, Reservation, Tag,
 };
 use aws_sdk_ec2::Client;
 use aws_smithy_mocks::{create_mock_http_client, mock, MockResponseInterceptor, Rule, RuleMode};
@@ -88,7 +88,11 @@ fn eni(id: &str, idx: i32, kind: &str, sdc: bool, prefixes: usize) -> InstanceNe
                 .build(),
         );
     for n in 0..prefixes {
-        b = b.ipv6_prefixes(InstanceIpv6Prefix::builder().ipv6_prefix(format!("2001:db8:0:{n}::/80")).build());
+        b = b.ipv6_prefixes(
+            InstanceIpv6Prefix::builder()
+                .ipv6_prefix(format!("2001:db8:0:{n}::/80"))
+                .build(),
+        );
     }
     b.build()
 }
@@ -106,18 +110,30 @@ fn instance(id: &str, state: InstanceStateName, enis: Vec<InstanceNetworkInterfa
 
 fn reservations(instances: Vec<Instance>) -> DescribeInstancesOutput {
     DescribeInstancesOutput::builder()
-        .reservations(Reservation::builder().set_instances(Some(instances)).build())
+        .reservations(
+            Reservation::builder()
+                .set_instances(Some(instances))
+                .build(),
+        )
         .build()
 }
 
 fn by_id_filter(input: &DescribeInstancesInput) -> bool {
-    input.filters().iter().any(|f| f.name() == Some("instance-id"))
+    input
+        .filters()
+        .iter()
+        .any(|f| f.name() == Some("instance-id"))
 }
 
 fn images_rule() -> Rule {
     mock!(Client::describe_images).then_output(|| {
         DescribeImagesOutput::builder()
-            .images(Image::builder().image_id(AMI).root_device_name("/dev/xvda").build())
+            .images(
+                Image::builder()
+                    .image_id(AMI)
+                    .root_device_name("/dev/xvda")
+                    .build(),
+            )
             .build()
     })
 }
@@ -154,7 +170,10 @@ async fn mock_ipv6_prefixes_are_topped_up_by_initialize_moto_cannot() {
     let (p, a) = (prefixes.clone(), asked.clone());
     let assign = mock!(Client::assign_ipv6_addresses).then_compute_output(move |input| {
         a.lock().expect("lock").push(input.ipv6_prefix_count());
-        p.fetch_add(input.ipv6_prefix_count().unwrap_or(0) as usize, Ordering::SeqCst);
+        p.fetch_add(
+            input.ipv6_prefix_count().unwrap_or(0) as usize,
+            Ordering::SeqCst,
+        );
         AssignIpv6AddressesOutput::builder()
             .network_interface_id("eni-0")
             .assigned_ipv6_prefixes("2001:db8:0:9::/80")
@@ -163,18 +182,33 @@ async fn mock_ipv6_prefixes_are_topped_up_by_initialize_moto_cannot() {
     let d = driver(vec![describe, assign.clone()], fast_config());
     let class = class(
         "prefix",
-        spec(json!({"networkInterfaces": [{"subnetID": "s", "securityGroupIDs": ["g"], "ipv6PrefixCount": 3}]})),
+        spec(
+            json!({"networkInterfaces": [{"subnetID": "s", "securityGroupIDs": ["g"], "ipv6PrefixCount": 3}]}),
+        ),
     );
     let req = request(&machine_with_provider_id("i-0001"), &class, &secret());
 
     let s = d.get_machine_status(&req).await.expect_err("uninitialized");
     assert_eq!(s.code, Code::Uninitialized);
-    assert!(s.message.contains("2 IPv6 prefix(es) missing on eni-0"), "{}", s.message);
-    assert_eq!(s.machine.as_deref().map(|m| m.provider_id.as_str()), Some("aws:///eu-west-1/i-0001"));
+    assert!(
+        s.message.contains("2 IPv6 prefix(es) missing on eni-0"),
+        "{}",
+        s.message
+    );
+    assert_eq!(
+        s.machine.as_deref().map(|m| m.provider_id.as_str()),
+        Some("aws:///eu-west-1/i-0001")
+    );
 
     d.initialize_machine(&req).await.expect("initialize");
-    assert_eq!(*asked.lock().expect("lock"), vec![Some(2)], "only the missing delta is assigned");
-    d.get_machine_status(&req).await.expect("OK once the prefixes are there");
+    assert_eq!(
+        *asked.lock().expect("lock"),
+        vec![Some(2)],
+        "only the missing delta is assigned"
+    );
+    d.get_machine_status(&req)
+        .await
+        .expect("OK once the prefixes are there");
     let before = d.api_calls();
     d.initialize_machine(&req).await.expect("second initialize");
     assert_eq!(d.api_calls().since(&before).mutating(), 0);
@@ -191,49 +225,99 @@ async fn mock_efa_interfaces_keep_their_check_moto_cannot() {
             "i-0002",
             InstanceStateName::Running,
             vec![
-                eni("eni-0", 0, "interface", !done.contains(&"eni-0".to_string()), 0),
+                eni(
+                    "eni-0",
+                    0,
+                    "interface",
+                    !done.contains(&"eni-0".to_string()),
+                    0,
+                ),
                 eni("eni-1", 1, "efa", true, 0),
                 eni("eni-2", 2, "efa-only", true, 0),
-                eni("eni-3", 3, "interface", !done.contains(&"eni-3".to_string()), 0),
+                eni(
+                    "eni-3",
+                    3,
+                    "interface",
+                    !done.contains(&"eni-3".to_string()),
+                    0,
+                ),
             ],
         )]
     });
     let o = off.clone();
-    let modify = mock!(Client::modify_network_interface_attribute).then_compute_output(move |input| {
-        assert_eq!(input.source_dest_check().and_then(|v| v.value()), Some(false));
-        o.lock()
-            .expect("lock")
-            .push(input.network_interface_id().unwrap_or_default().to_string());
-        ModifyNetworkInterfaceAttributeOutput::builder().build()
-    });
+    let modify =
+        mock!(Client::modify_network_interface_attribute).then_compute_output(move |input| {
+            assert_eq!(
+                input.source_dest_check().and_then(|v| v.value()),
+                Some(false)
+            );
+            o.lock()
+                .expect("lock")
+                .push(input.network_interface_id().unwrap_or_default().to_string());
+            ModifyNetworkInterfaceAttributeOutput::builder().build()
+        });
     let d = driver(vec![describe, modify], fast_config());
     let class = class("efa", spec(json!({"srcAndDstChecksEnabled": false})));
     let req = request(&machine_with_provider_id("i-0002"), &class, &secret());
-    assert_eq!(d.get_machine_status(&req).await.expect_err("uninit").code, Code::Uninitialized);
+    assert_eq!(
+        d.get_machine_status(&req).await.expect_err("uninit").code,
+        Code::Uninitialized
+    );
     d.initialize_machine(&req).await.expect("initialize");
-    assert_eq!(*off.lock().expect("lock"), vec!["eni-0", "eni-3"], "EFA interfaces untouched");
-    d.get_machine_status(&req).await.expect("OK: EFA interfaces do not count");
+    assert_eq!(
+        *off.lock().expect("lock"),
+        vec!["eni-0", "eni-3"],
+        "EFA interfaces untouched"
+    );
+    d.get_machine_status(&req)
+        .await
+        .expect("OK: EFA interfaces do not count");
     d.initialize_machine(&req).await.expect("second initialize");
-    assert_eq!(off.lock().expect("lock").len(), 2, "second call changes nothing");
+    assert_eq!(
+        off.lock().expect("lock").len(),
+        2,
+        "second call changes nothing"
+    );
 }
 
 #[tokio::test]
 async fn mock_insufficient_capacity_is_resource_exhausted_moto_cannot() {
     let run = mock!(Client::run_instances)
         .sequence()
-        .http_status(500, Some(ec2_error_xml("InsufficientInstanceCapacity", "no m5.large in eu-west-1a")))
+        .http_status(
+            500,
+            Some(ec2_error_xml(
+                "InsufficientInstanceCapacity",
+                "no m5.large in eu-west-1a",
+            )),
+        )
         .repeatedly()
         .build();
-    let d = driver(vec![images_rule(), describe_rule(Vec::new), run.clone()], fast_config());
+    let d = driver(
+        vec![images_rule(), describe_rule(Vec::new), run.clone()],
+        fast_config(),
+    );
     let class = class("cap", spec(json!({})));
     let e = d
         .create_machine(&request(&machine("cap"), &class, &secret()))
         .await
         .expect_err("no capacity");
     assert_eq!(e.code, Code::ResourceExhausted, "{e}");
-    assert!(e.message.contains("InsufficientInstanceCapacity"), "{}", e.message);
-    assert!(e.message.contains("req-InsufficientInstanceCapacity"), "the AWS request ID: {}", e.message);
-    assert_eq!(run.num_calls(), 3, "EC2 sends capacity errors as 500s: the SDK retries them, we do not");
+    assert!(
+        e.message.contains("InsufficientInstanceCapacity"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.contains("req-InsufficientInstanceCapacity"),
+        "the AWS request ID: {}",
+        e.message
+    );
+    assert_eq!(
+        run.num_calls(),
+        3,
+        "EC2 sends capacity errors as 500s: the SDK retries them, we do not"
+    );
     for (code, want) in [
         ("VcpuLimitExceeded", Code::ResourceExhausted),
         ("InvalidParameterValue", Code::InvalidArgument),
@@ -245,7 +329,10 @@ async fn mock_insufficient_capacity_is_resource_exhausted_moto_cannot() {
             .http_status(400, Some(ec2_error_xml(code, "x")))
             .repeatedly()
             .build();
-        let d = driver(vec![images_rule(), describe_rule(Vec::new), run], fast_config());
+        let d = driver(
+            vec![images_rule(), describe_rule(Vec::new), run],
+            fast_config(),
+        );
         let e = d
             .create_machine(&request(&machine("cap"), &class, &secret()))
             .await
@@ -261,7 +348,11 @@ async fn mock_throttling_backs_off_then_succeeds_moto_cannot() {
         .sequence()
         .http_status(503, Some(throttle))
         .times(4)
-        .output(|| RunInstancesOutput::builder().instances(instance("i-0003", InstanceStateName::Pending, vec![])).build())
+        .output(|| {
+            RunInstancesOutput::builder()
+                .instances(instance("i-0003", InstanceStateName::Pending, vec![]))
+                .build()
+        })
         .build();
     let describe = describe_rule(|| vec![instance("i-0003", InstanceStateName::Running, vec![])]);
     let d = driver(vec![images_rule(), describe, run.clone()], fast_config());
@@ -276,9 +367,16 @@ async fn mock_throttling_backs_off_then_succeeds_moto_cannot() {
     // 3 SDK attempts, then a class pause (~50 ms) and a second round: 2 more attempts.
     assert_eq!(run.num_calls(), 5);
     let calls = d.api_calls();
-    assert_eq!(calls.count("RunInstances"), 2, "two driver-level tries: {calls:?}");
+    assert_eq!(
+        calls.count("RunInstances"),
+        2,
+        "two driver-level tries: {calls:?}"
+    );
     assert_eq!(calls.attempts.get("RunInstances"), Some(&5));
-    assert!(took >= Duration::from_millis(25), "the class was paused: {took:?}");
+    assert!(
+        took >= Duration::from_millis(25),
+        "the class was paused: {took:?}"
+    );
 }
 
 #[tokio::test]
@@ -303,7 +401,10 @@ async fn mock_persistent_throttling_gives_up_after_a_bounded_number_of_attempts_
     // The class stays paused for the next caller: it waits instead of hammering.
     let started = Instant::now();
     let _ = d.get_machine_status(&req).await;
-    assert!(started.elapsed() >= Duration::from_millis(100), "next call waited for the pause");
+    assert!(
+        started.elapsed() >= Duration::from_millis(100),
+        "next call waited for the pause"
+    );
 }
 
 #[tokio::test]
@@ -322,7 +423,11 @@ async fn mock_instance_that_appears_late_is_waited_for_moto_cannot() {
             .instances(
                 Instance::builder()
                     .instance_id("i-0005")
-                    .state(InstanceState::builder().name(InstanceStateName::Pending).build())
+                    .state(
+                        InstanceState::builder()
+                            .name(InstanceStateName::Pending)
+                            .build(),
+                    )
                     .build(),
             )
             .build()
@@ -338,7 +443,11 @@ async fn mock_instance_that_appears_late_is_waited_for_moto_cannot() {
         created.node_name, "ip-10-0-0-1.eu-west-1.compute.internal",
         "the node name comes from the instance once visible"
     );
-    assert_eq!(seen.load(Ordering::SeqCst), 4, "three empty answers, then the instance");
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        4,
+        "three empty answers, then the instance"
+    );
 
     // Never visible: Internal after the visibility timeout.
     let describe = describe_rule(Vec::new);
@@ -355,7 +464,12 @@ async fn mock_instance_that_appears_late_is_waited_for_moto_cannot() {
         .await
         .expect_err("never visible");
     assert_eq!(e.code, Code::Internal);
-    assert!(e.message.contains("timed out waiting for eventual consistency"), "{}", e.message);
+    assert!(
+        e.message
+            .contains("timed out waiting for eventual consistency"),
+        "{}",
+        e.message
+    );
 }
 
 #[tokio::test]
@@ -370,7 +484,9 @@ async fn mock_client_token_of_a_terminated_instance_moves_to_the_next_generation
         } else {
             ("i-old", InstanceStateName::Terminated)
         };
-        RunInstancesOutput::builder().instances(instance(id, state, vec![])).build()
+        RunInstancesOutput::builder()
+            .instances(instance(id, state, vec![]))
+            .build()
     });
     let describe = describe_rule(|| vec![instance("i-new", InstanceStateName::Running, vec![])]);
     let d = driver(vec![images_rule(), describe, run], fast_config());
@@ -382,14 +498,20 @@ async fn mock_client_token_of_a_terminated_instance_moves_to_the_next_generation
         .await
         .expect("create");
     assert_eq!(created.provider_id, "aws:///eu-west-1/i-new");
-    assert_eq!(*tokens.lock().expect("lock"), vec![format!("mcm-{uid}"), format!("mcm-{uid}-g1")]);
+    assert_eq!(
+        *tokens.lock().expect("lock"),
+        vec![format!("mcm-{uid}"), format!("mcm-{uid}-g1")]
+    );
 }
 
 #[tokio::test]
 async fn mock_failed_lookups_are_never_not_found() {
     let describe = mock!(Client::describe_instances)
         .sequence()
-        .http_status(403, Some(ec2_error_xml("UnauthorizedOperation", "not allowed")))
+        .http_status(
+            403,
+            Some(ec2_error_xml("UnauthorizedOperation", "not allowed")),
+        )
         .repeatedly()
         .build();
     let d = driver(vec![describe], fast_config());
@@ -410,23 +532,40 @@ async fn mock_failed_lookups_are_never_not_found() {
 
 #[tokio::test]
 async fn mock_initialize_failures_answer_uninitialized() {
-    let describe = describe_rule(|| vec![instance("i-0008", InstanceStateName::Running, vec![eni("eni-0", 0, "interface", true, 0)])]);
+    let describe = describe_rule(|| {
+        vec![instance(
+            "i-0008",
+            InstanceStateName::Running,
+            vec![eni("eni-0", 0, "interface", true, 0)],
+        )]
+    });
     let modify = mock!(Client::modify_network_interface_attribute)
         .sequence()
-        .http_status(400, Some(ec2_error_xml("InvalidNetworkInterfaceID.NotFound", "gone")))
+        .http_status(
+            400,
+            Some(ec2_error_xml("InvalidNetworkInterfaceID.NotFound", "gone")),
+        )
         .repeatedly()
         .build();
     let d = driver(vec![describe, modify], fast_config());
     let class = class("initfail", spec(json!({"srcAndDstChecksEnabled": false})));
     let e = d
-        .initialize_machine(&request(&machine_with_provider_id("i-0008"), &class, &secret()))
+        .initialize_machine(&request(
+            &machine_with_provider_id("i-0008"),
+            &class,
+            &secret(),
+        ))
         .await
         .expect_err("failure");
     assert_eq!(e.code, Code::Uninitialized, "{e}");
     // No VM at all: Uninitialized wrapping NotFound.
     let d = driver(vec![describe_rule(Vec::new)], fast_config());
     let e = d
-        .initialize_machine(&request(&machine_with_provider_id("i-0009"), &class, &secret()))
+        .initialize_machine(&request(
+            &machine_with_provider_id("i-0009"),
+            &class,
+            &secret(),
+        ))
         .await
         .expect_err("no VM");
     assert_eq!(e.code, Code::Uninitialized);
@@ -440,7 +579,11 @@ async fn mock_token_bucket_paces_run_instances() {
     let run = mock!(Client::run_instances).then_compute_output(move |_| {
         let i = c.fetch_add(1, Ordering::SeqCst);
         RunInstancesOutput::builder()
-            .instances(instance(&format!("i-{i:04}"), InstanceStateName::Pending, vec![]))
+            .instances(instance(
+                &format!("i-{i:04}"),
+                InstanceStateName::Pending,
+                vec![],
+            ))
             .build()
     });
     let describe = mock!(Client::describe_instances).then_compute_output(|input| {
@@ -450,7 +593,11 @@ async fn mock_token_bucket_paces_run_instances() {
             .filter(|f| f.name() == Some("instance-id"))
             .flat_map(|f| f.values().to_vec())
             .collect();
-        reservations(ids.iter().map(|id| instance(id, InstanceStateName::Running, vec![])).collect())
+        reservations(
+            ids.iter()
+                .map(|id| instance(id, InstanceStateName::Running, vec![]))
+                .collect(),
+        )
     });
     let mut cfg = fast_config();
     cfg.rate_limits.run_instances = BucketLimit {
@@ -459,12 +606,17 @@ async fn mock_token_bucket_paces_run_instances() {
     };
     let d = driver(vec![images_rule(), describe, run], cfg);
     let class = class("pace", spec(json!({})));
-    let reqs: Vec<_> = (0..5).map(|_| request(&machine("pace"), &class, &secret())).collect();
+    let reqs: Vec<_> = (0..5)
+        .map(|_| request(&machine("pace"), &class, &secret()))
+        .collect();
     let started = Instant::now();
     let done = futures::future::join_all(reqs.iter().map(|r| d.create_machine(r))).await;
     let took = started.elapsed();
     assert!(done.iter().all(Result::is_ok), "{done:?}");
-    assert!(took >= Duration::from_millis(380), "5 launches at 1 burst + 10/s take 0.4 s: {took:?}");
+    assert!(
+        took >= Duration::from_millis(380),
+        "5 launches at 1 burst + 10/s take 0.4 s: {took:?}"
+    );
     let calls = d.api_calls();
     assert_eq!(calls.count("RunInstances"), 5);
     assert!(
@@ -478,13 +630,18 @@ async fn mock_delete_of_a_gone_vm_is_ok_and_terminate_not_found_is_ok() {
     let describe = describe_rule(|| vec![instance("i-0010", InstanceStateName::Running, vec![])]);
     let terminate = mock!(Client::terminate_instances)
         .sequence()
-        .http_status(400, Some(ec2_error_xml("InvalidInstanceID.NotFound", "gone")))
+        .http_status(
+            400,
+            Some(ec2_error_xml("InvalidInstanceID.NotFound", "gone")),
+        )
         .output(|| TerminateInstancesOutput::builder().build())
         .build();
     let d = driver(vec![describe, terminate.clone()], fast_config());
     let class = class("gone", spec(json!({})));
     let req = request(&machine_with_provider_id("i-0010"), &class, &secret());
-    d.delete_machine(&req).await.expect("NotFound on terminate is success");
+    d.delete_machine(&req)
+        .await
+        .expect("NotFound on terminate is success");
     assert_eq!(terminate.num_calls(), 1);
     let d = driver(vec![describe_rule(Vec::new)], fast_config());
     d.delete_machine(&req).await.expect("no VM is success");

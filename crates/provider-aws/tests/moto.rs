@@ -30,7 +30,9 @@ fn endpoint() -> Option<String> {
                 std::env::var("CI").as_deref() != Ok("true"),
                 "MCM_AWS_TEST_ENDPOINT is not set: CI must run these tests against moto (source hack/moto.sh; start_moto)"
             );
-            eprintln!("skipping: MCM_AWS_TEST_ENDPOINT is not set (source hack/moto.sh && start_moto)");
+            eprintln!(
+                "skipping: MCM_AWS_TEST_ENDPOINT is not set (source hack/moto.sh && start_moto)"
+            );
             None
         }
     }
@@ -128,9 +130,14 @@ impl Env {
             .expect("ami id")
             .to_string();
         let profile = unique("mcm-profile");
-        let body = format!("Action=CreateInstanceProfile&InstanceProfileName={profile}&Version=2010-05-08");
+        let body = format!(
+            "Action=CreateInstanceProfile&InstanceProfileName={profile}&Version=2010-05-08"
+        );
         let answer = moto_iam(&endpoint, &body);
-        assert!(answer.starts_with("HTTP/1.1 200"), "CreateInstanceProfile: {answer}");
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "CreateInstanceProfile: {answer}"
+        );
         Some(Env {
             driver,
             client,
@@ -187,8 +194,7 @@ async fn moto_create_sends_every_spec_field() {
         "ipv6AddressCount": 1, "associatePublicIPAddress": false, "description": "mcm primary"}]);
     spec["tags"]["team"] = json!("mcm");
     spec["tags"]["Name"] = json!("overridden");
-    spec["instanceMetadataOptions"] =
-        json!({"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2, "httpProtocolIpv6": "enabled"});
+    spec["instanceMetadataOptions"] = json!({"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2, "httpProtocolIpv6": "enabled"});
     spec["cpuOptions"] = json!({"coreCount": 1, "threadsPerCore": 2});
     spec["placement"] = json!({"tenancy": "default"});
     spec["capacityReservation"] = json!({"capacityReservationPreference": "open"});
@@ -201,7 +207,11 @@ async fn moto_create_sends_every_spec_field() {
     let req = request(&m, &class, &secret());
 
     let created = env.driver.create_machine(&req).await.expect("create");
-    assert!(created.provider_id.starts_with("aws:///eu-west-1/i-"), "{}", created.provider_id);
+    assert!(
+        created.provider_id.starts_with("aws:///eu-west-1/i-"),
+        "{}",
+        created.provider_id
+    );
     assert!(!created.node_name.is_empty());
     let id = instance_id(&created.provider_id);
     let i = env
@@ -222,8 +232,18 @@ async fn moto_create_sends_every_spec_field() {
         i.client_token(),
         Some(format!("mcm-{}", m.metadata.uid.as_deref().expect("uid")).as_str())
     );
-    let tag = |k: &str| i.tags().iter().find(|t| t.key() == Some(k)).and_then(|t| t.value()).map(str::to_string);
-    assert_eq!(tag("Name").as_deref(), Some(name.as_str()), "Name = machine name");
+    let tag = |k: &str| {
+        i.tags()
+            .iter()
+            .find(|t| t.key() == Some(k))
+            .and_then(|t| t.value())
+            .map(str::to_string)
+    };
+    assert_eq!(
+        tag("Name").as_deref(),
+        Some(name.as_str()),
+        "Name = machine name"
+    );
     assert_eq!(tag(&env.cluster).as_deref(), Some("1"));
     assert_eq!(tag("kubernetes.io/role/node").as_deref(), Some("1"));
     assert_eq!(tag("team").as_deref(), Some("mcm"));
@@ -236,7 +256,11 @@ async fn moto_create_sends_every_spec_field() {
     assert_eq!(md.http_put_response_hop_limit(), Some(2));
     assert_eq!(md.http_endpoint().map(|t| t.as_str()), Some("enabled"));
     assert_eq!(md.http_protocol_ipv6().map(|t| t.as_str()), Some("enabled"));
-    assert_eq!(i.instance_lifecycle().map(|l| l.as_str()), Some("spot"), "spotPrice → spot market");
+    assert_eq!(
+        i.instance_lifecycle().map(|l| l.as_str()),
+        Some("spot"),
+        "spotPrice → spot market"
+    );
     assert_eq!(i.ebs_optimized(), Some(true));
     assert_eq!(
         i.monitoring().and_then(|m| m.state()).map(|s| s.as_str()),
@@ -245,12 +269,35 @@ async fn moto_create_sends_every_spec_field() {
     let eni = &i.network_interfaces()[0];
     assert_eq!(eni.subnet_id(), Some(env.subnet.as_str()));
     assert_eq!(eni.groups()[0].group_id(), Some(env.sg.as_str()));
-    assert_eq!(eni.attachment().and_then(|a| a.delete_on_termination()), Some(true));
+    assert_eq!(
+        eni.attachment().and_then(|a| a.delete_on_termination()),
+        Some(true)
+    );
     // Volumes: root named after the AMI's root device, data disk with KMS and kept.
+    let root_name = env
+        .client
+        .describe_images()
+        .image_ids(&env.ami)
+        .send()
+        .await
+        .expect("image")
+        .images()[0]
+        .root_device_name()
+        .expect("root device name")
+        .to_string();
     let bdm: Vec<_> = i.block_device_mappings().to_vec();
-    let root = bdm.iter().find(|b| b.device_name() == Some("/dev/xvda")).expect("root mapping");
-    let data = bdm.iter().find(|b| b.device_name() == Some("/dev/sdb")).expect("data mapping");
-    assert_eq!(data.ebs().and_then(|e| e.delete_on_termination()), Some(false));
+    let root = bdm
+        .iter()
+        .find(|b| b.device_name() == Some(root_name.as_str()))
+        .unwrap_or_else(|| panic!("root mapping {root_name} in {bdm:?}"));
+    let data = bdm
+        .iter()
+        .find(|b| b.device_name() == Some("/dev/sdb"))
+        .expect("data mapping");
+    assert_eq!(
+        data.ebs().and_then(|e| e.delete_on_termination()),
+        Some(false)
+    );
     let vols = env
         .client
         .describe_volumes()
@@ -259,15 +306,33 @@ async fn moto_create_sends_every_spec_field() {
         .send()
         .await
         .expect("volumes");
-    let root_vol = vols.volumes().iter().find(|v| v.size() == Some(20)).expect("root volume");
+    let root_vol = vols
+        .volumes()
+        .iter()
+        .find(|v| v.size() == Some(20))
+        .expect("root volume");
     assert_eq!(root_vol.volume_type().map(|t| t.as_str()), Some("gp3"));
     assert_eq!(root_vol.encrypted(), Some(true));
-    let data_vol = vols.volumes().iter().find(|v| v.size() == Some(10)).expect("data volume");
+    let data_vol = vols
+        .volumes()
+        .iter()
+        .find(|v| v.size() == Some(10))
+        .expect("data volume");
     assert_eq!(data_vol.volume_type().map(|t| t.as_str()), Some("gp2"));
-    assert_eq!(data_vol.encrypted(), Some(true), "kmsKeyID implies encryption");
-    assert_eq!(data_vol.kms_key_id(), Some("arn:aws:kms:eu-west-1:123456789012:key/test"));
+    assert_eq!(
+        data_vol.encrypted(),
+        Some(true),
+        "kmsKeyID implies encryption"
+    );
+    assert_eq!(
+        data_vol.kms_key_id(),
+        Some("arn:aws:kms:eu-west-1:123456789012:key/test")
+    );
     assert!(
-        data_vol.tags().iter().any(|t| t.key() == Some("Name") && t.value() == Some(name.as_str())),
+        data_vol
+            .tags()
+            .iter()
+            .any(|t| t.key() == Some("Name") && t.value() == Some(name.as_str())),
         "volumes carry the Name tag"
     );
     // User data: base64 of the secret's userData.
@@ -281,7 +346,11 @@ async fn moto_create_sends_every_spec_field() {
         .expect("user data");
     use base64::Engine;
     let decoded = base64::engine::general_purpose::STANDARD
-        .decode(ud.user_data().and_then(|v| v.value()).expect("user data value"))
+        .decode(
+            ud.user_data()
+                .and_then(|v| v.value())
+                .expect("user data value"),
+        )
         .expect("base64");
     assert_eq!(decoded, USER_DATA.as_bytes());
 
@@ -292,12 +361,19 @@ async fn moto_create_sends_every_spec_field() {
     let left = env
         .client
         .describe_volumes()
-        .filters(Filter::builder().name("volume-id").values(data_vol.volume_id().expect("id")).build())
+        .filters(
+            Filter::builder()
+                .name("volume-id")
+                .values(data_vol.volume_id().expect("id"))
+                .build(),
+        )
         .send()
         .await
         .expect("volumes");
     assert!(
-        left.volumes().iter().all(|v| v.state().map(|s| s.as_str()) == Some("deleted")),
+        left.volumes()
+            .iter()
+            .all(|v| v.state().map(|s| s.as_str()) == Some("deleted")),
         "retained data volume cleaned up: {:?}",
         left.volumes()
     );
@@ -324,36 +400,80 @@ async fn moto_initialize_disables_src_dst_assigns_ipv6_and_second_call_changes_n
     m.spec.provider_id = created.provider_id.clone();
     let req = request(&m, &class, &secret());
 
-    let before = env.driver.get_machine_status(&req).await.expect_err("uninitialized");
+    let before = env
+        .driver
+        .get_machine_status(&req)
+        .await
+        .expect_err("uninitialized");
     assert_eq!(before.code, Code::Uninitialized, "{before}");
-    let ident = before.machine.as_deref().expect("identity with Uninitialized");
+    let ident = before
+        .machine
+        .as_deref()
+        .expect("identity with Uninitialized");
     assert_eq!(ident.provider_id, created.provider_id);
     assert_eq!(ident.node_name, created.node_name);
 
-    let init = env.driver.initialize_machine(&req).await.expect("initialize");
+    let init = env
+        .driver
+        .initialize_machine(&req)
+        .await
+        .expect("initialize");
     assert_eq!(init.provider_id, created.provider_id);
     let enis = env
         .client
         .describe_network_interfaces()
-        .filters(Filter::builder().name("attachment.instance-id").values(instance_id(&created.provider_id)).build())
+        .filters(
+            Filter::builder()
+                .name("attachment.instance-id")
+                .values(instance_id(&created.provider_id))
+                .build(),
+        )
         .send()
         .await
         .expect("enis");
     assert_eq!(enis.network_interfaces().len(), 2);
     for n in enis.network_interfaces() {
-        assert_eq!(n.source_dest_check(), Some(false), "check off on {:?}", n.network_interface_id());
+        assert_eq!(
+            n.source_dest_check(),
+            Some(false),
+            "check off on {:?}",
+            n.network_interface_id()
+        );
         if n.attachment().and_then(|a| a.device_index()) == Some(0) {
-            assert_eq!(n.ipv6_addresses().len(), 2, "two IPv6 addresses on the primary interface");
+            assert_eq!(
+                n.ipv6_addresses().len(),
+                2,
+                "two IPv6 addresses on the primary interface"
+            );
         }
     }
-    let v6 = init.addresses.iter().filter(|a| a.address.contains(':')).count();
-    assert_eq!(v6, 2, "the response carries the new IPv6 addresses: {:?}", init.addresses);
+    let v6 = init
+        .addresses
+        .iter()
+        .filter(|a| a.address.contains(':'))
+        .count();
+    assert_eq!(
+        v6, 2,
+        "the response carries the new IPv6 addresses: {:?}",
+        init.addresses
+    );
 
-    env.driver.get_machine_status(&req).await.expect("OK after initialize");
+    env.driver
+        .get_machine_status(&req)
+        .await
+        .expect("OK after initialize");
     let calls = env.driver.api_calls();
-    let again = env.driver.initialize_machine(&req).await.expect("second initialize");
+    let again = env
+        .driver
+        .initialize_machine(&req)
+        .await
+        .expect("second initialize");
     let diff = env.driver.api_calls().since(&calls);
-    assert_eq!(diff.mutating(), 0, "second InitializeMachine made mutating calls: {diff:?}");
+    assert_eq!(
+        diff.mutating(),
+        0,
+        "second InitializeMachine made mutating calls: {diff:?}"
+    );
     assert_eq!(again.provider_id, created.provider_id);
     env.driver.delete_machine(&req).await.expect("delete");
 }
@@ -371,14 +491,27 @@ async fn moto_delete_twice_then_status_not_found() {
     m.spec.provider_id = created.provider_id.clone();
     let req = request(&m, &class, &secret());
     env.driver.delete_machine(&req).await.expect("first delete");
-    env.driver.delete_machine(&req).await.expect("second delete is OK");
+    env.driver
+        .delete_machine(&req)
+        .await
+        .expect("second delete is OK");
     let s = env.driver.get_machine_status(&req).await.expect_err("gone");
     assert_eq!(s.code, Code::NotFound, "{s}");
     // Without a provider ID too.
     m.spec.provider_id.clear();
     let req = request(&m, &class, &secret());
-    env.driver.delete_machine(&req).await.expect("delete by tags of a gone VM");
-    assert_eq!(env.driver.get_machine_status(&req).await.expect_err("gone").code, Code::NotFound);
+    env.driver
+        .delete_machine(&req)
+        .await
+        .expect("delete by tags of a gone VM");
+    assert_eq!(
+        env.driver
+            .get_machine_status(&req)
+            .await
+            .expect_err("gone")
+            .code,
+        Code::NotFound
+    );
 }
 
 #[tokio::test]
@@ -386,7 +519,8 @@ async fn moto_list_by_cluster_and_role_tags() {
     let Some(env) = Env::new().await else { return };
     let class_a = class("list", env.spec());
     let mut spec_b = env.spec();
-    spec_b["tags"] = json!({"kubernetes.io/cluster/other-shoot-x": "1", "kubernetes.io/role/node": "1"});
+    spec_b["tags"] =
+        json!({"kubernetes.io/cluster/other-shoot-x": "1", "kubernetes.io/role/node": "1"});
     let class_b = class("list-other", spec_b);
     let mut mine = Vec::new();
     for _ in 0..3 {
@@ -418,9 +552,15 @@ async fn moto_list_by_cluster_and_role_tags() {
     }
     assert!(!listed.machine_list.contains_key(&other_created.provider_id));
     for (_, m) in &mine {
-        env.driver.delete_machine(&request(m, &class_a, &secret())).await.expect("delete");
+        env.driver
+            .delete_machine(&request(m, &class_a, &secret()))
+            .await
+            .expect("delete");
     }
-    env.driver.delete_machine(&request(&other, &class_b, &secret())).await.expect("delete");
+    env.driver
+        .delete_machine(&request(&other, &class_b, &secret()))
+        .await
+        .expect("delete");
     let listed = env
         .driver
         .list_machines(&ListMachinesRequest {
@@ -429,7 +569,10 @@ async fn moto_list_by_cluster_and_role_tags() {
         })
         .await
         .expect("list");
-    assert!(listed.machine_list.is_empty(), "terminated VMs are not listed");
+    assert!(
+        listed.machine_list.is_empty(),
+        "terminated VMs are not listed"
+    );
 }
 
 #[tokio::test]
@@ -439,10 +582,17 @@ async fn moto_retried_create_with_the_same_uid_gives_one_instance() {
     let m = machine("retry");
     let req = request(&m, &class, &secret());
     let first = env.driver.create_machine(&req).await.expect("create");
-    let second = env.driver.create_machine(&req).await.expect("retried create");
+    let second = env
+        .driver
+        .create_machine(&req)
+        .await
+        .expect("retried create");
     assert_eq!(first.provider_id, second.provider_id);
     // Concurrent retries of the same machine too.
-    let (a, b) = tokio::join!(env.driver.create_machine(&req), env.driver.create_machine(&req));
+    let (a, b) = tokio::join!(
+        env.driver.create_machine(&req),
+        env.driver.create_machine(&req)
+    );
     assert_eq!(a.expect("a").provider_id, first.provider_id);
     assert_eq!(b.expect("b").provider_id, first.provider_id);
     let name = m.metadata.name.as_deref().expect("name");
@@ -476,7 +626,8 @@ async fn moto_concurrent_status_calls_share_one_describe_instances() {
         reqs.push(request(&m, &class, &secret()));
     }
     let before = env.driver.api_calls();
-    let answers = futures::future::join_all(reqs.iter().map(|r| env.driver.get_machine_status(r))).await;
+    let answers =
+        futures::future::join_all(reqs.iter().map(|r| env.driver.get_machine_status(r))).await;
     for a in &answers {
         a.as_ref().expect("status OK");
     }
@@ -514,7 +665,12 @@ async fn moto_retained_interface_and_volume_are_deleted_with_the_machine() {
     let enis = env
         .client
         .describe_network_interfaces()
-        .filters(Filter::builder().name("attachment.instance-id").values(&id).build())
+        .filters(
+            Filter::builder()
+                .name("attachment.instance-id")
+                .values(&id)
+                .build(),
+        )
         .send()
         .await
         .expect("enis");
@@ -533,20 +689,36 @@ async fn moto_retained_interface_and_volume_are_deleted_with_the_machine() {
     let left = env
         .client
         .describe_network_interfaces()
-        .filters(Filter::builder().name("network-interface-id").values(&kept_eni).build())
+        .filters(
+            Filter::builder()
+                .name("network-interface-id")
+                .values(&kept_eni)
+                .build(),
+        )
         .send()
         .await
         .expect("enis");
-    assert!(left.network_interfaces().is_empty(), "kept interface deleted: {:?}", left.network_interfaces());
+    assert!(
+        left.network_interfaces().is_empty(),
+        "kept interface deleted: {:?}",
+        left.network_interfaces()
+    );
     let vols = env
         .client
         .describe_volumes()
-        .filters(Filter::builder().name("tag:Name").values(m.metadata.name.as_deref().expect("name")).build())
+        .filters(
+            Filter::builder()
+                .name("tag:Name")
+                .values(m.metadata.name.as_deref().expect("name"))
+                .build(),
+        )
         .send()
         .await
         .expect("volumes");
     assert!(
-        vols.volumes().iter().all(|v| v.state().map(|s| s.as_str()) == Some("deleted")),
+        vols.volumes()
+            .iter()
+            .all(|v| v.state().map(|s| s.as_str()) == Some("deleted")),
         "no volume of the machine left: {:?}",
         vols.volumes()
     );
@@ -560,7 +732,12 @@ async fn moto_retained_interface_and_volume_are_deleted_with_the_machine() {
         .tag_specifications(
             TagSpecification::builder()
                 .resource_type(ResourceType::Volume)
-                .tags(Tag::builder().key("Name").value(m.metadata.name.as_deref().expect("name")).build())
+                .tags(
+                    Tag::builder()
+                        .key("Name")
+                        .value(m.metadata.name.as_deref().expect("name"))
+                        .build(),
+                )
                 .tags(Tag::builder().key(&env.cluster).value("1").build())
                 .build(),
         )
@@ -581,7 +758,11 @@ async fn moto_retained_interface_and_volume_are_deleted_with_the_machine() {
         .send()
         .await
         .expect("volumes");
-    assert!(left.volumes().is_empty(), "orphan swept: {:?}", left.volumes());
+    assert!(
+        left.volumes().is_empty(),
+        "orphan swept: {:?}",
+        left.volumes()
+    );
 }
 
 #[tokio::test]
@@ -594,8 +775,17 @@ async fn moto_invalid_spec_and_wrong_provider_are_invalid_argument() {
     let req = request(&machine("bad"), &bad, &secret());
     let e = env.driver.create_machine(&req).await.expect_err("invalid");
     assert_eq!(e.code, Code::InvalidArgument);
-    assert!(e.message.contains("providerSpec.ami: Required value"), "{}", e.message);
-    assert!(e.message.contains("providerSpec.blockDevices[0].ebs.volumeType"), "{}", e.message);
+    assert!(
+        e.message.contains("providerSpec.ami: Required value"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message
+            .contains("providerSpec.blockDevices[0].ebs.volumeType"),
+        "{}",
+        e.message
+    );
     let mut wrong = class("azure", env.spec());
     wrong.provider = "Azure".into();
     let e = env
@@ -608,16 +798,30 @@ async fn moto_invalid_spec_and_wrong_provider_are_invalid_argument() {
     spec["ami"] = json!("ami-00000000deadbeef");
     let e = env
         .driver
-        .create_machine(&request(&machine("noami"), &class("noami", spec), &secret()))
+        .create_machine(&request(
+            &machine("noami"),
+            &class("noami", spec),
+            &secret(),
+        ))
         .await
         .expect_err("unknown AMI");
     assert_eq!(e.code, Code::NotFound, "{e}");
     // The alternative secret key spellings work as well.
-    let alt = secret_with(&[("accessKeyID", "testing"), ("secretAccessKey", "testing"), ("userData", "x")]);
+    let alt = secret_with(&[
+        ("accessKeyID", "testing"),
+        ("secretAccessKey", "testing"),
+        ("userData", "x"),
+    ]);
     let ok = class("alt", env.spec());
     let m = machine("alt");
-    env.driver.create_machine(&request(&m, &ok, &alt)).await.expect("create with alt keys");
-    env.driver.delete_machine(&request(&m, &ok, &alt)).await.expect("delete");
+    env.driver
+        .create_machine(&request(&m, &ok, &alt))
+        .await
+        .expect("create with alt keys");
+    env.driver
+        .delete_machine(&request(&m, &ok, &alt))
+        .await
+        .expect("delete");
 }
 
 #[tokio::test]
@@ -625,7 +829,8 @@ async fn moto_conformance_kit_passes() {
     let Some(env) = Env::new().await else { return };
     let class = class("conformance", env.spec());
     let mut other_spec = env.spec();
-    other_spec["tags"] = json!({"kubernetes.io/cluster/conformance-other": "1", "kubernetes.io/role/node": "1"});
+    other_spec["tags"] =
+        json!({"kubernetes.io/cluster/conformance-other": "1", "kubernetes.io/role/node": "1"});
     let other = common::class("conformance-other", other_spec);
     let mut bad_volume = env.spec();
     bad_volume["blockDevices"][0]["ebs"]["volumeType"] = json!("bogus");
@@ -635,11 +840,26 @@ async fn moto_conformance_kit_passes() {
         secret: secret(),
         new_machine: Box::new(|_| machine("kit")),
         invalid_classes: vec![
-            (common::class("empty", json!({})), "providerSpec.ami".to_string()),
-            (common::class("null", serde_json::Value::Null), "providerSpec.ami".to_string()),
-            (common::class("garbage", json!("garbage")), "providerSpec".to_string()),
-            (common::class("wrong-types", json!({"ami": 5})), "providerSpec".to_string()),
-            (common::class("bad-volume", bad_volume), "providerSpec.blockDevices[0].ebs.volumeType".to_string()),
+            (
+                common::class("empty", json!({})),
+                "providerSpec.ami".to_string(),
+            ),
+            (
+                common::class("null", serde_json::Value::Null),
+                "providerSpec.ami".to_string(),
+            ),
+            (
+                common::class("garbage", json!("garbage")),
+                "providerSpec".to_string(),
+            ),
+            (
+                common::class("wrong-types", json!({"ami": 5})),
+                "providerSpec".to_string(),
+            ),
+            (
+                common::class("bad-volume", bad_volume),
+                "providerSpec.blockDevices[0].ebs.volumeType".to_string(),
+            ),
         ],
     };
     let failures = run_all(&env.driver, &fixture).await;
@@ -651,12 +871,19 @@ async fn moto_ec2_calls_per_machine() {
     let Some(env) = Env::new().await else { return };
     let mut spec = env.spec();
     spec["srcAndDstChecksEnabled"] = json!(false);
-    spec["networkInterfaces"] = json!([{"subnetID": env.subnet, "securityGroupIDs": [env.sg], "ipv6AddressCount": 1}]);
+    spec["networkInterfaces"] =
+        json!([{"subnetID": env.subnet, "securityGroupIDs": [env.sg], "ipv6AddressCount": 1}]);
     let class = class("budget", spec);
     // Warm the AMI cache with one machine, as in any real scale-up.
     let warm = machine("warm");
-    env.driver.create_machine(&request(&warm, &class, &secret())).await.expect("create");
-    env.driver.delete_machine(&request(&warm, &class, &secret())).await.expect("delete");
+    env.driver
+        .create_machine(&request(&warm, &class, &secret()))
+        .await
+        .expect("create");
+    env.driver
+        .delete_machine(&request(&warm, &class, &secret()))
+        .await
+        .expect("delete");
 
     let mut m = machine("budget");
     let t0 = env.driver.api_calls();
@@ -668,14 +895,24 @@ async fn moto_ec2_calls_per_machine() {
     let t1 = env.driver.api_calls();
     m.spec.provider_id = created.provider_id.clone();
     let req = request(&m, &class, &secret());
-    env.driver.initialize_machine(&req).await.expect("initialize");
+    env.driver
+        .initialize_machine(&req)
+        .await
+        .expect("initialize");
     let t2 = env.driver.api_calls();
-    env.driver.get_machine_status(&req).await.expect("status OK");
+    env.driver
+        .get_machine_status(&req)
+        .await
+        .expect("status OK");
     let t3 = env.driver.api_calls();
     env.driver.delete_machine(&req).await.expect("delete");
     let t4 = env.driver.api_calls();
     let show = |what: &str, c: &mcm_provider_aws::ApiCalls| {
-        println!("EC2 calls for {what}: {:?} (total {})", c.operations, c.total());
+        println!(
+            "EC2 calls for {what}: {:?} (total {})",
+            c.operations,
+            c.total()
+        );
     };
     show("CreateMachine", &t1.since(&t0));
     show("InitializeMachine", &t2.since(&t1));
