@@ -102,60 +102,15 @@ pub fn split_conditions(list: &str) -> Vec<String> {
         .collect()
 }
 
-/// Parses a Go `time.Duration` string such as `20m`, `1h30m`, `90s`, `1.5h`, `500ms`.
+/// Parses a Go `time.Duration` string such as `20m`, `1h30m`, `90s`, `1.5h`, `500ms`
+/// (negative or malformed values give `None`).
 pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    if s == "0" {
-        return Some(Duration::ZERO);
-    }
-    if s.is_empty() || s.starts_with('-') {
-        return None;
-    }
-    let s = s.strip_prefix('+').unwrap_or(s);
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        if num_len == 0 {
-            return None;
-        }
-        let n: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        rest = &rest[unit_len..];
-        let secs = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += n * secs;
-    }
-    if !total.is_finite() || total > 1e12 {
-        return None;
-    }
-    Some(Duration::from_secs_f64(total))
+    mcm_api::parse_duration(s.trim()).ok()
 }
 
-/// Formats a duration the way Go prints whole-second durations (`20m0s`, `1h0m0s`).
+/// Formats a duration the way Go prints it (`20m0s`, `1h0m0s`).
 pub fn format_go_duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
-    if h > 0 {
-        format!("{h}h{m}m{s}s")
-    } else if m > 0 {
-        format!("{m}m{s}s")
-    } else {
-        format!("{s}s")
-    }
+    mcm_api::format_duration(Duration::from_secs(d.as_secs()))
 }
 
 /// What the controllers need to know about a Machine: a plain snapshot.

@@ -18,54 +18,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, info};
 
+/// Adds a finalizer; a conflict (someone else wrote first) is retried by the next reconcile.
 async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    if obj.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(());
-    }
-    let mut f = obj.finalizers().to_vec();
-    f.push(finalizer.into());
-    let patch = json!({"metadata": {"finalizers": f, "resourceVersion": obj.resource_version()}});
-    match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
+    match crate::finalizer::add(api, obj, finalizer).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-async fn remove_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), Error>
-where
-    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    if !obj.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(());
-    }
-    let f: Vec<String> = obj
-        .finalizers()
-        .iter()
-        .filter(|x| *x != finalizer)
-        .cloned()
-        .collect();
-    let patch = json!({"metadata": {"finalizers": f, "resourceVersion": obj.resource_version()}});
-    match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -266,11 +226,11 @@ async fn reconcile_class(class: Arc<MachineClass>, client: Arc<Client>) -> Resul
         if !used {
             let secrets: Api<Secret> = Api::namespaced((*client).clone(), &sns);
             if let Some(s) = secrets.get_opt(&sname).await? {
-                remove_finalizer(&secrets, &s, c::MC_SECRET_FINALIZER).await?;
+                crate::finalizer::remove(&secrets, &s, c::MC_SECRET_FINALIZER).await?;
             }
         }
     }
-    remove_finalizer(&api, &class, c::MCM_FINALIZER).await?;
+    crate::finalizer::remove(&api, &*class, c::MCM_FINALIZER).await?;
     info!(class = %name, "released deleted MachineClass");
     Ok(Action::await_change())
 }

@@ -14,6 +14,7 @@ pub mod class;
 pub mod config;
 pub mod context;
 pub mod drain;
+pub mod finalizer;
 pub mod leader;
 pub mod machine;
 pub mod metrics;

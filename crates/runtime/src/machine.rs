@@ -308,21 +308,9 @@ impl<'a> Reconciler<'a> {
     // Inputs: finalizers, class, secret, driver
 
     async fn ensure_finalizer(&mut self) -> Result<(), Error> {
-        if self
-            .machine
-            .finalizers()
-            .iter()
-            .any(|f| f == c::MCM_FINALIZER)
-        {
-            return Ok(());
+        if let Some(m) = crate::finalizer::add(&self.api, &self.machine, c::MCM_FINALIZER).await? {
+            self.machine = m;
         }
-        let mut finalizers = self.machine.finalizers().to_vec();
-        finalizers.push(c::MCM_FINALIZER.to_string());
-        let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": self.machine.resource_version()}});
-        self.machine = self
-            .api
-            .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
         Ok(())
     }
 
@@ -1046,17 +1034,7 @@ impl<'a> Reconciler<'a> {
                     }
                 }
                 DeletionStep::RemoveFinalizer => {
-                    let finalizers: Vec<String> = self
-                        .machine
-                        .finalizers()
-                        .iter()
-                        .filter(|f| *f != c::MCM_FINALIZER)
-                        .cloned()
-                        .collect();
-                    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": self.machine.resource_version()}});
-                    self.api
-                        .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
-                        .await?;
+                    crate::finalizer::remove(&self.api, &self.machine, c::MCM_FINALIZER).await?;
                     info!("machine deleted; finalizer removed");
                     self.ctx.reset_backoff(&self.key);
                     self.ctx.metrics.forget_machine(
@@ -1130,20 +1108,8 @@ impl<'a> Reconciler<'a> {
         let Some(obj) = nodes.get_opt(node).await? else {
             return Ok(NodeDeletion::NotFound(node.clone()));
         };
-        if obj.finalizers().iter().any(|f| f == c::NODE_FINALIZER) {
-            let f: Vec<String> = obj
-                .finalizers()
-                .iter()
-                .filter(|f| *f != c::NODE_FINALIZER)
-                .cloned()
-                .collect();
-            let patch = json!({"metadata": {"finalizers": f}});
-            if let Err(e) = nodes
-                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                return Ok(NodeDeletion::Failed(node.clone(), e.to_string()));
-            }
+        if let Err(e) = crate::finalizer::remove(&nodes, &obj, c::NODE_FINALIZER).await {
+            return Ok(NodeDeletion::Failed(node.clone(), e.to_string()));
         }
         match nodes.delete(node, &DeleteParams::default()).await {
             Ok(_) => Ok(NodeDeletion::Deleted(node.clone())),

@@ -245,11 +245,7 @@ pub(crate) fn owner_reference<K: Resource<DynamicType = ()>>(owner: &K) -> Owner
 
 /// Whether the object carries the MCM finalizer.
 pub(crate) fn has_finalizer<K: Resource>(obj: &K) -> bool {
-    obj.meta()
-        .finalizers
-        .iter()
-        .flatten()
-        .any(|f| f == mcm_api::constants::MCM_FINALIZER)
+    crate::finalizer::has(obj, mcm_api::constants::MCM_FINALIZER)
 }
 
 /// A merge patch of `metadata` guarded by the object's resourceVersion.
@@ -266,16 +262,8 @@ pub(crate) async fn add_finalizer<K>(api: &Api<K>, obj: &K) -> Result<K, Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let mut finalizers = obj.meta().finalizers.clone().unwrap_or_default();
-    finalizers.push(mcm_api::constants::MCM_FINALIZER.to_string());
-    let patch = guarded_metadata_patch(obj, json!({ "finalizers": finalizers }));
-    Ok(api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?)
+    let updated = crate::finalizer::add(api, obj, mcm_api::constants::MCM_FINALIZER).await?;
+    Ok(updated.unwrap_or_else(|| obj.clone()))
 }
 
 /// Removes the MCM finalizer (resourceVersion-guarded merge patch).
@@ -283,27 +271,8 @@ pub(crate) async fn remove_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), Err
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let finalizers: Vec<String> = obj
-        .meta()
-        .finalizers
-        .clone()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|f| f != mcm_api::constants::MCM_FINALIZER)
-        .collect();
-    let patch = guarded_metadata_patch(obj, json!({ "finalizers": finalizers }));
-    match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    crate::finalizer::remove(api, obj, mcm_api::constants::MCM_FINALIZER).await?;
+    Ok(())
 }
 
 /// Makes `owner` the controller of `obj`, keeping its other (non-controller)
