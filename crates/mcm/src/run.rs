@@ -137,14 +137,31 @@ fn drivers(args: &RunArgs) -> anyhow::Result<DriverRegistry> {
     Ok(reg)
 }
 
-async fn serve_http(addr: SocketAddr, registry: Arc<Registry>) -> anyhow::Result<()> {
+async fn serve_http(
+    addr: SocketAddr,
+    registry: Arc<Registry>,
+    sets: Arc<mcm_runtime::metrics::SetMetrics>,
+    client: Client,
+    namespace: String,
+) -> anyhow::Result<()> {
     use axum::routing::get;
     let app = axum::Router::new()
         .route(
             "/metrics",
             get(move || {
-                let r = registry.clone();
-                async move { mcm_runtime::metrics::encode(&r) }
+                let (r, sets, client, ns) = (
+                    registry.clone(),
+                    sets.clone(),
+                    client.clone(),
+                    namespace.clone(),
+                );
+                async move {
+                    // MachineSet/MachineDeployment series are collected on scrape.
+                    if let Err(e) = sets.refresh(&client, &ns).await {
+                        warn!(error = %e, "collecting MachineSet/MachineDeployment metrics failed");
+                    }
+                    mcm_runtime::metrics::encode(&r)
+                }
             }),
         )
         .route("/healthz", get(|| async { "ok" }))
@@ -212,6 +229,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let mut registry = Registry::default();
     let metrics = Arc::new(Metrics::new(&mut registry));
+    let set_metrics = mcm_runtime::metrics::SetMetrics::new(&mut registry);
     let registry = Arc::new(registry);
     let drivers = drivers(&args)?;
     info!(providers = ?drivers.providers(), namespace = %args.namespace, target = target.is_some(), "starting mcm");
@@ -219,7 +237,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let addr: SocketAddr = format!("{}:{}", args.address, args.port)
         .parse()
         .context("--address/--port")?;
-    let http = tokio::spawn(serve_http(addr, registry));
+    let http = tokio::spawn(serve_http(
+        addr,
+        registry,
+        set_metrics,
+        control.clone(),
+        args.namespace.clone(),
+    ));
     let safety_cfg = safety::SafetyConfig {
         orphan_period: args.machine_safety_orphan_vms_period,
         orphan_grace: args.machine_safety_orphan_vms_grace,
