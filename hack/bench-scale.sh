@@ -30,8 +30,12 @@
 #   MCM_BENCH_POLL      poll period in seconds (default 2)
 #   MCM_BENCH_REPORT    the report file (default docs/scale-report.md; "none" = do not write)
 #   MCM_BENCH_RUN_ARGS  extra arguments for `mcm run` (e.g. "--concurrent-syncs 100")
+#   MCM_BENCH_NO_IPV6   1 = the class without IPv6 addresses (IPv4-only Nodes)
 #   MCM_BENCH_WORK      the work folder (default: a new /tmp/mcm-bench.XXXXXX)
 set -euo pipefail
+# Everything is in main, which bash parses completely before running it: editing this file
+# while a benchmark runs cannot change the running script.
+main() {
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 
@@ -238,8 +242,16 @@ mcd_available() {
 # ---------------------------------------------------------------------------
 # 2. Apply the class and the MachineDeployment.
 
-say "applying examples/machine-class.yaml"
-k apply -f examples/machine-class.yaml >/dev/null
+CLASS_NOTE="examples/machine-class.yaml"
+cp examples/machine-class.yaml "$WORK/machine-class.yaml"
+if [ "${MCM_BENCH_NO_IPV6:-}" = 1 ]; then
+  # IPv4-only nodes: one InternalIP per Node (see docs/scale-report.md on dual-stack Nodes).
+  sed -i -E 's/^  ipv6AddressCount: [0-9]+/  ipv6AddressCount: 0/' "$WORK/machine-class.yaml"
+  grep -q '^  ipv6AddressCount: 0' "$WORK/machine-class.yaml" || die "could not set ipv6AddressCount"
+  CLASS_NOTE="examples/machine-class.yaml with ipv6AddressCount: 0 (MCM_BENCH_NO_IPV6=1)"
+fi
+say "applying $CLASS_NOTE"
+k apply -f "$WORK/machine-class.yaml" >/dev/null
 sed -E "s/^  replicas: [0-9]+$/  replicas: $N/" examples/machine-deployment.yaml > "$WORK/machine-deployment.yaml"
 grep -q "^  replicas: $N\$" "$WORK/machine-deployment.yaml" || die "could not set replicas in the MachineDeployment"
 sleep 2
@@ -354,10 +366,14 @@ LOG_TOP=$(grep -E ' (WARN|ERROR) ' "$WORK/logs/mcm.plain.log" \
   | cut -c1-160 | sort | uniq -c | sort -rn | head -n 8 || true)
 
 SUMMARY=$WORK/summary.md
-export N PROFILE BOOT TUNABLES WORK UP_STATUS DOWN_STATUS T_FIRST_RUNNING T_ALL_VMS T_ALL_RUNNING \
-  T_MCD_AVAILABLE T_MACHINES_GONE T_VMS_GONE T_NODES_GONE READY_NODES IDLE BUILD_SECONDS \
-  OWN_UP_LIST_MACHINES OWN_UP_LIST_NODES OWN_UP_GET_MCD OWN_DOWN_LIST_MACHINES OWN_DOWN_LIST_NODES \
-  LOG_WARN LOG_ERROR LOG_TOP RUN_ARGS
+SUMMARY_VARS="N PROFILE BOOT TUNABLES WORK UP_STATUS DOWN_STATUS T_FIRST_RUNNING T_ALL_VMS T_ALL_RUNNING
+  T_MCD_AVAILABLE T_MACHINES_GONE T_VMS_GONE T_NODES_GONE READY_NODES IDLE BUILD_SECONDS
+  OWN_UP_LIST_MACHINES OWN_UP_LIST_NODES OWN_UP_GET_MCD OWN_DOWN_LIST_MACHINES OWN_DOWN_LIST_NODES
+  LOG_WARN LOG_ERROR LOG_TOP RUN_ARGS CLASS_NOTE"
+# The inputs of the summary, to regenerate it from the work folder later.
+for v in $SUMMARY_VARS; do printf '%s=%q\n' "$v" "${!v}"; done > "$WORK/summary.env"
+# shellcheck disable=SC2086
+export $SUMMARY_VARS
 python3 - > "$SUMMARY" <<'PY'
 import json, os, re, collections, datetime, platform
 E = os.environ
@@ -424,12 +440,12 @@ up_s = t("up") - t("before"); idle_s = t("idle") - t("up"); down_s = t("down") -
 
 o = []
 p = o.append
-date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+date = datetime.datetime.fromtimestamp(t("before"), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")  # the run's start
 p(f"## N = {N}")
 p("")
 p(f"{date}; `bash hack/bench-scale.sh {N}`; mcm build profile: **{E['PROFILE']}** (`--no-default-features`); "
   f"machine: 2 cores ({os.cpu_count()} visible, shared with other work), {platform.machine()}; "
-  f"one MachineDeployment of {N} replicas (maxSurge 1, maxUnavailable 0) on the `local` provider; "
+  f"one MachineDeployment of {N} replicas (maxSurge 1, maxUnavailable 0) on the `local` provider, class from {E['CLASS_NOTE']}; "
   f"`mcm run` with defaults{(' + ' + E['RUN_ARGS']) if E['RUN_ARGS'] else ''} (concurrent syncs 50 unless overridden); "
   f"boot delay {boot:g} s; simulated kubelets heartbeat every 10 s.")
 p("")
@@ -467,8 +483,9 @@ for op in ("create", "initialize", "status", "list", "delete"):
       f"| {d['calls']} ({d['throttled']} throttled) | {d['calls']/N:.2f} ({d['throttled']/N:.2f}) |")
 tot = lambda d: sum(d.values())
 p("")
-p("kube-apiserver requests (`apiserver_request_total` diffed, the benchmark's own LISTs subtracted; "
-  "leases and `nodes/status` PATCHes come mostly from the simulated kubelets, not the controllers):")
+p("kube-apiserver requests (`apiserver_request_total` diffed by verb and resource, the benchmark's own LISTs subtracted; "
+  "rows marked (kubelets) come from the local cloud's simulated kubelets, (control plane) from kube-apiserver and "
+  "kube-controller-manager; the rest is mostly the controllers, plus the kubelets' node GETs):")
 p("")
 p(f"| verb | resource | scale-up | per machine | idle {idle_s:.0f} s | scale-down | per machine |")
 p("| --- | --- | --- | --- | --- | --- | --- |")
@@ -477,12 +494,24 @@ def rname(k):
     verb, group, res, sub = k
     r = res if group in ("core",) else f"{res}.{group.split('.')[0]}"
     return r + ("" if sub == "-" else "/" + sub)
+def is_kubelet(k):  # the simulated kubelets: server-side apply of leases and node status, node registration
+    return (k[0] == "APPLY" and (k[2] == "leases" or (k[2] == "nodes" and k[3] == "status"))) or (k[0] == "POST" and k[2] == "nodes")
+def is_control_plane(k):  # kube-apiserver's identity lease, kube-controller-manager (node lifecycle, garbage collector)
+    return (k[2] == "leases" and k[0] in ("PUT", "GET", "DELETE")) or (k[2] == "nodes" and k[3] == "status" and k[0] == "PUT")
+small = max(5, N // 20)
+other = [0, 0, 0, 0]
 for k in keys:
     u, i, d = up_api.get(k, 0), idle_api.get(k, 0), down_api.get(k, 0)
-    p(f"| {k[0]} | {rname(k)} | {u} | {u/N:.2f} | {i} | {d} | {d/N:.2f} |")
+    if u + d < small:
+        other = [other[0] + u, other[1] + i, other[2] + d, other[3] + 1]
+        continue
+    mark = " (kubelets)" if is_kubelet(k) else " (control plane)" if is_control_plane(k) else ""
+    p(f"| {k[0]} | {rname(k)}{mark} | {u} | {u/N:.2f} | {i} | {d} | {d/N:.2f} |")
+if other[3]:
+    p(f"| other | {other[3]} kinds with fewer than {small} requests (watches, kubectl) | {other[0]} | {other[0]/N:.2f} | {other[1]} | {other[2]} | {other[2]/N:.2f} |")
 p(f"| **all** | | **{tot(up_api)}** | **{tot(up_api)/N:.1f}** | {tot(idle_api)} ({tot(idle_api)/max(idle_s,1):.1f}/s) | **{tot(down_api)}** | **{tot(down_api)/N:.1f}** |")
-kub = lambda d: sum(v for k, v in d.items() if k[2] == "leases" or (k[2] == "nodes" and k[3] == "status") or (k[0] == "POST" and k[2] == "nodes"))
-p(f"| all but leases, nodes/status and node creation (≈ the controllers) | | {tot(up_api)-kub(up_api)} | {(tot(up_api)-kub(up_api))/N:.1f} | {tot(idle_api)-kub(idle_api)} | {tot(down_api)-kub(down_api)} | {(tot(down_api)-kub(down_api))/N:.1f} |")
+kub = lambda d: sum(v for k, v in d.items() if is_kubelet(k) or is_control_plane(k))
+p(f"| all but the (kubelets) and (control plane) rows (≈ the controllers) | | {tot(up_api)-kub(up_api)} | {(tot(up_api)-kub(up_api))/N:.1f} | {tot(idle_api)-kub(idle_api)} | {tot(down_api)-kub(down_api)} | {(tot(down_api)-kub(down_api))/N:.1f} |")
 p("")
 p("Processes (CPU = utime+stime; RSS from /proc/<pid>/status):")
 p("")
@@ -508,6 +537,31 @@ p("```text")
 p(E["LOG_TOP"].strip() or "(none)")
 p("```")
 p("")
+import datetime as dt
+def stamps(path, needle):
+    out = []
+    if not os.path.exists(path): return out
+    for line in open(path, errors="replace"):
+        if needle in line:
+            try: out.append((dt.datetime.fromisoformat(line[:26].replace("Z", "")), line))
+            except ValueError: pass
+    return out
+t_apply = dt.datetime.fromtimestamp(t("before"), dt.timezone.utc).replace(tzinfo=None)
+launches = stamps(W + "/logs/local-cloud.log", "instance launched")
+if launches:
+    buckets = collections.Counter(int(max(0, (x - t_apply).total_seconds()) // 60) for x, _ in launches)
+    p("VMs launched per minute after the MachineDeployment was applied (the create bucket allows 120/min after the burst): "
+      + ", ".join(str(buckets[b]) for b in range(max(buckets) + 1)) + ".")
+    p("")
+thr = collections.defaultdict(int)
+for _, line in stamps(W + "/logs/mcm.plain.log", "ResourceExhausted"):
+    mm = re.search(r"machine=([^ }]+)", line)
+    if mm and "provider call failed" in line: thr[mm.group(1)] += 1
+if thr:
+    v = sorted(thr.values())
+    p(f"Throttled provider calls per machine (controller log): {len(v)} of {N} machines throttled at least once; "
+      f"median {v[len(v)//2]}, max {v[-1]}.")
+    p("")
 p(f"Timelines: `{W}/timeline-up.txt`, `{W}/timeline-down.txt`; logs: `{W}/logs/`.")
 print("\n".join(o))
 PY
@@ -540,3 +594,6 @@ PY
 fi
 
 [ "$UP_STATUS" = ok ] && [ "$DOWN_STATUS" = ok ] || exit 1
+}
+
+main "$@"
