@@ -20,6 +20,7 @@
 #  5. prints a summary and writes it into docs/scale-report.md (a section per N, replaced on
 #     a re-run; text outside the section markers is kept).
 # Every process it started is stopped by PID on exit, also on failure or Ctrl-C.
+# On 2 shared cores N=200 works; at N=1000 the simulated kubelets fall behind (see the report).
 #
 # Environment:
 #   MCM_BENCH_PROFILE   release (default) | debug
@@ -31,6 +32,7 @@
 #   MCM_BENCH_REPORT    the report file (default docs/scale-report.md; "none" = do not write)
 #   MCM_BENCH_RUN_ARGS  extra arguments for `mcm run` (e.g. "--concurrent-syncs 100")
 #   MCM_BENCH_NO_IPV6   1 = the class without IPv6 addresses (IPv4-only Nodes)
+#   MCM_BENCH_CLOUD_ARGS extra arguments for `mcm local-cloud serve` (e.g. "--node-status-interval 5m")
 #   MCM_BENCH_WORK      the work folder (default: a new /tmp/mcm-bench.XXXXXX)
 set -euo pipefail
 # Everything is in main, which bash parses completely before running it: editing this file
@@ -51,6 +53,7 @@ IDLE=${MCM_BENCH_IDLE:-30}
 POLL=${MCM_BENCH_POLL:-2}
 REPORT=${MCM_BENCH_REPORT:-$ROOT/docs/scale-report.md}
 RUN_ARGS=${MCM_BENCH_RUN_ARGS:-}
+CLOUD_ARGS=${MCM_BENCH_CLOUD_ARGS:-}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mcm-rs/target}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 KUBECTL=${KUBECTL:-/usr/bin/kubectl}
@@ -108,7 +111,7 @@ trap 'exit 143' TERM
 
 say "building mcm ($PROFILE, --no-default-features)"
 t=$SECONDS
-cargo build "${CARGO_PROFILE_ARGS[@]}" -p mcm --no-default-features --quiet
+cargo build ${CARGO_PROFILE_ARGS[@]+"${CARGO_PROFILE_ARGS[@]}"} -p mcm --no-default-features --quiet
 BUILD_SECONDS=$((SECONDS - t))
 # A private copy: other builds in the shared target folder may replace the binary meanwhile.
 cp "$CARGO_TARGET_DIR/$PROFILE_DIR/mcm" "$WORK/mcm"
@@ -137,8 +140,9 @@ CLOUD_URL=http://127.0.0.1:$CLOUD_PORT
 printf '%s\n' "$TUNABLES" > "$WORK/tunables.json"
 jq -e . "$WORK/tunables.json" >/dev/null || die "MCM_BENCH_TUNABLES is not JSON"
 say "starting the local cloud on $CLOUD_URL (tunables: $TUNABLES, boot delay $BOOT)"
+# shellcheck disable=SC2086
 NO_COLOR=1 "$MCM" local-cloud serve --port "$CLOUD_PORT" --store "$WORK/cloud.redb" \
-  --target-kubeconfig "$KC" --config "$WORK/tunables.json" --boot-delay "$BOOT" \
+  --target-kubeconfig "$KC" --config "$WORK/tunables.json" --boot-delay "$BOOT" $CLOUD_ARGS \
   > "$WORK/logs/local-cloud.log" 2>&1 &
 CLOUD_PID=$!
 for i in $(seq 1 100); do
@@ -369,7 +373,7 @@ SUMMARY=$WORK/summary.md
 SUMMARY_VARS="N PROFILE BOOT TUNABLES WORK UP_STATUS DOWN_STATUS T_FIRST_RUNNING T_ALL_VMS T_ALL_RUNNING
   T_MCD_AVAILABLE T_MACHINES_GONE T_VMS_GONE T_NODES_GONE READY_NODES IDLE BUILD_SECONDS
   OWN_UP_LIST_MACHINES OWN_UP_LIST_NODES OWN_UP_GET_MCD OWN_DOWN_LIST_MACHINES OWN_DOWN_LIST_NODES
-  LOG_WARN LOG_ERROR LOG_TOP RUN_ARGS CLASS_NOTE"
+  LOG_WARN LOG_ERROR LOG_TOP RUN_ARGS CLOUD_ARGS CLASS_NOTE"
 # The inputs of the summary, to regenerate it from the work folder later.
 for v in $SUMMARY_VARS; do printf '%s=%q\n' "$v" "${!v}"; done > "$WORK/summary.env"
 # shellcheck disable=SC2086
@@ -447,7 +451,8 @@ p(f"{date}; `bash hack/bench-scale.sh {N}`; mcm build profile: **{E['PROFILE']}*
   f"machine: 2 cores ({os.cpu_count()} visible, shared with other work), {platform.machine()}; "
   f"one MachineDeployment of {N} replicas (maxSurge 1, maxUnavailable 0) on the `local` provider, class from {E['CLASS_NOTE']}; "
   f"`mcm run` with defaults{(' + ' + E['RUN_ARGS']) if E['RUN_ARGS'] else ''} (concurrent syncs 50 unless overridden); "
-  f"boot delay {boot:g} s; simulated kubelets heartbeat every 10 s.")
+  f"boot delay {boot:g} s; simulated kubelets renew their Lease every 10 s"
+  + (f"; local cloud started with `{E['CLOUD_ARGS']}`" if E.get('CLOUD_ARGS') else " and apply the Node status every 10 s") + ".")
 p("")
 p("Local cloud: " + "; ".join(f"{op} {rl(op)}, {lat[op]} ms" for op in ("create", "initialize", "status", "list", "delete")) + ".")
 p("")
