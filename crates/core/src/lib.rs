@@ -10,8 +10,10 @@
 //! - [`machine`]: the Machine state machine: creation, initialization, health, deletion.
 //! - [`replicas`]: MachineSet replica management and deletion order.
 //! - [`deployment`]: MachineDeployment rollout arithmetic.
+//! - [`node_template`]: what the node sync changes on a Node (template, virtual capacity).
 
 pub mod backoff;
 pub mod deployment;
 pub mod machine;
+pub mod node_template;
 pub mod replicas;
