@@ -1,0 +1,385 @@
+#![cfg(feature = "alicloud")]
+//! The Alibaba Cloud provider end to end: the real `mcm run` binary, without
+//! a target cluster, against the real control plane and the in-repo ECS fake
+//! (`mcm-fake-alicloud`, started in this test on 127.0.0.1 and handed to
+//! `mcm run` with `--alicloud-endpoint`).
+//!
+//! The MachineClass and its two Secrets are `examples/alicloud-machine-class.yaml`
+//! as a user applies it, with the fake's access key and a cluster tag of its own.
+//! A MachineDeployment of 3 must reach `Available`, then scaling it to 0
+//! must leave no Machine and no instance in the fake.
+//!
+//! Without the control plane the test skips, except with `CI=true`, where it fails.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use mcm_api::{Machine, MachineClass, MachineDeployment};
+use mcm_fake_alicloud::{FakeEcs, ACCESS_KEY_ID, ACCESS_KEY_SECRET};
+use mcm_testenv::{eventually, must_eventually, TestEnv};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const REGION: &str = "eu-central-1";
+const EXAMPLE: &str = include_str!("../../../examples/alicloud-machine-class.yaml");
+const DEPLOYMENT: &str = "alicloud-e2e";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// The documents of `examples/alicloud-machine-class.yaml`.
+fn example_documents() -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(EXAMPLE)
+        .map(|doc| Value::deserialize(doc).expect("examples/alicloud-machine-class.yaml parses"))
+        .collect()
+}
+
+/// `mcm run`, stopped (SIGTERM, then SIGKILL) when dropped; prints the end of
+/// its log when the test panics.
+struct McmRun {
+    child: Child,
+    log: PathBuf,
+}
+
+impl McmRun {
+    fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn assert_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "mcm run exited with {status}; its log ({}):\n{}",
+                self.log.display(),
+                self.log_tail(60)
+            );
+        }
+    }
+}
+
+impl Drop for McmRun {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- the last lines of the mcm run log ({}) ---\n{}",
+                self.log.display(),
+                self.log_tail(80)
+            );
+        }
+    }
+}
+
+fn mcm_run(ns: &str, endpoint: &str, port: u16) -> McmRun {
+    let log = std::env::temp_dir().join(format!("mcm-alicloud-e2e-{ns}.log"));
+    let file = std::fs::File::create(&log).expect("log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_mcm"))
+        .arg("run")
+        .arg("--control-kubeconfig")
+        .arg(mcm_testenv::kubeconfig_path())
+        .args(["--target-kubeconfig", "none", "--namespace", ns])
+        .args(["--alicloud-endpoint", endpoint])
+        .args(["--leader-elect=false", "--address", "127.0.0.1"])
+        .args(["--port", &port.to_string()])
+        .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
+        .env("NO_COLOR", "1")
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn,hyper=warn".into()),
+        )
+        .stdout(Stdio::from(file.try_clone().expect("log file")))
+        .stderr(Stdio::from(file))
+        .spawn()
+        .expect("spawn mcm run");
+    McmRun { child, log }
+}
+
+/// The phase and last operation of every Machine in the namespace.
+async fn machine_states(machines: &Api<Machine>) -> BTreeMap<String, (String, String)> {
+    machines
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            let (phase, op) = m
+                .status
+                .as_ref()
+                .map(|s| {
+                    (
+                        s.current_status.phase.as_str().to_string(),
+                        s.last_operation.description.clone(),
+                    )
+                })
+                .unwrap_or_default();
+            (m.name_any(), (phase, op))
+        })
+        .collect()
+}
+
+async fn wait_for_machines(
+    machines: &Api<Machine>,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(&BTreeMap<String, String>) -> bool,
+) {
+    let done = &done;
+    let reached = eventually(timeout, what, || async move {
+        let phases: BTreeMap<String, String> = machine_states(machines)
+            .await
+            .into_iter()
+            .map(|(name, (phase, _))| (name, phase))
+            .collect();
+        done(&phases).then_some(())
+    })
+    .await;
+    if let Err(e) = reached {
+        panic!(
+            "{e}; the machines (phase, last operation): {:#?}",
+            machine_states(machines).await
+        );
+    }
+}
+
+/// Instances of the fake carrying `cluster_tag`: instance ID → InstanceName.
+fn instances(fake: &FakeEcs, cluster_tag: &str) -> BTreeMap<String, String> {
+    fake.instances()
+        .into_values()
+        .filter(|i| i.tags.iter().any(|(k, _)| k == cluster_tag))
+        .map(|i| (i.id, i.name))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcm_run_on_the_ecs_fake_brings_3_alicloud_machines_to_available_and_scales_to_0_without_instances(
+) {
+    let t0 = Instant::now();
+    let Some(env) = TestEnv::new("alicloud-e2e").await else {
+        return;
+    };
+    let ns = env.namespace.clone();
+    let fake = FakeEcs::start().await.expect("start the ECS fake");
+    fake.set_pending_for(Duration::from_secs(1));
+    let cluster_tag = format!(
+        "kubernetes.io/cluster/shoot--e2e-{:08x}",
+        rand::random::<u32>()
+    );
+
+    // The example's Secrets and MachineClass, with the fake's access key.
+    let secrets: Api<Secret> = env.api();
+    let classes: Api<MachineClass> = env.api();
+    let mut class_name = String::new();
+    for doc in example_documents() {
+        let mut doc = doc.clone();
+        doc["metadata"]["namespace"] = json!(ns);
+        match doc["kind"].as_str() {
+            Some("Secret") => {
+                if doc["stringData"].get("alicloudAccessKeyID").is_some() {
+                    doc["stringData"]["alicloudAccessKeyID"] = json!(ACCESS_KEY_ID);
+                    doc["stringData"]["alicloudAccessKeySecret"] = json!(ACCESS_KEY_SECRET);
+                }
+                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
+                secrets
+                    .create(&PostParams::default(), &s)
+                    .await
+                    .expect("create Secret");
+            }
+            Some("MachineClass") => {
+                doc["secretRef"]["namespace"] = json!(ns);
+                doc["credentialsSecretRef"]["namespace"] = json!(ns);
+                let spec = &mut doc["providerSpec"];
+                assert_eq!(spec["region"], json!(REGION), "the example's region");
+                let tags = spec["tags"].as_object_mut().expect("tags");
+                tags.retain(|k, _| !k.starts_with("kubernetes.io/cluster/"));
+                tags.insert(cluster_tag.clone(), json!("1"));
+                let class: MachineClass =
+                    serde_json::from_value(doc).expect("the example's MachineClass");
+                class_name = class.name_any();
+                classes
+                    .create(&PostParams::default(), &class)
+                    .await
+                    .expect("create MachineClass");
+            }
+            other => panic!("unexpected document {other:?} in the example"),
+        }
+    }
+    assert!(!class_name.is_empty(), "the example has a MachineClass");
+
+    let port = free_port();
+    let mut mcm = mcm_run(&ns, &fake.url(), port);
+    must_eventually(
+        Duration::from_secs(30),
+        "mcm run listens on its /healthz port",
+        || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+    let started = must_eventually(
+        Duration::from_secs(10),
+        "mcm run logs its providers",
+        || async {
+            std::fs::read_to_string(&mcm.log)
+                .ok()?
+                .lines()
+                .find(|l| l.contains("starting mcm"))
+                .map(str::to_string)
+        },
+    )
+    .await;
+    assert!(
+        started.contains("\"alicloud\""),
+        "{} has no Alicloud driver (built without the `alicloud` feature?): {started}",
+        env!("CARGO_BIN_EXE_mcm")
+    );
+
+    let deployments: Api<MachineDeployment> = env.api();
+    let md: MachineDeployment = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1",
+        "kind": "MachineDeployment",
+        "metadata": {"name": DEPLOYMENT, "namespace": ns},
+        "spec": {
+            "replicas": 3,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": {"name": DEPLOYMENT}},
+            "template": {
+                "metadata": {"labels": {"name": DEPLOYMENT}},
+                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
+            }
+        }
+    }))
+    .expect("MachineDeployment");
+    deployments
+        .create(&PostParams::default(), &md)
+        .await
+        .expect("create MachineDeployment");
+    let t_apply = Instant::now();
+
+    let machines: Api<Machine> = env.api();
+    wait_for_machines(
+        &machines,
+        Duration::from_secs(180),
+        "3 Available machines",
+        |p| p.len() == 3 && p.values().all(|ph| ph == "Available"),
+    )
+    .await;
+    must_eventually(
+        Duration::from_secs(60),
+        "the MachineDeployment reports 3 available replicas and Available=True",
+        || async {
+            let s = deployments.get(DEPLOYMENT).await.ok()?.status?;
+            let available = s
+                .conditions
+                .iter()
+                .any(|c| c.type_.as_str() == "Available" && c.status.as_str() == "True");
+            (s.available_replicas == 3 && s.updated_replicas == 3 && available).then_some(())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+    let calls_up = fake.calls();
+    println!(
+        "[{:>5.1?}] 3 machines Available {:.1?} after the MachineDeployment was applied; ECS calls so far: {calls_up:?}",
+        t0.elapsed(),
+        t_apply.elapsed()
+    );
+
+    // The machines and the fake's instances are the same three.
+    let list = machines
+        .list(&ListParams::default())
+        .await
+        .expect("list Machines")
+        .items;
+    let mut by_instance = BTreeMap::new();
+    for m in &list {
+        let pid = m.spec.provider_id.clone();
+        assert!(
+            pid.starts_with(&format!("{REGION}.i-")),
+            "providerID of {}: {pid:?}",
+            m.name_any()
+        );
+        let id = pid.rsplit('.').next().expect("instance id").to_string();
+        let node = m
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("node"))
+            .cloned();
+        assert_eq!(
+            node,
+            Some(format!("{}z", id.replacen('-', "z", 1))),
+            "node label of {}",
+            m.name_any()
+        );
+        by_instance.insert(id, m.name_any());
+    }
+    assert_eq!(
+        instances(&fake, &cluster_tag),
+        by_instance,
+        "one instance per Machine, named after it (instance → name)"
+    );
+    let run_calls = calls_up.get("RunInstances").copied().unwrap_or(0);
+    assert_eq!(run_calls, 3, "one RunInstances per machine");
+
+    // Scale to 0 through the scale subresource, as `kubectl scale` does.
+    let t_scale = Instant::now();
+    deployments
+        .patch_scale(
+            DEPLOYMENT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .expect("scale to 0");
+    wait_for_machines(
+        &machines,
+        Duration::from_secs(120),
+        "no Machine left",
+        BTreeMap::is_empty,
+    )
+    .await;
+    assert!(
+        instances(&fake, &cluster_tag).is_empty(),
+        "no instance left in the fake: {:?}",
+        instances(&fake, &cluster_tag)
+    );
+    mcm.assert_alive();
+    let calls = fake.calls();
+    println!(
+        "[{:>5.1?}] scaled to 0 in {:.1?}: no Machine, no instance; ECS calls in total: {calls:?}",
+        t0.elapsed(),
+        t_scale.elapsed()
+    );
+    assert_eq!(
+        calls.get("DeleteInstance"),
+        Some(&3),
+        "one DeleteInstance per machine"
+    );
+    drop(mcm);
+}

@@ -1,0 +1,467 @@
+//! The Alicloud providerSpec (the MachineClass `providerSpec` JSON), the
+//! provider secret, and their validation.
+//!
+//! The JSON keys are the ones users already write for Gardener's Alicloud
+//! provider (`imageID`, `vSwitchID`, `IoOptimized` with its capital I, ...).
+//! Unknown keys are tolerated.
+
+use k8s_openapi::api::core::v1::Secret;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The provider name a MachineClass must carry.
+pub const PROVIDER_NAME: &str = "Alicloud";
+/// Substring that identifies the cluster tag key.
+pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
+/// Substring that identifies the role tag key.
+pub const ROLE_TAG_PREFIX: &str = "kubernetes.io/role/";
+/// Secret key of the access key ID.
+pub const SECRET_ACCESS_KEY_ID: &str = "alicloudAccessKeyID";
+/// Secret key of the access key secret.
+pub const SECRET_ACCESS_KEY_SECRET: &str = "alicloudAccessKeySecret";
+/// Alternative secret key of the access key ID.
+pub const SECRET_ALT_ACCESS_KEY_ID: &str = "accessKeyID";
+/// Alternative secret key of the access key secret.
+pub const SECRET_ALT_ACCESS_KEY_SECRET: &str = "accessKeySecret";
+/// Secret key of the user data.
+pub const SECRET_USER_DATA: &str = "userData";
+/// The disk category that cannot be kept after the instance (no `DeleteWithInstance`).
+pub const EPHEMERAL_SSD: &str = "ephemeral_ssd";
+/// The disk categories ECS accepts for system and data disks.
+pub const DISK_CATEGORIES: [&str; 7] = [
+    "cloud",
+    "cloud_efficiency",
+    "cloud_ssd",
+    "cloud_essd",
+    "cloud_auto",
+    "cloud_essd_entry",
+    EPHEMERAL_SSD,
+];
+/// The accepted spot strategies.
+pub const SPOT_STRATEGIES: [&str; 3] = ["NoSpot", "SpotWithPriceLimit", "SpotAsPriceGo"];
+/// The accepted instance charge types.
+pub const INSTANCE_CHARGE_TYPES: [&str; 2] = ["PrePaid", "PostPaid"];
+/// The accepted internet charge types.
+pub const INTERNET_CHARGE_TYPES: [&str; 2] = ["PayByBandwidth", "PayByTraffic"];
+/// The accepted I/O optimisation values.
+pub const IO_OPTIMIZED: [&str; 2] = ["optimized", "none"];
+
+/// `ProviderSpec` of Gardener's Alicloud provider: what a MachineClass says about its ECS instances.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AlicloudProviderSpec {
+    /// Unused; kept for compatibility.
+    #[serde(rename = "apiVersion", skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    /// The image ID. Required.
+    #[serde(rename = "imageID")]
+    pub image_id: String,
+    /// The ECS instance type, e.g. `ecs.g7.large`. Required.
+    #[serde(rename = "instanceType")]
+    pub instance_type: String,
+    /// The region, also the first part of the provider ID. Required.
+    pub region: String,
+    /// The zone.
+    #[serde(rename = "zoneID", skip_serializing_if = "String::is_empty")]
+    pub zone_id: String,
+    /// The security group. Required.
+    #[serde(rename = "securityGroupID")]
+    pub security_group_id: String,
+    /// The vSwitch (subnet). Required.
+    #[serde(rename = "vSwitchID")]
+    pub v_switch_id: String,
+    /// A fixed private IP address.
+    #[serde(rename = "privateIPAddress", skip_serializing_if = "String::is_empty")]
+    pub private_ip_address: String,
+    /// The system disk.
+    #[serde(rename = "systemDisk", skip_serializing_if = "Option::is_none")]
+    pub system_disk: Option<SystemDisk>,
+    /// Data disks.
+    #[serde(rename = "dataDisks", skip_serializing_if = "Vec::is_empty")]
+    pub data_disks: Vec<DataDisk>,
+    /// `PrePaid` or `PostPaid`.
+    #[serde(
+        rename = "instanceChargeType",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub instance_charge_type: String,
+    /// `PayByBandwidth` or `PayByTraffic`.
+    #[serde(
+        rename = "internetChargeType",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub internet_charge_type: String,
+    /// Inbound public bandwidth (Mbit/s).
+    #[serde(
+        rename = "internetMaxBandwidthIn",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub internet_max_bandwidth_in: Option<i64>,
+    /// Outbound public bandwidth (Mbit/s); above 0 gives the instance a public IP.
+    #[serde(
+        rename = "internetMaxBandwidthOut",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub internet_max_bandwidth_out: Option<i64>,
+    /// `NoSpot`, `SpotWithPriceLimit` or `SpotAsPriceGo`.
+    #[serde(rename = "spotStrategy", skip_serializing_if = "String::is_empty")]
+    pub spot_strategy: String,
+    /// `optimized` or `none` (JSON key `IoOptimized`, capital I, as the reference).
+    #[serde(
+        rename = "IoOptimized",
+        alias = "ioOptimized",
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub io_optimized: String,
+    /// Instance, disk and interface tags; must hold a cluster and a role tag key.
+    pub tags: BTreeMap<String, String>,
+    /// SSH key pair name.
+    #[serde(rename = "keyPairName", skip_serializing_if = "String::is_empty")]
+    pub key_pair_name: String,
+}
+
+/// The system disk.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SystemDisk {
+    /// The disk category, e.g. `cloud_essd`.
+    pub category: String,
+    /// Size in GiB.
+    pub size: i64,
+}
+
+/// A data disk.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DataDisk {
+    /// Name; the ECS disk is named `<machine>-<name>-data-disk`. Required.
+    pub name: String,
+    /// The disk category.
+    pub category: String,
+    /// Description.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Encrypt the disk.
+    pub encrypted: bool,
+    /// Release the disk with the instance (default true; never sent for `ephemeral_ssd`).
+    #[serde(rename = "deleteWithInstance", skip_serializing_if = "Option::is_none")]
+    pub delete_with_instance: Option<bool>,
+    /// Size in GiB. Required.
+    pub size: i64,
+}
+
+impl AlicloudProviderSpec {
+    /// Decodes a providerSpec (unknown keys ignored).
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
+        if !value.is_object() {
+            return Err(format!("expected a JSON object, got {value}"));
+        }
+        serde_json::from_value(value.clone()).map_err(|e| e.to_string())
+    }
+
+    /// The cluster tag key and value.
+    pub fn cluster_tag(&self) -> Option<(&str, &str)> {
+        self.tags
+            .iter()
+            .find(|(k, _)| k.contains(CLUSTER_TAG_PREFIX))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// The role tag key and value.
+    pub fn role_tag(&self) -> Option<(&str, &str)> {
+        self.tags
+            .iter()
+            .find(|(k, _)| k.contains(ROLE_TAG_PREFIX))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// One validation finding, shown as `<field>: <kind>: <detail>` like Kubernetes
+/// field errors: `Required value`, `Invalid value: "x"`, `Unsupported value: "x"`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldError {
+    /// The field path, e.g. `providerSpec.dataDisks[0].size`.
+    pub field: String,
+    /// The kind with the offending value.
+    pub kind: String,
+    /// What is expected.
+    pub detail: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.field, self.kind, self.detail)
+    }
+}
+
+fn required(field: impl Into<String>, detail: impl Into<String>) -> FieldError {
+    FieldError {
+        field: field.into(),
+        kind: "Required value".into(),
+        detail: detail.into(),
+    }
+}
+
+fn invalid(
+    field: impl Into<String>,
+    value: impl fmt::Debug,
+    detail: impl Into<String>,
+) -> FieldError {
+    FieldError {
+        field: field.into(),
+        kind: format!("Invalid value: {value:?}"),
+        detail: detail.into(),
+    }
+}
+
+fn one_of(errs: &mut Vec<FieldError>, field: &str, value: &str, accepted: &[&str]) {
+    if !value.is_empty() && !accepted.contains(&value) {
+        errs.push(FieldError {
+            field: field.to_string(),
+            kind: format!("Unsupported value: {value:?}"),
+            detail: format!(
+                "supported values: {}",
+                accepted
+                    .iter()
+                    .map(|a| format!("\"{a}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
+}
+
+/// All findings joined as `[a, b]`, the way Kubernetes aggregates field errors.
+pub fn aggregate(errs: &[FieldError]) -> String {
+    let all: Vec<String> = errs.iter().map(ToString::to_string).collect();
+    if all.len() == 1 {
+        all.join("")
+    } else {
+        format!("[{}]", all.join(", "))
+    }
+}
+
+/// Every finding of a providerSpec (empty = valid).
+pub fn validate_spec(spec: &AlicloudProviderSpec) -> Vec<FieldError> {
+    let f = "providerSpec";
+    let mut errs = Vec::new();
+    for (value, key, what) in [
+        (&spec.image_id, "imageID", "ImageID is required"),
+        (
+            &spec.instance_type,
+            "instanceType",
+            "InstanceType is required",
+        ),
+        (&spec.region, "region", "Region is required"),
+        (&spec.v_switch_id, "vSwitchID", "VSwitchID is required"),
+        (
+            &spec.security_group_id,
+            "securityGroupID",
+            "SecurityGroupID is required",
+        ),
+    ] {
+        if value.trim().is_empty() {
+            errs.push(required(format!("{f}.{key}"), what));
+        }
+    }
+    if spec.region.contains('.') {
+        errs.push(invalid(
+            format!("{f}.region"),
+            &spec.region,
+            "a region has no '.' (the provider ID is <region>.<instance-id>)",
+        ));
+    }
+    if let Some(d) = &spec.system_disk {
+        if d.category.is_empty() {
+            errs.push(required(
+                format!("{f}.systemDisk.category"),
+                "Category is required",
+            ));
+        }
+        one_of(
+            &mut errs,
+            &format!("{f}.systemDisk.category"),
+            &d.category,
+            &DISK_CATEGORIES,
+        );
+        if d.size <= 0 {
+            errs.push(invalid(
+                format!("{f}.systemDisk.size"),
+                d.size,
+                "Size must be positive",
+            ));
+        }
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for (i, d) in spec.data_disks.iter().enumerate() {
+        let p = format!("{f}.dataDisks[{i}]");
+        if d.name.trim().is_empty() {
+            errs.push(required(format!("{p}.name"), "Data disk name is required"));
+        } else if !names.insert(d.name.as_str()) {
+            errs.push(invalid(
+                format!("{p}.name"),
+                &d.name,
+                "Data disk names must be unique",
+            ));
+        }
+        if d.category.is_empty() {
+            errs.push(required(
+                format!("{p}.category"),
+                "Data disk category is required",
+            ));
+        }
+        one_of(
+            &mut errs,
+            &format!("{p}.category"),
+            &d.category,
+            &DISK_CATEGORIES,
+        );
+        if d.size <= 0 {
+            errs.push(invalid(
+                format!("{p}.size"),
+                d.size,
+                "Data disk size must be positive",
+            ));
+        }
+    }
+    one_of(
+        &mut errs,
+        &format!("{f}.spotStrategy"),
+        &spec.spot_strategy,
+        &SPOT_STRATEGIES,
+    );
+    one_of(
+        &mut errs,
+        &format!("{f}.instanceChargeType"),
+        &spec.instance_charge_type,
+        &INSTANCE_CHARGE_TYPES,
+    );
+    one_of(
+        &mut errs,
+        &format!("{f}.internetChargeType"),
+        &spec.internet_charge_type,
+        &INTERNET_CHARGE_TYPES,
+    );
+    one_of(
+        &mut errs,
+        &format!("{f}.IoOptimized"),
+        &spec.io_optimized,
+        &IO_OPTIMIZED,
+    );
+    for (key, v) in [
+        ("internetMaxBandwidthIn", spec.internet_max_bandwidth_in),
+        ("internetMaxBandwidthOut", spec.internet_max_bandwidth_out),
+    ] {
+        if let Some(v) = v.filter(|v| *v < 0) {
+            errs.push(invalid(
+                format!("{f}.{key}"),
+                v,
+                "Bandwidth cannot be negative",
+            ));
+        }
+    }
+    if spec.cluster_tag().is_none() {
+        errs.push(required(
+            format!("{f}.tags"),
+            format!("Tag required of the form {CLUSTER_TAG_PREFIX}****"),
+        ));
+    }
+    if spec.role_tag().is_none() {
+        errs.push(required(
+            format!("{f}.tags"),
+            format!("Tag required of the form {ROLE_TAG_PREFIX}****"),
+        ));
+    }
+    if spec.tags.len() > 20 {
+        errs.push(invalid(
+            format!("{f}.tags"),
+            spec.tags.len(),
+            "ECS accepts at most 20 tags",
+        ));
+    }
+    errs
+}
+
+/// A secret value (from `data`, or `stringData`), as bytes.
+pub fn secret_value(secret: &Secret, key: &str) -> Option<Vec<u8>> {
+    if let Some(v) = secret.data.as_ref().and_then(|d| d.get(key)) {
+        return Some(v.0.clone());
+    }
+    secret
+        .string_data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|s| s.as_bytes().to_vec())
+}
+
+fn secret_string(secret: &Secret, key: &str) -> String {
+    secret_value(secret, key)
+        .map(|v| String::from_utf8_lossy(&v).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// An access key pair. `Debug` never shows the secret.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Credentials {
+    /// The AccessKey ID.
+    pub access_key_id: String,
+    /// The AccessKey secret.
+    pub access_key_secret: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key_id", &self.access_key_id)
+            .field("access_key_secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The credentials of a secret (either spelling of each key, trimmed).
+pub fn credentials(secret: &Secret) -> Credentials {
+    let first = |a: &str, b: &str| {
+        let v = secret_string(secret, a);
+        if v.is_empty() {
+            secret_string(secret, b)
+        } else {
+            v
+        }
+    };
+    Credentials {
+        access_key_id: first(SECRET_ACCESS_KEY_ID, SECRET_ALT_ACCESS_KEY_ID),
+        access_key_secret: first(SECRET_ACCESS_KEY_SECRET, SECRET_ALT_ACCESS_KEY_SECRET),
+    }
+}
+
+/// Findings of the secret: the access key pair (either spelling) and, when
+/// `need_user_data` (creation), the user data.
+pub fn validate_secret(secret: &Secret, need_user_data: bool) -> Vec<FieldError> {
+    let f = "secretRef";
+    let mut errs = Vec::new();
+    let c = credentials(secret);
+    if c.access_key_id.is_empty() {
+        errs.push(required(
+            format!("{f}.{SECRET_ACCESS_KEY_ID}"),
+            format!("Mention atleast {SECRET_ACCESS_KEY_ID} or {SECRET_ALT_ACCESS_KEY_ID}"),
+        ));
+    }
+    if c.access_key_secret.is_empty() {
+        errs.push(required(
+            format!("{f}.{SECRET_ACCESS_KEY_SECRET}"),
+            format!("Mention atleast {SECRET_ACCESS_KEY_SECRET} or {SECRET_ALT_ACCESS_KEY_SECRET}"),
+        ));
+    }
+    if need_user_data && secret_value(secret, SECRET_USER_DATA).is_none_or(|v| v.is_empty()) {
+        errs.push(required(
+            format!("{f}.{SECRET_USER_DATA}"),
+            "Mention userData",
+        ));
+    }
+    errs
+}
+
+#[cfg(test)]
+#[path = "spec_tests.rs"]
+mod tests;
