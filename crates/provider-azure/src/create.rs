@@ -1,0 +1,293 @@
+//! CreateMachine: adopt, image terms, subnet, NIC, image disks, VM.
+
+use crate::arm::models::{self as m, ImageDiskReference, Plan};
+use crate::arm::ArmError;
+use crate::body::{self, VmInputs};
+use crate::driver::{AzureDriver, Ctx};
+use crate::names;
+use k8s_openapi::api::core::v1::NodeAddress;
+use mcm_driver::{Code, CreateMachineRequest, CreateMachineResponse, DriverResult, Status};
+use std::collections::BTreeMap;
+use tracing::{info, warn};
+
+fn response(ctx: &Ctx, vm: &str, ip: Option<String>) -> CreateMachineResponse {
+    let mut addresses = vec![NodeAddress {
+        type_: "Hostname".into(),
+        address: vm.to_string(),
+    }];
+    if let Some(ip) = ip {
+        addresses.push(NodeAddress {
+            type_: "InternalIP".into(),
+            address: ip,
+        });
+    }
+    CreateMachineResponse {
+        provider_id: names::provider_id(&ctx.spec.location, vm),
+        node_name: vm.to_string(),
+        last_known_state: String::new(),
+        addresses,
+    }
+}
+
+fn nic_ip(nic: &m::NetworkInterface) -> Option<String> {
+    nic.properties
+        .ip_configurations
+        .iter()
+        .find_map(|c| c.properties.private_ip_address.clone())
+}
+
+impl AzureDriver {
+    pub(crate) async fn create(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        let ctx = self.context(&req.machine_class, &req.secret)?;
+        let _permit = self
+            .creates
+            .acquire()
+            .await
+            .map_err(|_| Status::new(Code::Unavailable, "the driver is shutting down"))?;
+        let vm = req.machine.metadata.name.clone().unwrap_or_default();
+        let uid = req.machine.metadata.uid.clone().unwrap_or_default();
+        let rg = ctx.spec.resource_group.clone();
+        let nic_name = names::nic_name(&vm);
+
+        // A VM carrying this Machine's UID is adopted (a retried create after a
+        // crash or a lost answer): no further call.
+        match ctx.arm.get_vm(&rg, &vm).await {
+            Ok(Some(existing))
+                if !uid.is_empty()
+                    && existing.tags.get(names::MACHINE_UID_TAG) == Some(&uid)
+                    && existing.provisioning_state() == Some("Succeeded") =>
+            {
+                info!(machine = %vm, resource_group = %rg, "adopting the VM that carries this machine's UID");
+                return Ok(response(&ctx, &vm, None));
+            }
+            Ok(Some(existing)) => {
+                warn!(machine = %vm, resource_group = %rg, state = ?existing.provisioning_state(),
+                    "a VM of this name exists without this machine's UID or not provisioned; updating it");
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(lookup(
+                    e,
+                    &format!("Failed to get VM: [ResourceGroup: {rg}, Name: {vm}]"),
+                ))
+            }
+        }
+
+        let plan = self.image_plan(&ctx, &vm).await?;
+        let vnet_rg = ctx.spec.vnet_resource_group().to_string();
+        let si = &ctx.spec.subnet_info;
+        let subnet = match ctx
+            .arm
+            .get_subnet(&vnet_rg, &si.vnet_name, &si.subnet_name)
+            .await
+        {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                return Err(Status::internal(format!(
+                    "Subnet: [ResourceGroup: {vnet_rg}, VNet: {}, Name: {}] is not found",
+                    si.vnet_name, si.subnet_name
+                )))
+            }
+            Err(e) => return Err(lookup(e, "failed to get subnet")),
+        };
+
+        let nic = match ctx.arm.get_nic(&rg, &nic_name).await {
+            Ok(Some(n)) => n,
+            Ok(None) => {
+                let body = body::nic(&ctx.spec, &nic_name, &subnet.id, &uid);
+                ctx.arm.put_nic(&rg, &nic_name, &body).await.map_err(|e| {
+                    e.to_status(&format!(
+                        "failed to create NIC: [ResourceGroup: {rg}, Name: {nic_name}]"
+                    ))
+                })?
+            }
+            Err(e) => {
+                return Err(lookup(
+                    e,
+                    &format!("Failed to get NIC: [ResourceGroup: {rg}, Name: {nic_name}]"),
+                ))
+            }
+        };
+        let nic_id = nic.id.clone().unwrap_or_default();
+
+        let image_disks = self.create_image_disks(&ctx, &vm).await?;
+        let body = body::vm(
+            &ctx.spec,
+            VmInputs {
+                vm_name: &vm,
+                nic_id: &nic_id,
+                user_data: &ctx.creds.user_data,
+                plan,
+                image_disks,
+                machine_uid: &uid,
+            },
+        );
+        match ctx.arm.put_vm(&rg, &vm, &body).await {
+            Ok(_) => {
+                info!(machine = %vm, resource_group = %rg, location = %ctx.spec.location, "created VM with its NIC and disks");
+                Ok(response(&ctx, &vm, nic_ip(&nic)))
+            }
+            Err(e) => {
+                let status = e.to_status(&format!(
+                    "Failed to create VirtualMachine: [ResourceGroup: {rg}, Name: {vm}]"
+                ));
+                if status.code == Code::ResourceExhausted {
+                    warn!(machine = %vm, resource_group = %rg, error = %e,
+                        "no capacity or quota for the VM; deleting what was created for it");
+                    if let Err(c) = self.cleanup(&ctx, &vm, true).await {
+                        warn!(machine = %vm, error = %c, "cleanup after the failed creation failed");
+                        return Err(Status::new(
+                            status.code,
+                            format!("{}; cleanup: {c}", status.message),
+                        ));
+                    }
+                }
+                Err(status)
+            }
+        }
+    }
+
+    /// For a marketplace URN (unless skipped): the image's plan, after
+    /// accepting its terms when they are not accepted yet.
+    async fn image_plan(&self, ctx: &Ctx, vm: &str) -> Result<Option<Plan>, Status> {
+        let r = &ctx.spec.properties.storage_profile.image_reference;
+        let Some(urn) = r.urn.as_deref().filter(|u| !u.trim().is_empty()) else {
+            return Ok(None);
+        };
+        if r.skip_marketplace_agreement {
+            return Ok(None);
+        }
+        let p: Vec<&str> = urn.split(':').collect();
+        let [publisher, offer, sku, version] = p.as_slice() else {
+            return Err(Status::invalid_argument(format!("invalid urn {urn}")));
+        };
+        let image = ctx
+            .arm
+            .get_vm_image(&ctx.spec.location, publisher, offer, sku, version)
+            .await
+            .map_err(|e| lookup(e, &format!("failed to get VM image {urn} for VM {vm}")))?
+            .ok_or_else(|| {
+                Status::not_found(format!("VM image {urn} not found in {}", ctx.spec.location))
+            })?;
+        let Some(plan) = image.properties.plan else {
+            return Ok(None);
+        };
+        let agreement = ctx
+            .arm
+            .get_agreement(&plan.publisher, &plan.product, &plan.name)
+            .await
+            .map_err(|e| lookup(e, "failed to get the marketplace agreement"))?
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "no marketplace agreement for plan {}/{}/{}",
+                    plan.publisher, plan.product, plan.name
+                ))
+            })?;
+        let accepted = agreement
+            .pointer("/properties/accepted")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        if !accepted {
+            let mut agreement = agreement;
+            if let Some(props) = agreement
+                .get_mut("properties")
+                .and_then(|p| p.as_object_mut())
+            {
+                props.insert("accepted".into(), serde_json::Value::Bool(true));
+            }
+            ctx.arm
+                .put_agreement(&plan.publisher, &plan.product, &plan.name, &agreement)
+                .await
+                .map_err(|e| e.to_status("failed to accept the marketplace agreement"))?;
+        }
+        Ok(Some(Plan {
+            name: plan.name,
+            publisher: plan.publisher,
+            product: plan.product,
+        }))
+    }
+
+    /// Data disks with an `imageRef` are created before the VM and attached.
+    async fn create_image_disks(
+        &self,
+        ctx: &Ctx,
+        vm: &str,
+    ) -> Result<BTreeMap<i64, String>, Status> {
+        let mut out = BTreeMap::new();
+        let rg = &ctx.spec.resource_group;
+        for d in &ctx.spec.properties.storage_profile.data_disks {
+            let Some(r) = &d.image_ref else { continue };
+            let name = names::data_disk_name(vm, &d.name, d.lun);
+            let (image, gallery) = if !r.id.trim().is_empty() {
+                (
+                    ImageDiskReference {
+                        id: Some(r.id.clone()),
+                        ..Default::default()
+                    },
+                    false,
+                )
+            } else if let Some(s) = r.shared_gallery_image_id.clone().filter(|s| !s.is_empty()) {
+                (
+                    ImageDiskReference {
+                        shared_gallery_image_id: Some(s),
+                        ..Default::default()
+                    },
+                    true,
+                )
+            } else if let Some(c) = r
+                .community_gallery_image_id
+                .clone()
+                .filter(|s| !s.is_empty())
+            {
+                (
+                    ImageDiskReference {
+                        community_gallery_image_id: Some(c),
+                        ..Default::default()
+                    },
+                    true,
+                )
+            } else {
+                let urn = r.urn.clone().unwrap_or_default();
+                let p: Vec<&str> = urn.split(':').collect();
+                let [publisher, offer, sku, version] = p.as_slice() else {
+                    return Err(Status::invalid_argument(format!("invalid urn {urn}")));
+                };
+                let img = ctx
+                    .arm
+                    .get_vm_image(&ctx.spec.location, publisher, offer, sku, version)
+                    .await
+                    .map_err(|e| lookup(e, &format!("failed to get VM image {urn}")))?
+                    .ok_or_else(|| Status::not_found(format!("VM image {urn} not found")))?;
+                (
+                    ImageDiskReference {
+                        id: Some(img.id),
+                        ..Default::default()
+                    },
+                    false,
+                )
+            };
+            let disk = body::image_disk(&ctx.spec, d, image, gallery);
+            let created = ctx.arm.put_disk(rg, &name, &disk).await.map_err(|e| {
+                e.to_status(&format!(
+                    "Failed to create Disk: [ResourceGroup: {rg}, Name: {name}]"
+                ))
+            })?;
+            out.insert(d.lun, created.id.unwrap_or_default());
+        }
+        Ok(out)
+    }
+}
+
+/// A failed look-up never reads as "not found" or "exhausted" (that would
+/// make the controller create elsewhere or again): `Internal`, or
+/// `Unavailable`/`Unauthenticated`/`PermissionDenied` as the error says.
+pub(crate) fn lookup(e: ArmError, context: &str) -> Status {
+    let mut s = e.to_status(context);
+    if matches!(s.code, Code::ResourceExhausted | Code::NotFound) {
+        s.code = Code::Internal;
+    }
+    s
+}

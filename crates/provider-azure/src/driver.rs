@@ -1,0 +1,321 @@
+//! [`AzureDriver`]: the Driver contract on the ARM client.
+
+use crate::arm::{ApiCalls, ArmClient, OpClass, COMPUTE_API, DISK_API, NETWORK_API};
+use crate::auth::{Cloud, IdentityTokens, ReqwestTransport, TokenSource};
+use crate::config::AzureDriverConfig;
+use crate::names::{self, DATA_DISK_SUFFIX, NIC_SUFFIX, OS_DISK_SUFFIX};
+use crate::secret::{credentials, Credentials};
+use crate::spec::{decode_and_validate, AzureProviderSpec};
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Secret;
+use mcm_api::MachineClass;
+use mcm_driver::budget::Budget;
+use mcm_driver::{
+    CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
+    Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
+    GetVolumeIdsResponse, ListMachinesRequest, ListMachinesResponse, Status,
+};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+use tracing::{info, warn};
+
+/// The Azure driver. Cheap to share; one instance serves every class and secret.
+pub struct AzureDriver {
+    pub(crate) config: AzureDriverConfig,
+    http: reqwest::Client,
+    budget: Budget<OpClass>,
+    tokens: Mutex<HashMap<u64, Arc<dyn TokenSource>>>,
+    calls: Arc<ApiCalls>,
+    pub(crate) creates: Semaphore,
+}
+
+impl std::fmt::Debug for AzureDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AzureDriver")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a machine-scoped call works with.
+pub(crate) struct Ctx {
+    pub spec: AzureProviderSpec,
+    pub creds: Credentials,
+    pub arm: ArmClient,
+}
+
+fn hash_of(parts: &[&[u8]]) -> u64 {
+    let mut h = DefaultHasher::new();
+    for p in parts {
+        p.hash(&mut h);
+    }
+    h.finish()
+}
+
+impl AzureDriver {
+    /// A driver with this configuration.
+    pub fn new(config: AzureDriverConfig) -> Self {
+        let limits = config.rate_limits;
+        let http = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(20))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        AzureDriver {
+            budget: Budget::new(
+                limits.enabled,
+                OpClass::ALL.iter().map(|c| (*c, limits.limit(*c))),
+            ),
+            creates: Semaphore::new(config.max_concurrent_creates.max(1)),
+            config,
+            http,
+            tokens: Mutex::new(HashMap::new()),
+            calls: Arc::new(ApiCalls::default()),
+        }
+    }
+
+    /// The ARM calls made so far, by method and resource kind.
+    pub fn api_calls(&self) -> &ApiCalls {
+        &self.calls
+    }
+
+    fn token_source(
+        &self,
+        creds: &Credentials,
+        cloud: Cloud,
+    ) -> Result<Arc<dyn TokenSource>, Status> {
+        if let Some(t) = &self.config.token_source {
+            return Ok(t.clone());
+        }
+        let secret: &[u8] = match &creds.auth {
+            crate::secret::Auth::ClientSecret(s) => s.as_bytes(),
+            crate::secret::Auth::WorkloadIdentity(p) => p.as_os_str().as_encoded_bytes(),
+        };
+        let key = hash_of(&[
+            creds.tenant_id.as_bytes(),
+            creds.client_id.as_bytes(),
+            secret,
+            format!("{cloud:?}").as_bytes(),
+        ]);
+        let mut cache = match self.tokens.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(t) = cache.get(&key) {
+            return Ok(t.clone());
+        }
+        let transport = ReqwestTransport::new(self.http.clone(), self.config.endpoint.clone());
+        let t: Arc<dyn TokenSource> = Arc::new(
+            IdentityTokens::new(creds, cloud, transport)
+                .map_err(|e| Status::invalid_argument(e.to_string()))?,
+        );
+        cache.insert(key, t.clone());
+        Ok(t)
+    }
+
+    /// The ARM client for a class's cloud and a secret's subscription.
+    fn client(&self, spec: &AzureProviderSpec, creds: &Credentials) -> Result<ArmClient, Status> {
+        let cloud = Cloud::from_name(spec.cloud_configuration.as_ref().map(|c| c.name.as_str()));
+        let base = self
+            .config
+            .endpoint
+            .clone()
+            .unwrap_or_else(|| cloud.resource_manager().to_string());
+        let tokens = self.token_source(creds, cloud)?;
+        let scope = format!(
+            "{}/{:x}",
+            creds.subscription_id,
+            hash_of(&[creds.client_id.as_bytes()])
+        );
+        Ok(ArmClient::new(
+            self.http.clone(),
+            &base,
+            &creds.subscription_id,
+            tokens,
+            self.budget.scope(&scope),
+            self.config.arm.clone(),
+            self.calls.clone(),
+        ))
+    }
+
+    pub(crate) fn context(&self, class: &MachineClass, secret: &Secret) -> Result<Ctx, Status> {
+        let spec = decode_and_validate(class)?;
+        let creds = credentials(secret)?;
+        let arm = self.client(&spec, &creds)?;
+        Ok(Ctx { spec, creds, arm })
+    }
+}
+
+/// The VM names the listed resources stand for: VMs by name, NICs without
+/// `-nic`, OS disks without `-os-disk`, data disks without their spec's suffix.
+pub fn vm_names_of(spec: &AzureProviderSpec, resources: &[(String, String)]) -> BTreeSet<String> {
+    let suffixes: Vec<String> = spec
+        .properties
+        .storage_profile
+        .data_disks
+        .iter()
+        .map(|d| names::data_disk_suffix(&d.name, d.lun))
+        .collect();
+    let mut out = BTreeSet::new();
+    for (kind, name) in resources {
+        let kind = kind.to_ascii_lowercase();
+        let vm = if kind == "microsoft.compute/virtualmachines" {
+            Some(name.as_str())
+        } else if kind == "microsoft.network/networkinterfaces" {
+            name.strip_suffix(NIC_SUFFIX)
+        } else if kind == "microsoft.compute/disks" {
+            if let Some(v) = name.strip_suffix(OS_DISK_SUFFIX) {
+                Some(v)
+            } else if name.ends_with(DATA_DISK_SUFFIX) {
+                suffixes.iter().find_map(|s| name.strip_suffix(s.as_str()))
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        if let Some(v) = vm.filter(|v| !v.is_empty()) {
+            out.insert(v.to_string());
+        }
+    }
+    out
+}
+
+/// The reference's one Resource Graph query: VMs, NICs and disks of the
+/// resource group whose tag keys hold the cluster and the role key.
+pub fn list_query(resource_group: &str, cluster_key: &str, role_key: &str) -> String {
+    let q = |s: &str| s.replace('\'', "\\'");
+    format!(
+        "Resources\n| where type =~ 'microsoft.compute/virtualmachines' or type =~ 'microsoft.network/networkinterfaces' or type =~ 'microsoft.compute/disks'\n| where resourceGroup =~ '{}'\n| extend tagKeys = bag_keys(tags)\n| where tagKeys has '{}' and tagKeys has '{}'\n| project type, name",
+        q(resource_group),
+        q(cluster_key),
+        q(role_key)
+    )
+}
+
+impl AzureDriver {
+    async fn list_resources(&self, ctx: &Ctx) -> Result<Vec<(String, String)>, Status> {
+        let spec = &ctx.spec;
+        let Some((cluster, role)) = spec.membership_tag_keys() else {
+            return Ok(Vec::new());
+        };
+        let rg = &spec.resource_group;
+        match ctx
+            .arm
+            .query_resources(&list_query(rg, cluster, role))
+            .await
+        {
+            Ok(rows) => Ok(rows
+                .iter()
+                .filter_map(|r| {
+                    let t = r.get("type")?.as_str()?;
+                    let n = r.get("name")?.as_str()?;
+                    Some((t.to_string(), n.to_string()))
+                })
+                .collect()),
+            Err(e) => {
+                warn!(resource_group = %rg, error = %e, "Resource Graph query failed; listing VMs, NICs and disks instead");
+                let mut out = Vec::new();
+                for (kind, api) in [
+                    ("Microsoft.Compute/virtualMachines", COMPUTE_API),
+                    ("Microsoft.Network/networkInterfaces", NETWORK_API),
+                    ("Microsoft.Compute/disks", DISK_API),
+                ] {
+                    let items = ctx.arm.list_tagged(rg, kind, api).await.map_err(|e| {
+                        Status::internal(format!(
+                            "failed to get VM names from VMs, NICs and Disks for resourceGroup :{rg}: error: {e}"
+                        ))
+                    })?;
+                    out.extend(
+                        items
+                            .into_iter()
+                            .filter(|i| i.tags.contains_key(cluster) && i.tags.contains_key(role))
+                            .map(|i| (kind.to_string(), i.name)),
+                    );
+                }
+                Ok(out)
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Driver for AzureDriver {
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        self.create(req).await
+    }
+
+    async fn delete_machine(
+        &self,
+        req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
+        self.delete(req).await
+    }
+
+    async fn get_machine_status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        let ctx = self.context(&req.machine_class, &req.secret)?;
+        let rg = &ctx.spec.resource_group;
+        let vm = req.machine.metadata.name.clone().unwrap_or_default();
+        match ctx.arm.get_vm(rg, &vm).await {
+            Ok(Some(_)) => Ok(GetMachineStatusResponse {
+                provider_id: names::provider_id(&ctx.spec.location, &vm),
+                node_name: vm,
+                addresses: Vec::new(),
+            }),
+            Ok(None) => Err(Status::not_found(format!(
+                "VM: [ResourceGroup: {rg}, Name: {vm}] is not found"
+            ))),
+            Err(e) => {
+                let mut s = e.to_status(&format!(
+                    "Failed to get VM: [ResourceGroup: {rg}, Name: {vm}]"
+                ));
+                if s.code == mcm_driver::Code::ResourceExhausted {
+                    s.code = mcm_driver::Code::Internal;
+                }
+                Err(s)
+            }
+        }
+    }
+
+    async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        let ctx = self.context(&req.machine_class, &req.secret)?;
+        let resources = self.list_resources(&ctx).await?;
+        let machine_list: BTreeMap<String, String> = vm_names_of(&ctx.spec, &resources)
+            .into_iter()
+            .map(|vm| (names::provider_id(&ctx.spec.location, &vm), vm))
+            .collect();
+        info!(resource_group = %ctx.spec.resource_group, machines = machine_list.len(), "listed machines");
+        Ok(ListMachinesResponse { machine_list })
+    }
+
+    async fn get_volume_ids(
+        &self,
+        req: &GetVolumeIdsRequest,
+    ) -> DriverResult<GetVolumeIdsResponse> {
+        let volume_ids = req
+            .pv_specs
+            .iter()
+            .filter_map(|pv| {
+                if let Some(d) = &pv.azure_disk {
+                    return Some(d.disk_name.clone());
+                }
+                pv.csi
+                    .as_ref()
+                    .filter(|c| {
+                        c.driver == names::CSI_DRIVER_NAME && !c.volume_handle.trim().is_empty()
+                    })
+                    .map(|c| c.volume_handle.clone())
+            })
+            .collect();
+        Ok(GetVolumeIdsResponse { volume_ids })
+    }
+}

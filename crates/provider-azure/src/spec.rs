@@ -1,0 +1,685 @@
+//! The Azure providerSpec (the MachineClass `providerSpec` JSON) and its
+//! validation, with the JSON keys and the validation messages of Gardener's
+//! Azure provider. Unknown keys are ignored.
+
+use crate::field::{format_list, FieldError};
+use crate::names::{CLUSTER_TAG_PREFIX, ROLE_TAG_PREFIX};
+use mcm_api::MachineClass;
+use mcm_driver::Status;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The provider name a MachineClass must carry.
+pub const PROVIDER_NAME: &str = "Azure";
+/// The cloud names of `cloudConfiguration.name`.
+pub const CLOUD_NAMES: [&str; 3] = ["AzurePublic", "AzureChina", "AzureGovernment"];
+/// The accepted `properties.securityProfile.securityType` values.
+pub const SECURITY_TYPES: [&str; 2] = ["ConfidentialVM", "TrustedLaunch"];
+/// The accepted `storageProfile.diskControllerType` values.
+pub const DISK_CONTROLLER_TYPES: [&str; 2] = ["NVMe", "SCSI"];
+/// The accepted `osDisk.managedDisk.securityProfile.securityEncryptionType` values.
+pub const SECURITY_ENCRYPTION_TYPES: [&str; 3] = [
+    "DiskWithVMGuestState",
+    "NonPersistedTPM",
+    "VMGuestStateOnly",
+];
+
+/// `AzureProviderSpec`: what a MachineClass says about its VMs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AzureProviderSpec {
+    /// The region; also the middle part of the provider ID.
+    pub location: String,
+    /// Tags of the VM, its NIC and its disks; must hold a cluster and a role tag key.
+    pub tags: BTreeMap<String, String>,
+    /// The VM's properties.
+    pub properties: VmProperties,
+    /// The resource group of every resource of the machine.
+    pub resource_group: String,
+    /// The existing subnet the NIC is placed in.
+    pub subnet_info: SubnetInfo,
+    /// Which Azure cloud (public, China, government).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cloud_configuration: Option<CloudConfiguration>,
+}
+
+/// `cloudConfiguration`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CloudConfiguration {
+    /// `AzurePublic`, `AzureChina` or `AzureGovernment`.
+    pub name: String,
+}
+
+/// `subnetInfo`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SubnetInfo {
+    /// The virtual network.
+    pub vnet_name: String,
+    /// The virtual network's resource group, when not the machine's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vnet_resource_group: Option<String>,
+    /// The subnet.
+    pub subnet_name: String,
+}
+
+/// `properties`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct VmProperties {
+    /// `hardwareProfile.vmSize`.
+    pub hardware_profile: HardwareProfile,
+    /// Image, OS disk and data disks.
+    pub storage_profile: StorageProfile,
+    /// Admin user and SSH key.
+    pub os_profile: OsProfile,
+    /// Accelerated networking of the NIC.
+    pub network_profile: NetworkProfile,
+    /// An availability set the VM joins.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub availability_set: Option<SubResource>,
+    /// A user-assigned managed identity.
+    #[serde(rename = "identityID", skip_serializing_if = "Option::is_none")]
+    pub identity_id: Option<String>,
+    /// The availability zone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zone: Option<i64>,
+    /// A flexible virtual machine scale set the VM joins.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub virtual_machine_scale_set: Option<SubResource>,
+    /// Boot diagnostics.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostics_profile: Option<DiagnosticsProfile>,
+    /// Deprecated: availability set or VMSS by `kind`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub machine_set: Option<MachineSetConfig>,
+    /// Trusted launch / confidential VM settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_profile: Option<SecurityProfile>,
+    /// Capacity reservation group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_reservation: Option<CapacityReservation>,
+}
+
+/// `hardwareProfile`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HardwareProfile {
+    /// The VM size, e.g. `Standard_D2s_v3`.
+    pub vm_size: String,
+}
+
+/// `storageProfile`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct StorageProfile {
+    /// The image.
+    pub image_reference: ImageReference,
+    /// `SCSI` or `NVMe`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub disk_controller_type: String,
+    /// The OS disk.
+    pub os_disk: OsDisk,
+    /// Data disks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub data_disks: Vec<DataDisk>,
+}
+
+/// `imageReference`: exactly one of `id`, `urn`, `communityGalleryImageID`, `sharedGalleryImageID`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ImageReference {
+    /// An image resource ID.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// `publisher:offer:sku:version`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub urn: Option<String>,
+    /// Do not check or accept the marketplace terms.
+    pub skip_marketplace_agreement: bool,
+    /// A community gallery image.
+    #[serde(
+        rename = "communityGalleryImageID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub community_gallery_image_id: Option<String>,
+    /// A shared gallery image.
+    #[serde(
+        rename = "sharedGalleryImageID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub shared_gallery_image_id: Option<String>,
+}
+
+impl ImageReference {
+    fn urn_set(&self) -> bool {
+        non_empty(&self.urn)
+    }
+}
+
+/// `osDisk`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OsDisk {
+    /// Unused (the disk is named `<vm>-os-disk`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Caching (`None`, `ReadOnly`, `ReadWrite`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub caching: String,
+    /// Storage account type and security profile.
+    pub managed_disk: ManagedDiskParameters,
+    /// Size in GiB (> 0).
+    #[serde(rename = "diskSizeGB")]
+    pub disk_size_gb: i64,
+    /// Usually `FromImage`.
+    pub create_option: String,
+}
+
+/// `managedDisk`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ManagedDiskParameters {
+    /// Unused.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// e.g. `Premium_LRS`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub storage_account_type: String,
+    /// Confidential VM disk encryption.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_profile: Option<DiskSecurityProfile>,
+}
+
+/// `managedDisk.securityProfile`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DiskSecurityProfile {
+    /// One of [`SECURITY_ENCRYPTION_TYPES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_encryption_type: Option<String>,
+}
+
+/// A data disk.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DataDisk {
+    /// Optional infix of the disk name.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// Logical unit number (unique, ≥ 0).
+    pub lun: i64,
+    /// Caching; `None` when empty.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub caching: String,
+    /// e.g. `StandardSSD_LRS`.
+    pub storage_account_type: String,
+    /// Size in GiB (> 0).
+    #[serde(rename = "diskSizeGB")]
+    pub disk_size_gb: i64,
+    /// An image the disk is created from (then created before the VM and attached).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image_ref: Option<ImageReference>,
+}
+
+/// `osProfile`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OsProfile {
+    /// Ignored: the computer name is the VM name.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub computer_name: String,
+    /// The admin user. Required.
+    pub admin_username: String,
+    /// Never used.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub admin_password: String,
+    /// Ignored: the secret's `userData` is sent.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub custom_data: String,
+    /// SSH settings.
+    pub linux_configuration: LinuxConfiguration,
+}
+
+/// `linuxConfiguration`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LinuxConfiguration {
+    /// Disable password login.
+    pub disable_password_authentication: bool,
+    /// The SSH key.
+    pub ssh: SshConfiguration,
+}
+
+/// `ssh`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SshConfiguration {
+    /// One public key.
+    pub public_keys: SshPublicKey,
+}
+
+/// `publicKeys`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SshPublicKey {
+    /// e.g. `/home/core/.ssh/authorized_keys`.
+    pub path: String,
+    /// The OpenSSH public key; a throw-away key is generated when empty.
+    pub key_data: String,
+}
+
+/// `networkProfile`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct NetworkProfile {
+    /// Accelerated networking on the NIC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accelerated_networking: Option<bool>,
+}
+
+/// A reference by ARM ID.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SubResource {
+    /// The ARM resource ID.
+    pub id: String,
+}
+
+/// `diagnosticsProfile`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DiagnosticsProfile {
+    /// Boot diagnostics on.
+    pub enabled: bool,
+    /// A storage account URI (managed storage when absent).
+    #[serde(rename = "storageURI", skip_serializing_if = "Option::is_none")]
+    pub storage_uri: Option<String>,
+}
+
+/// Deprecated `machineSet`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MachineSetConfig {
+    /// The ARM ID of the availability set or VMSS.
+    pub id: String,
+    /// `availabilityset` or `vmo`.
+    pub kind: String,
+}
+
+/// `securityProfile`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SecurityProfile {
+    /// One of [`SECURITY_TYPES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_type: Option<String>,
+    /// UEFI settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uefi_settings: Option<UefiSettings>,
+}
+
+/// `uefiSettings`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UefiSettings {
+    /// vTPM.
+    #[serde(rename = "vtpmEnabled", skip_serializing_if = "Option::is_none")]
+    pub vtpm_enabled: Option<bool>,
+    /// Secure boot.
+    #[serde(rename = "secureBootEnabled", skip_serializing_if = "Option::is_none")]
+    pub secure_boot_enabled: Option<bool>,
+}
+
+/// `capacityReservation`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CapacityReservation {
+    /// The ARM ID of a capacity reservation group.
+    #[serde(
+        rename = "capacityReservationGroupID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub capacity_reservation_group_id: Option<String>,
+}
+
+fn blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+fn non_empty(s: &Option<String>) -> bool {
+    s.as_deref().is_some_and(|v| !blank(v))
+}
+
+impl AzureProviderSpec {
+    /// The cluster and role tag keys ListMachines filters by (the first of each, sorted).
+    pub fn membership_tag_keys(&self) -> Option<(&str, &str)> {
+        let cluster = self
+            .tags
+            .keys()
+            .find(|k| k.starts_with(CLUSTER_TAG_PREFIX))?;
+        let role = self.tags.keys().find(|k| k.starts_with(ROLE_TAG_PREFIX))?;
+        Some((cluster.as_str(), role.as_str()))
+    }
+
+    /// The zone as ARM wants it (`["1"]`).
+    pub fn zones(&self) -> Vec<String> {
+        self.properties
+            .zone
+            .map(|z| vec![z.to_string()])
+            .unwrap_or_default()
+    }
+
+    /// The resource group of the virtual network.
+    pub fn vnet_resource_group(&self) -> &str {
+        match &self.subnet_info.vnet_resource_group {
+            Some(rg) if !blank(rg) => rg,
+            _ => &self.resource_group,
+        }
+    }
+}
+
+/// Checks the class's provider, decodes its providerSpec (translating the
+/// deprecated `machineSet`) and validates it; `InvalidArgument` with the
+/// reference's messages otherwise.
+pub fn decode_and_validate(class: &MachineClass) -> Result<AzureProviderSpec, Status> {
+    if class.provider != PROVIDER_NAME {
+        let e = FieldError::invalid_str(
+            "provider",
+            &class.provider,
+            format!(
+                "Request for provider {} cannot be fulfilled. Only {PROVIDER_NAME} provider is supported.",
+                class.provider
+            ),
+        );
+        return Err(Status::invalid_argument(format!(
+            "error validating provider {e}"
+        )));
+    }
+    let mut spec: AzureProviderSpec = serde_json::from_value(class.provider_spec.clone())
+        .map_err(|e| Status::invalid_argument(format!("providerSpec: {e}")))?;
+    if let Some(ms) = spec.properties.machine_set.clone() {
+        if ms.kind != "availabilityset" && ms.kind != "vmo" {
+            let e = FieldError::invalid_str(
+                "providerSpec.properties.machineSet.kind",
+                &ms.kind,
+                "must provide one of [availabilityset vmo]",
+            );
+            return Err(Status::invalid_argument(format!(
+                "error while validation providerSpec.Properties.MachineSet: {}",
+                format_list(&[e])
+            )));
+        }
+        let sub = Some(SubResource { id: ms.id.clone() });
+        if ms.kind == "vmo" && spec.properties.virtual_machine_scale_set.is_none() {
+            spec.properties.virtual_machine_scale_set = sub;
+        } else if ms.kind == "availabilityset" && spec.properties.availability_set.is_none() {
+            spec.properties.availability_set = sub;
+        }
+    }
+    let errors = validate(&spec);
+    if !errors.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "error in validation of AzureProviderSpec: {}",
+            format_list(&errors)
+        )));
+    }
+    Ok(spec)
+}
+
+/// Every finding of the reference's validation, in its order.
+pub fn validate(spec: &AzureProviderSpec) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if blank(&spec.location) {
+        errs.push(FieldError::required(
+            "providerSpec.location",
+            "must provide a location",
+        ));
+    }
+    if blank(&spec.resource_group) {
+        errs.push(FieldError::required(
+            "providerSpec.resourceGroup",
+            "must provide a resourceGroup",
+        ));
+    }
+    if blank(&spec.subnet_info.vnet_name) {
+        errs.push(FieldError::required(
+            "providerSpec.subnetInfo.vnetName",
+            "must provide vnetName",
+        ));
+    }
+    if blank(&spec.subnet_info.subnet_name) {
+        errs.push(FieldError::required(
+            "providerSpec.subnetInfo.subnetName",
+            "must provide subnetName",
+        ));
+    }
+    validate_properties(&spec.properties, &mut errs);
+    validate_tags(&spec.tags, &mut errs);
+    if let Some(cc) = &spec.cloud_configuration {
+        if !CLOUD_NAMES.contains(&cc.name.as_str()) {
+            errs.push(FieldError::not_supported(
+                "providerSpec.cloudConfiguration.name",
+                &cc.name,
+                &["AzurePublic", "AzureChina", "AzureGovernment"],
+            ));
+        }
+    }
+    errs
+}
+
+fn validate_properties(p: &VmProperties, errs: &mut Vec<FieldError>) {
+    const P: &str = "providerSpec.properties";
+    if blank(&p.hardware_profile.vm_size) {
+        errs.push(FieldError::required(
+            format!("{P}.hardwareProfile.vmSize"),
+            "must provide vmSize",
+        ));
+    }
+    let sp = format!("{P}.storageProfile");
+    validate_image_ref(
+        &p.storage_profile.image_reference,
+        &format!("{sp}.imageReference"),
+        errs,
+    );
+    let dct = &p.storage_profile.disk_controller_type;
+    if !blank(dct) && !DISK_CONTROLLER_TYPES.contains(&dct.as_str()) {
+        errs.push(FieldError::not_supported(
+            format!("{sp}.diskControllerType"),
+            dct,
+            &DISK_CONTROLLER_TYPES,
+        ));
+    }
+    let os = &p.storage_profile.os_disk;
+    if blank(&os.create_option) {
+        errs.push(FieldError::required(
+            format!("{sp}.osDisk.createOption"),
+            "must provide createOption",
+        ));
+    }
+    if os.disk_size_gb <= 0 {
+        errs.push(FieldError::invalid_num(
+            format!("{sp}.osDisk.diskSizeGB"),
+            os.disk_size_gb,
+            "OSDisk size must be positive and greater than 0",
+        ));
+    }
+    if let Some(t) = os
+        .managed_disk
+        .security_profile
+        .as_ref()
+        .and_then(|s| s.security_encryption_type.as_deref())
+    {
+        if !blank(t) && !SECURITY_ENCRYPTION_TYPES.contains(&t) {
+            errs.push(FieldError::not_supported(
+                format!("{sp}.osDisk.securityEncryptionType"),
+                t,
+                &SECURITY_ENCRYPTION_TYPES,
+            ));
+        }
+    }
+    validate_data_disks(
+        &p.storage_profile.data_disks,
+        &format!("{sp}.dataDisks"),
+        errs,
+    );
+    if blank(&p.os_profile.admin_username) {
+        errs.push(FieldError::required(
+            format!("{P}.osProfile.adminUsername"),
+            "adminUsername must be provided",
+        ));
+    }
+    let zone = p.zone.is_some();
+    let aset = p.availability_set.as_ref().is_some_and(|s| !blank(&s.id));
+    let vmss = p
+        .virtual_machine_scale_set
+        .as_ref()
+        .is_some_and(|s| !blank(&s.id));
+    if [zone, aset, vmss].iter().filter(|b| **b).count() != 1 {
+        errs.push(FieldError::forbidden(
+            format!("{P}.zone|.availabilitySet|.virtualMachineScaleSet"),
+            "Only one of Zone, AvailabilitySet and VirtualMachineScaleSet can be set.",
+        ));
+    }
+    if let Some(id) = p
+        .capacity_reservation
+        .as_ref()
+        .and_then(|c| c.capacity_reservation_group_id.as_deref())
+    {
+        let path = format!("{P}.capacityReservation.capacityReservationGroupID");
+        match crate::names::resource_type_of(id) {
+            None => errs.push(FieldError::invalid_str(
+                path,
+                id,
+                "invalid Azure resource ID: invalid resource ID",
+            )),
+            Some(t) if !t.eq_ignore_ascii_case("CapacityReservationGroups") => {
+                errs.push(FieldError::invalid_str(
+                    path,
+                    id,
+                    format!(
+                        "provided resource ID must be of type 'CapacityReservationGroups', got '{t}'"
+                    ),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(st) = p
+        .security_profile
+        .as_ref()
+        .and_then(|s| s.security_type.as_deref())
+    {
+        if !blank(st) && !SECURITY_TYPES.contains(&st) {
+            errs.push(FieldError::not_supported(
+                format!("{P}.securityProfile.securityType"),
+                st,
+                &SECURITY_TYPES,
+            ));
+        }
+    }
+}
+
+fn validate_image_ref(r: &ImageReference, path: &str, errs: &mut Vec<FieldError>) {
+    let set = [
+        r.urn_set(),
+        non_empty(&r.community_gallery_image_id),
+        !blank(&r.id),
+        non_empty(&r.shared_gallery_image_id),
+    ];
+    if set.iter().filter(|b| **b).count() != 1 {
+        errs.push(FieldError::forbidden(
+            format!("{path}.id|.urn|.communityGalleryImageID|.sharedGalleryImageID"),
+            "must specify only one of image id, community gallery image id, shared gallery image id or an urn",
+        ));
+        return;
+    }
+    if let Some(urn) = r.urn.as_deref().filter(|_| r.urn_set()) {
+        let parts: Vec<&str> = urn.split(':').collect();
+        if parts.len() != 4 {
+            errs.push(FieldError::invalid_str(
+                format!("{path}.urn"),
+                urn,
+                "invalid urn format, urn should be of the format publisher:offer:sku:version",
+            ));
+            return;
+        }
+        for (part, label) in parts.iter().zip(["publisher", "offer", "sku", "version"]) {
+            if blank(part) {
+                errs.push(FieldError::required(
+                    format!("{path}.urn"),
+                    format!("urn must have {label}"),
+                ));
+            }
+        }
+    }
+}
+
+fn validate_data_disks(disks: &[DataDisk], path: &str, errs: &mut Vec<FieldError>) {
+    let mut luns: BTreeMap<i64, usize> = BTreeMap::new();
+    for d in disks {
+        if d.lun < 0 {
+            errs.push(FieldError::invalid_num(
+                format!("{path}.lun"),
+                d.lun,
+                "lun must be a positive number",
+            ));
+        } else {
+            *luns.entry(d.lun).or_default() += 1;
+        }
+        if d.disk_size_gb <= 0 {
+            errs.push(FieldError::invalid_num(
+                format!("{path}.diskSizeGB"),
+                d.disk_size_gb,
+                "DataDisk size must be positive and greater than 0",
+            ));
+        }
+        if blank(&d.storage_account_type) {
+            errs.push(FieldError::required(
+                format!("{path}.storageAccountType"),
+                "must provide storageAccountType",
+            ));
+        }
+        if let Some(r) = &d.image_ref {
+            validate_image_ref(r, &format!("{path}.imageRef"), errs);
+        }
+    }
+    for (lun, n) in luns {
+        if n > 1 {
+            errs.push(FieldError::invalid_num(
+                format!("{path}.lun"),
+                lun,
+                format!("DataDisk Lun '{lun}' duplicated {n} times, Lun must be unique"),
+            ));
+        }
+    }
+}
+
+fn validate_tags(tags: &BTreeMap<String, String>, errs: &mut Vec<FieldError>) {
+    const T: &str = "providerSpec.tags";
+    if tags.is_empty() {
+        errs.push(FieldError::required(
+            format!("{T}.{CLUSTER_TAG_PREFIX}.{ROLE_TAG_PREFIX}"),
+            format!(
+                "Tags starting with '{CLUSTER_TAG_PREFIX}' and '{ROLE_TAG_PREFIX}' must be set"
+            ),
+        ));
+        return;
+    }
+    if !tags.keys().any(|k| k.starts_with(CLUSTER_TAG_PREFIX)) {
+        errs.push(FieldError::required(
+            format!("{T}.{CLUSTER_TAG_PREFIX}"),
+            format!("Tag starting with {CLUSTER_TAG_PREFIX} must be set"),
+        ));
+    }
+    if !tags.keys().any(|k| k.starts_with(ROLE_TAG_PREFIX)) {
+        errs.push(FieldError::required(
+            format!("{T}.{ROLE_TAG_PREFIX}"),
+            format!("Tag starting with {ROLE_TAG_PREFIX} must be set"),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests;
