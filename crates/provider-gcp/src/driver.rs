@@ -1,0 +1,510 @@
+//! [`GcpDriver`]: the `Driver` implementation.
+
+use crate::compute::{ApiCallRecorder, Compute};
+use crate::config::{GcpDriverConfig, OpClass};
+use crate::credentials::{from_secret, secret_value, GcpCredentials};
+use crate::errors::GceError;
+use crate::instance::{build_instance, machine_uid_of, InstanceInput};
+use crate::spec::{membership, GcpProviderSpec, PROVIDER_NAME};
+use crate::validation::{go_list, validate_secret, validate_spec, SECRET_USER_DATA};
+use async_trait::async_trait;
+use google_cloud_compute_v1::client::{Instances, ZoneOperations};
+use google_cloud_compute_v1::model::Instance;
+use k8s_openapi::api::core::v1::{NodeAddress, Secret};
+use mcm_api::{Machine, MachineClass};
+use mcm_driver::budget::Budget;
+use mcm_driver::{
+    Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
+    Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
+    GetVolumeIdsResponse, ListMachinesRequest, ListMachinesResponse, Status,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::{debug, info, info_span, warn, Instrument};
+
+/// The CSI driver of GCE persistent disks.
+pub const GCE_PD_CSI_DRIVER: &str = "pd.csi.storage.gke.io";
+/// The provider ID prefix (`gce://` + `/<project>/<zone>/<name>`).
+pub const PROVIDER_ID_PREFIX: &str = "gce://";
+
+/// The provider ID of an instance: `gce:///<project>/<zone>/<name>`.
+pub fn provider_id(project: &str, zone: &str, name: &str) -> String {
+    format!("{PROVIDER_ID_PREFIX}/{project}/{zone}/{name}")
+}
+
+/// The machine-controller-manager driver for Google Compute Engine.
+pub struct GcpDriver {
+    config: Arc<GcpDriverConfig>,
+    budget: Budget<OpClass>,
+    clients: tokio::sync::Mutex<HashMap<u64, (Instances, ZoneOperations)>>,
+    calls: ApiCallRecorder,
+}
+
+impl std::fmt::Debug for GcpDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GcpDriver")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A checked request: the spec, the project and the Compute access.
+struct Prepared {
+    spec: GcpProviderSpec,
+    project: String,
+    compute: Compute,
+}
+
+/// How much of the spec an operation checks (the reference validates the
+/// whole spec only on create; the other calls need just the zone).
+#[derive(Clone, Copy, PartialEq)]
+enum Check {
+    Full,
+    ZoneOnly,
+}
+
+impl GcpDriver {
+    /// A driver with the given configuration. Clients are built per
+    /// credentials on first use; nothing is contacted here. Installs the
+    /// `ring` rustls provider as the process default if none is installed.
+    pub fn new(config: GcpDriverConfig) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let limits = config.rate_limits.clone();
+        GcpDriver {
+            budget: Budget::new(
+                limits.enabled,
+                OpClass::ALL.iter().map(|c| (*c, limits.limit(*c))),
+            ),
+            config: Arc::new(config),
+            clients: tokio::sync::Mutex::new(HashMap::new()),
+            calls: ApiCallRecorder::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GcpDriverConfig {
+        &self.config
+    }
+
+    /// Compute calls made so far, by method.
+    pub fn api_calls(&self) -> BTreeMap<&'static str, u64> {
+        self.calls.snapshot()
+    }
+
+    async fn compute(&self, creds: &GcpCredentials) -> Result<Compute, String> {
+        let limiter = self.budget.scope(&creds.project);
+        let mut clients = self.clients.lock().await;
+        let (instances, operations) = match clients.get(&creds.fingerprint) {
+            Some(c) => c.clone(),
+            None => {
+                let auth = creds.build().map_err(|e| e.to_string())?;
+                let mut ib = Instances::builder()
+                    .with_credentials(auth.clone())
+                    .with_attempt_timeout(Duration::from_secs(30));
+                let mut ob = ZoneOperations::builder()
+                    .with_credentials(auth)
+                    .with_attempt_timeout(Duration::from_secs(30));
+                if let Some(ep) = &self.config.endpoint {
+                    ib = ib.with_endpoint(ep.clone());
+                    ob = ob.with_endpoint(ep.clone());
+                }
+                let instances = ib
+                    .build()
+                    .await
+                    .map_err(|e| format!("building the Compute instances client: {e}"))?;
+                let operations = ob
+                    .build()
+                    .await
+                    .map_err(|e| format!("building the Compute operations client: {e}"))?;
+                clients.insert(creds.fingerprint, (instances.clone(), operations.clone()));
+                (instances, operations)
+            }
+        };
+        Ok(Compute::new(
+            instances,
+            operations,
+            limiter,
+            self.calls.clone(),
+            self.config.clone(),
+        ))
+    }
+
+    /// Checks the class and Secret as the reference does, and finds the
+    /// Compute access. `ctx` prefixes every message (`Create machine "m"`).
+    async fn prepare(
+        &self,
+        ctx: &str,
+        class: &MachineClass,
+        secret: &Secret,
+        check: Check,
+    ) -> Result<Prepared, Status> {
+        if class.provider != PROVIDER_NAME {
+            return Err(Status::invalid_argument(format!(
+                "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
+                class.provider
+            )));
+        }
+        let spec = GcpProviderSpec::from_json(&class.provider_spec).map_err(|e| {
+            Status::invalid_argument(format!(
+                "{ctx} failed on decodeProviderSpec: providerSpec: {e}"
+            ))
+        })?;
+        match check {
+            Check::Full => {
+                let errs = validate_spec(&spec);
+                if !errs.is_empty() {
+                    return Err(Status::invalid_argument(format!(
+                        "{ctx} failed on validateProviderSpec: error while validating ProviderSpec {}",
+                        go_list(&errs)
+                    )));
+                }
+            }
+            Check::ZoneOnly => {
+                if spec.zone.is_empty() {
+                    return Err(Status::invalid_argument(format!(
+                        "{ctx} failed on validateZone: error while validating Zone zone cannot be empty"
+                    )));
+                }
+            }
+        }
+        let errs = validate_secret(secret);
+        if !errs.is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "{ctx} failed on validateSecret: error while validating Secret {}",
+                go_list(&errs)
+            )));
+        }
+        let creds =
+            from_secret(secret).map_err(|e| Status::internal(format!("{ctx} failed: {e}")))?;
+        if creds.project.is_empty() {
+            return Err(Status::internal(format!(
+                "{ctx} failed: no project: the credentials have no project_id and the secret no projectID"
+            )));
+        }
+        let compute = self
+            .compute(&creds)
+            .await
+            .map_err(|e| Status::internal(format!("{ctx} failed: {e}")))?;
+        Ok(Prepared {
+            spec,
+            project: creds.project,
+            compute,
+        })
+    }
+
+    async fn create(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
+        let name = machine_name(&req.machine)?;
+        let ctx = format!("Create machine {name:?}");
+        let p = self
+            .prepare(&ctx, &req.machine_class, &req.secret, Check::Full)
+            .await?;
+        let zone = p.spec.zone.as_str();
+        let user_data = secret_value(&req.secret, SECRET_USER_DATA).unwrap_or_default();
+        let uid = req.machine.metadata.uid.clone().unwrap_or_default();
+        let instance = build_instance(
+            &p.spec,
+            &InstanceInput {
+                name,
+                machine_uid: &uid,
+                project: &p.project,
+                user_data: &user_data,
+            },
+        );
+        let fail = |e: GceError| Status::new(e.code(), format!("{ctx} failed: {e}"));
+        let created = match p.compute.insert(&p.project, zone, &instance).await {
+            Ok(op) => {
+                p.compute
+                    .wait("instances.insert", &p.project, zone, op)
+                    .await
+                    .map_err(|e| {
+                        warn!(error = %e, "the insert operation failed");
+                        fail(e)
+                    })?;
+                info!("VM created");
+                p.compute.get(&p.project, zone, name).await.unwrap_or_else(|e| {
+                    debug!(error = %e, "reading the new instance failed; answering without addresses");
+                    None
+                })
+            }
+            Err(e) if e.is_already_exists() => {
+                let existing = p
+                    .compute
+                    .get(&p.project, zone, name)
+                    .await
+                    .map_err(|e| Status::internal(format!("{ctx} failed: {e}")))?
+                    .ok_or_else(|| {
+                        Status::internal(format!(
+                            "{ctx} failed: the insert answered alreadyExists, but the instance is gone; retry"
+                        ))
+                    })?;
+                match machine_uid_of(&existing) {
+                    Some(found) if !uid.is_empty() && found == uid => {
+                        info!("an instance of this machine exists already (a retried create); adopting it");
+                        Some(existing)
+                    }
+                    other => {
+                        warn!(
+                            instance_uid = other.unwrap_or("-"),
+                            "an instance of the same name belongs to another machine"
+                        );
+                        return Err(Status::new(
+                            Code::AlreadyExists,
+                            format!(
+                                "{ctx} failed: instance {name} exists already and belongs to {}; it is not adopted",
+                                match other {
+                                    Some(u) => format!("the machine with UID {u}"),
+                                    None => "no machine of this controller".to_string(),
+                                }
+                            ),
+                        ));
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "insert failed");
+                return Err(fail(e));
+            }
+        };
+        let pid = provider_id(&p.project, zone, name);
+        Ok(CreateMachineResponse {
+            last_known_state: format!("Created {pid}"),
+            provider_id: pid,
+            node_name: name.to_string(),
+            addresses: created.as_ref().map(addresses).unwrap_or_default(),
+        })
+    }
+
+    /// The machine's instance, if it carries the class's cluster and role tags.
+    async fn find(&self, p: &Prepared, name: &str) -> Result<Option<Instance>, GceError> {
+        let Some(i) = p.compute.get(&p.project, &p.spec.zone, name).await? else {
+            return Ok(None);
+        };
+        if belongs(&p.spec, &i) {
+            Ok(Some(i))
+        } else {
+            debug!(
+                "an instance of this name exists, but without the class's cluster and role tags"
+            );
+            Ok(None)
+        }
+    }
+
+    async fn status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        let name = machine_name(&req.machine)?;
+        let ctx = format!("Machine status {name:?}");
+        let p = self
+            .prepare(&ctx, &req.machine_class, &req.secret, Check::ZoneOnly)
+            .await?;
+        let found = self
+            .find(&p, name)
+            .await
+            .map_err(|e| Status::internal(format!("{ctx} failed: {e}")))?;
+        let Some(i) = found else {
+            return Err(Status::not_found(format!(
+                "machine name={name}, uuid= not found"
+            )));
+        };
+        Ok(GetMachineStatusResponse {
+            provider_id: provider_id(&p.project, &p.spec.zone, name),
+            node_name: name.to_string(),
+            addresses: addresses(&i),
+        })
+    }
+
+    async fn delete(&self, req: &DeleteMachineRequest) -> DriverResult<DeleteMachineResponse> {
+        let name = machine_name(&req.machine)?;
+        let ctx = format!("Delete machine {name:?}");
+        let p = self
+            .prepare(&ctx, &req.machine_class, &req.secret, Check::ZoneOnly)
+            .await?;
+        let zone = p.spec.zone.as_str();
+        let fail = |e: GceError| Status::internal(format!("{ctx} failed: {e}"));
+        if self.find(&p, name).await.map_err(fail)?.is_none() {
+            info!("no instance backs the machine; nothing to delete");
+            return Ok(DeleteMachineResponse::default());
+        }
+        match p
+            .compute
+            .delete(&p.project, zone, name)
+            .await
+            .map_err(fail)?
+        {
+            None => info!("the instance was gone already"),
+            Some(op) => {
+                p.compute
+                    .wait("instances.delete", &p.project, zone, op)
+                    .await
+                    .map_err(fail)?;
+                info!("VM deleted");
+            }
+        }
+        Ok(DeleteMachineResponse {
+            last_known_state: format!("Deleted {}", provider_id(&p.project, zone, name)),
+        })
+    }
+
+    async fn list(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        let ctx = "List machines";
+        let p = self
+            .prepare(ctx, &req.machine_class, &req.secret, Check::ZoneOnly)
+            .await?;
+        let mut out = ListMachinesResponse::default();
+        let (Some(_), Some(_)) = p.spec.membership_tags() else {
+            debug!("the class has no cluster or role tag; listing nothing");
+            return Ok(out);
+        };
+        let all = p
+            .compute
+            .list(&p.project, &p.spec.zone)
+            .await
+            .map_err(|e| Status::internal(format!("{ctx} failed: {e}")))?;
+        for i in all.iter().filter(|i| belongs(&p.spec, i)) {
+            if let Some(n) = &i.name {
+                out.machine_list
+                    .insert(provider_id(&p.project, &p.spec.zone, n), n.clone());
+            }
+        }
+        debug!(machines = out.machine_list.len(), "listed");
+        Ok(out)
+    }
+}
+
+/// Whether an instance carries the spec's cluster and role tags (as the
+/// reference's list does: the instance's last tag with each marker must be
+/// the spec's).
+fn belongs(spec: &GcpProviderSpec, i: &Instance) -> bool {
+    let (Some(c), Some(r)) = spec.membership_tags() else {
+        return false;
+    };
+    let tags = i
+        .tags
+        .as_ref()
+        .map(|t| t.items.as_slice())
+        .unwrap_or_default();
+    membership(tags.iter().map(String::as_str)) == (Some(c), Some(r))
+}
+
+/// The addresses of an instance: internal IPs, external NAT IPs, the hostname.
+fn addresses(i: &Instance) -> Vec<NodeAddress> {
+    let mut out = Vec::new();
+    let mut add = |type_: &str, a: &str| {
+        let addr = NodeAddress {
+            type_: type_.into(),
+            address: a.into(),
+        };
+        if !a.is_empty() && !out.contains(&addr) {
+            out.push(addr);
+        }
+    };
+    for n in &i.network_interfaces {
+        if let Some(ip) = &n.network_ip {
+            add("InternalIP", ip);
+        }
+        for ac in &n.access_configs {
+            if let Some(ip) = &ac.nat_ip {
+                add("ExternalIP", ip);
+            }
+        }
+    }
+    if let Some(h) = &i.hostname {
+        add("Hostname", h);
+    }
+    out
+}
+
+fn machine_name(m: &Machine) -> Result<&str, Status> {
+    m.metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| Status::invalid_argument("the machine has no name"))
+}
+
+fn span(op: &'static str, req: &mcm_driver::MachineRequest) -> tracing::Span {
+    info_span!(
+        "gcp",
+        op,
+        machine = req.machine.metadata.name.as_deref().unwrap_or_default(),
+        class = req
+            .machine_class
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default()
+    )
+}
+
+#[async_trait]
+impl Driver for GcpDriver {
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        self.create(req)
+            .instrument(span("CreateMachine", req))
+            .await
+    }
+
+    async fn delete_machine(
+        &self,
+        req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
+        self.delete(req)
+            .instrument(span("DeleteMachine", req))
+            .await
+    }
+
+    async fn get_machine_status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        self.status(req)
+            .instrument(span("GetMachineStatus", req))
+            .await
+    }
+
+    async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        let class = req
+            .machine_class
+            .metadata
+            .name
+            .as_deref()
+            .unwrap_or_default();
+        self.list(req)
+            .instrument(info_span!("gcp", op = "ListMachines", class))
+            .await
+    }
+
+    async fn initialize_machine(
+        &self,
+        _req: &mcm_driver::InitializeMachineRequest,
+    ) -> DriverResult<mcm_driver::InitializeMachineResponse> {
+        Err(Status::unimplemented(
+            "GCP Provider does not yet implement InitializeMachine",
+        ))
+    }
+
+    async fn get_volume_ids(
+        &self,
+        req: &GetVolumeIdsRequest,
+    ) -> DriverResult<GetVolumeIdsResponse> {
+        let volume_ids = req
+            .pv_specs
+            .iter()
+            .filter_map(|s| {
+                if let Some(pd) = &s.gce_persistent_disk {
+                    return Some(pd.pd_name.clone());
+                }
+                s.csi
+                    .as_ref()
+                    .filter(|c| c.driver == GCE_PD_CSI_DRIVER && !c.volume_handle.is_empty())
+                    .map(|c| c.volume_handle.clone())
+            })
+            .collect();
+        Ok(GetVolumeIdsResponse { volume_ids })
+    }
+}
