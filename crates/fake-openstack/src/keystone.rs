@@ -1,0 +1,132 @@
+//! Keystone v3: version discovery and token issuing with a service catalog.
+
+use crate::state::{Op, TIME};
+use crate::{
+    begin, error, lock, Shared, APP_CRED_ID, APP_CRED_SECRET, DOMAIN, PASSWORD, PROJECT, REGION,
+    USERNAME,
+};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+pub(crate) fn router() -> Router<Shared> {
+    Router::new()
+        .route("/", get(versions))
+        .route("/v3", get(version))
+        .route("/v3/", get(version))
+        .route("/v3/auth/tokens", post(issue_token))
+}
+
+fn version_doc(base: &str) -> Value {
+    json!({
+        "id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
+        "links": [{"rel": "self", "href": format!("{base}/identity/v3/")}],
+        "media-types": [{"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}]
+    })
+}
+
+async fn versions(State(s): State<Shared>) -> Response {
+    let base = lock(&s).base.clone();
+    (
+        StatusCode::MULTIPLE_CHOICES,
+        Json(json!({"versions": {"values": [version_doc(&base)]}})),
+    )
+        .into_response()
+}
+
+async fn version(State(s): State<Shared>) -> Json<Value> {
+    let base = lock(&s).base.clone();
+    Json(json!({ "version": version_doc(&base) }))
+}
+
+fn endpoint(kind: &str, name: &str, url: String) -> Value {
+    json!({
+        "type": kind, "name": name, "id": format!("{kind}-service"),
+        "endpoints": [{
+            "id": format!("{kind}-public"), "interface": "public", "region": REGION,
+            "region_id": REGION, "url": url
+        }]
+    })
+}
+
+/// Which identity the request proves, if any.
+fn check(body: &Value, headers: &HeaderMap, s: &crate::state::State) -> Option<&'static str> {
+    let identity = &body["auth"]["identity"];
+    let methods: Vec<&str> = identity["methods"]
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    if methods.contains(&"password") {
+        let user = &identity["password"]["user"];
+        let domain_ok = user["domain"]["name"] == json!(DOMAIN)
+            || user["domain"]["id"].is_string()
+            || user["id"].is_string();
+        let ok =
+            user["name"] == json!(USERNAME) && user["password"] == json!(PASSWORD) && domain_ok;
+        let scope = &body["auth"]["scope"]["project"];
+        let scope_ok = scope["name"] == json!(PROJECT) || scope["id"].is_string();
+        return (ok && scope_ok).then_some("password");
+    }
+    if methods.contains(&"application_credential") {
+        let ac = &identity["application_credential"];
+        let ok = (ac["id"] == json!(APP_CRED_ID)
+            || (ac["name"].is_string() && ac["user"]["name"] == json!(USERNAME)))
+            && ac["secret"] == json!(APP_CRED_SECRET);
+        return ok.then_some("application_credential");
+    }
+    if methods.contains(&"token") {
+        let t = identity["token"]["id"]
+            .as_str()
+            .or_else(|| headers.get("x-auth-token").and_then(|v| v.to_str().ok()))?;
+        return s.tokens.contains(t).then_some("token");
+    }
+    None
+}
+
+async fn issue_token(
+    State(s): State<Shared>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    if let Some(r) = begin(&s, Op::IssueToken) {
+        return r;
+    }
+    let mut st = lock(&s);
+    let Some(method) = check(&body, &headers, &st) else {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "The request you have made requires authentication.",
+        );
+    };
+    let token = format!("gAAAAAB-fake-token-{}", st.uuid());
+    st.tokens.insert(token.clone());
+    let b = st.base.clone();
+    let p = st.project_id.clone();
+    let catalog = json!([
+        endpoint("identity", "keystone", format!("{b}/identity")),
+        endpoint("compute", "nova", format!("{b}/compute/v2.1")),
+        endpoint("network", "neutron", format!("{b}/network")),
+        endpoint("block-storage", "cinder", format!("{b}/volume/v3/{p}")),
+        endpoint("volumev3", "cinderv3", format!("{b}/volume/v3/{p}")),
+    ]);
+    let domain = json!({"id": "default", "name": DOMAIN});
+    let body = json!({"token": {
+        "methods": [method], "expires_at": "2099-12-31T23:59:59.000000Z", "issued_at": TIME,
+        "audit_ids": ["fake-audit"],
+        "user": {"id": "mcm-user", "name": USERNAME, "domain": domain, "password_expires_at": null},
+        "project": {"id": p, "name": PROJECT, "domain": domain},
+        "roles": [{"id": "member-role", "name": "member"}],
+        "is_domain": false,
+        "catalog": catalog
+    }});
+    drop(st);
+    let mut resp = (StatusCode::CREATED, Json(body)).into_response();
+    if let Ok(v) = token.parse() {
+        resp.headers_mut().insert("x-subject-token", v);
+    }
+    resp
+}

@@ -1,0 +1,358 @@
+//! [`OpenStackDriver`]: the `Driver` implementation.
+
+use crate::api::{self, Server};
+use crate::cloud::{ApiCallRecorder, Cloud};
+use crate::config::{OpClass, OpenStackDriverConfig};
+use crate::errors::OsError;
+use crate::lookup::LookupCache;
+use crate::secret::{validate_secret, Credentials};
+use crate::spec::{aggregate, decode, validate_spec, OpenStackSpec, PROVIDER_NAME};
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{NodeAddress, Secret};
+use mcm_api::MachineClass;
+use mcm_driver::budget::Budget;
+use mcm_driver::{
+    CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
+    Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
+    GetVolumeIdsResponse, ListMachinesRequest, ListMachinesResponse, MachineRequest, Status,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use tracing::{debug, info};
+
+/// The Cinder CSI driver name.
+pub const CINDER_CSI_DRIVER: &str = "cinder.csi.openstack.org";
+/// The server metadata key holding the Machine's UID (Nova metadata keys
+/// allow no `/`), so that a retried creation adopts instead of duplicating.
+pub const MACHINE_UID_KEY: &str = "mcm.gardener.cloud-machine-uid";
+
+/// The provider ID of a server: `openstack:///<region>/<server-id>`.
+pub fn provider_id(region: &str, server_id: &str) -> String {
+    format!("openstack:///{region}/{server_id}")
+}
+
+/// The server ID of a provider ID (its last path segment).
+pub fn server_id(provider_id: &str) -> &str {
+    provider_id.rsplit('/').next().unwrap_or(provider_id)
+}
+
+/// The machine-controller-manager driver for OpenStack.
+pub struct OpenStackDriver {
+    pub(crate) config: OpenStackDriverConfig,
+    clouds: Mutex<HashMap<(u64, String), Arc<Cloud>>>,
+    budget: Budget<OpClass>,
+    pub(crate) lookups: LookupCache,
+    calls: ApiCallRecorder,
+    creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl std::fmt::Debug for OpenStackDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenStackDriver")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A validated request: the spec, the class it came from and the session.
+pub(crate) struct Prepared {
+    pub spec: OpenStackSpec,
+    pub cloud: Arc<Cloud>,
+    pub class_key: String,
+    pub cluster_key: String,
+    pub role_key: String,
+}
+
+impl Prepared {
+    /// Whether a server carries the class's cluster and role metadata keys.
+    pub fn is_member(&self, s: &Server) -> bool {
+        s.metadata.contains_key(&self.cluster_key) && s.metadata.contains_key(&self.role_key)
+    }
+}
+
+fn status(e: OsError) -> Status {
+    Status::new(e.code(), e.to_string())
+}
+
+impl Default for OpenStackDriver {
+    fn default() -> Self {
+        OpenStackDriver::new(OpenStackDriverConfig::default())
+    }
+}
+
+impl OpenStackDriver {
+    /// A driver with the given configuration. Sessions are made per
+    /// credentials and region on first use; nothing is contacted here.
+    pub fn new(config: OpenStackDriverConfig) -> Self {
+        let limits = config.rate_limits.clone();
+        OpenStackDriver {
+            budget: Budget::new(
+                limits.enabled,
+                OpClass::ALL.iter().map(|c| (*c, limits.limit(*c))),
+            ),
+            lookups: LookupCache::new(config.lookup_ttl),
+            config,
+            clouds: Mutex::new(HashMap::new()),
+            calls: ApiCallRecorder::default(),
+            creating: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// OpenStack calls made by this driver so far, by operation.
+    pub fn api_calls(&self) -> BTreeMap<String, u64> {
+        self.calls.snapshot()
+    }
+
+    async fn cloud(&self, creds: &Credentials, region: &str) -> Result<Arc<Cloud>, OsError> {
+        let key = (creds.fingerprint(), region.to_string());
+        if let Some(c) = self.clouds.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(c);
+        }
+        let limiter = self
+            .budget
+            .scope(&format!("{}|{region}", creds.scope_name()));
+        let cloud = Arc::new(
+            Cloud::connect(creds, region, &self.config, limiter, self.calls.clone()).await?,
+        );
+        debug!(auth = %creds.auth_url, region, "OpenStack session established");
+        if let Ok(mut m) = self.clouds.lock() {
+            return Ok(Arc::clone(m.entry(key).or_insert(cloud)));
+        }
+        Ok(cloud)
+    }
+
+    /// Checks provider, spec and secret like the reference, then opens the session.
+    pub(crate) async fn prepare(
+        &self,
+        class: &MachineClass,
+        secret: &Secret,
+    ) -> Result<Prepared, Status> {
+        if class.provider != PROVIDER_NAME {
+            return Err(Status::invalid_argument(format!(
+                "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
+                class.provider
+            )));
+        }
+        let spec = decode(&class.provider_spec).map_err(Status::invalid_argument)?;
+        let mut errs = validate_spec(&spec);
+        errs.extend(validate_secret(secret));
+        if !errs.is_empty() {
+            return Err(Status::invalid_argument(aggregate(&errs)));
+        }
+        let (cluster_key, role_key) = match spec.membership_keys() {
+            Some((c, r)) => (c.to_string(), r.to_string()),
+            None => {
+                return Err(Status::invalid_argument(
+                    "spec.tags: cluster/role tags are missing",
+                ))
+            }
+        };
+        let creds = Credentials::from_secret(secret);
+        let cloud = self.cloud(&creds, &spec.region).await.map_err(status)?;
+        let class_key = format!(
+            "{}/{}|{}",
+            class.metadata.namespace.as_deref().unwrap_or_default(),
+            class.metadata.name.as_deref().unwrap_or_default(),
+            spec.region
+        );
+        Ok(Prepared {
+            spec,
+            cloud,
+            class_key,
+            cluster_key,
+            role_key,
+        })
+    }
+
+    fn machine_lock(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
+        match self.creating.lock() {
+            Ok(mut m) => Arc::clone(m.entry(name.to_string()).or_default()),
+            Err(_) => Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    fn release_machine_lock(&self, name: &str) {
+        if let Ok(mut m) = self.creating.lock() {
+            if m.get(name).is_some_and(|l| Arc::strong_count(l) <= 1) {
+                m.remove(name);
+            }
+        }
+    }
+
+    /// The server of a machine: by provider ID when the Machine has one
+    /// (it must carry the class's membership keys), else by exact name.
+    pub(crate) async fn find(
+        &self,
+        p: &Prepared,
+        req: &MachineRequest,
+    ) -> Result<Option<Server>, OsError> {
+        let pid = req.machine.spec.provider_id.trim();
+        if !pid.is_empty() {
+            let found = api::get_server(&p.cloud, server_id(pid)).await?;
+            return Ok(found.filter(|s| p.is_member(s)));
+        }
+        self.find_by_name(p, req).await
+    }
+
+    /// The server named after the machine with the class's membership keys,
+    /// skipping servers that carry another Machine's UID. Several → `OutOfRange`.
+    pub(crate) async fn find_by_name(
+        &self,
+        p: &Prepared,
+        req: &MachineRequest,
+    ) -> Result<Option<Server>, OsError> {
+        let name = machine_name(req);
+        let uid = req.machine.metadata.uid.as_deref().unwrap_or_default();
+        let mut found: Vec<Server> = api::list_servers(&p.cloud, Some(name))
+            .await?
+            .into_iter()
+            .filter(|s| s.name == name && p.is_member(s))
+            .filter(|s| match s.metadata.get(MACHINE_UID_KEY) {
+                Some(other) => uid.is_empty() || other == uid,
+                None => true,
+            })
+            .collect();
+        match found.len() {
+            0 => Ok(None),
+            1 => Ok(found.pop()),
+            _ => Err(OsError::MultipleFound(format!(
+                "failed to find server [Name={name:?}]"
+            ))),
+        }
+    }
+}
+
+/// The machine's name.
+pub(crate) fn machine_name(req: &MachineRequest) -> &str {
+    req.machine.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// The server's internal addresses, when it has exactly one network (as the reference).
+pub(crate) fn addresses(s: &Server) -> Vec<NodeAddress> {
+    if s.addresses.len() != 1 {
+        return Vec::new();
+    }
+    s.addresses
+        .values()
+        .flatten()
+        .map(|a| NodeAddress {
+            type_: "InternalIP".into(),
+            address: a.addr.clone(),
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Driver for OpenStackDriver {
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        let name = machine_name(req).to_string();
+        let lock = self.machine_lock(&name);
+        let result = {
+            let _guard = lock.lock().await;
+            self.create(req).await
+        };
+        drop(lock);
+        self.release_machine_lock(&name);
+        result
+    }
+
+    async fn delete_machine(
+        &self,
+        req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
+        let p = self.prepare(&req.machine_class, &req.secret).await?;
+        let pid = req.machine.spec.provider_id.clone();
+        self.delete(&p, req, pid.trim()).await.map_err(status)?;
+        Ok(DeleteMachineResponse::default())
+    }
+
+    async fn get_machine_status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        let p = self.prepare(&req.machine_class, &req.secret).await?;
+        let name = machine_name(req);
+        match self.find(&p, req).await.map_err(status)? {
+            Some(s) => Ok(GetMachineStatusResponse {
+                provider_id: provider_id(&p.spec.region, &s.id),
+                node_name: name.to_string(),
+                addresses: addresses(&s),
+            }),
+            None => Err(Status::not_found(format!(
+                "machine {name:?}: no server found"
+            ))),
+        }
+    }
+
+    async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        let p = self.prepare(&req.machine_class, &req.secret).await?;
+        let servers = api::list_servers(&p.cloud, None).await.map_err(|e| {
+            let class = req
+                .machine_class
+                .metadata
+                .name
+                .as_deref()
+                .unwrap_or_default();
+            Status::new(
+                e.code(),
+                format!("listing machines for machine class {class:?} failed with: {e}"),
+            )
+        })?;
+        let machine_list = servers
+            .into_iter()
+            .filter(|s| p.is_member(s))
+            .map(|s| (provider_id(&p.spec.region, &s.id), s.name))
+            .collect();
+        Ok(ListMachinesResponse { machine_list })
+    }
+
+    async fn get_volume_ids(
+        &self,
+        req: &GetVolumeIdsRequest,
+    ) -> DriverResult<GetVolumeIdsResponse> {
+        let mut volume_ids = Vec::new();
+        for spec in &req.pv_specs {
+            if let Some(c) = &spec.cinder {
+                volume_ids.push(c.volume_id.clone());
+            } else if let Some(csi) = spec
+                .csi
+                .as_ref()
+                .filter(|c| c.driver == CINDER_CSI_DRIVER && !c.volume_handle.is_empty())
+            {
+                volume_ids.push(csi.volume_handle.clone());
+            }
+        }
+        Ok(GetVolumeIdsResponse { volume_ids })
+    }
+}
+
+impl OpenStackDriver {
+    async fn create(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
+        let p = self.prepare(&req.machine_class, &req.secret).await?;
+        let name = machine_name(req);
+        let server = match self.find_by_name(&p, req).await.map_err(status)? {
+            Some(s) => {
+                info!(machine = name, server = %s.id, "adopting the existing server of the machine");
+                s
+            }
+            None => self.deploy_or_clean_up(&p, req).await?,
+        };
+        let active = match self.wait_active(&p, &server.id).await {
+            Ok(s) => s,
+            Err(e) => return Err(self.clean_up_after(&p, req, e).await),
+        };
+        if let Err(e) = self.patch_pod_network_ports(&p, &active.id).await {
+            return Err(self.clean_up_after(&p, req, e).await);
+        }
+        info!(machine = name, server = %active.id, "server is ACTIVE");
+        Ok(CreateMachineResponse {
+            provider_id: provider_id(&p.spec.region, &active.id),
+            node_name: name.to_string(),
+            last_known_state: String::new(),
+            addresses: addresses(&active),
+        })
+    }
+}

@@ -1,0 +1,275 @@
+//! The Secret of an OpenStack MachineClass: credentials and user data.
+//!
+//! Keys (as the reference reads them): `authURL`; `username` + `password`, or
+//! `applicationCredentialSecret` with `applicationCredentialID` (or
+//! `applicationCredentialName` + `username`); `domainName`/`domainID`;
+//! `tenantName`/`tenantID`; optional `userDomainName`/`userDomainID`,
+//! `caCert`, `clientCert` + `clientKey`, `insecure` (`"true"`/`"false"`); and
+//! `userData`. Values are trimmed; none is ever logged.
+
+use crate::spec::{forbidden, invalid, required, FieldError};
+use k8s_openapi::api::core::v1::Secret;
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+/// `authURL`.
+pub const AUTH_URL: &str = "authURL";
+/// `caCert` (PEM).
+pub const CA_CERT: &str = "caCert";
+/// `insecure`.
+pub const INSECURE: &str = "insecure";
+/// `domainName`.
+pub const DOMAIN_NAME: &str = "domainName";
+/// `domainID`.
+pub const DOMAIN_ID: &str = "domainID";
+/// `tenantName`.
+pub const TENANT_NAME: &str = "tenantName";
+/// `tenantID`.
+pub const TENANT_ID: &str = "tenantID";
+/// `userDomainName`.
+pub const USER_DOMAIN_NAME: &str = "userDomainName";
+/// `userDomainID`.
+pub const USER_DOMAIN_ID: &str = "userDomainID";
+/// `username`.
+pub const USERNAME: &str = "username";
+/// `password`.
+pub const PASSWORD: &str = "password";
+/// `applicationCredentialID`.
+pub const APP_CRED_ID: &str = "applicationCredentialID";
+/// `applicationCredentialName`.
+pub const APP_CRED_NAME: &str = "applicationCredentialName";
+/// `applicationCredentialSecret`.
+pub const APP_CRED_SECRET: &str = "applicationCredentialSecret";
+/// `clientCert`.
+pub const CLIENT_CERT: &str = "clientCert";
+/// `clientKey`.
+pub const CLIENT_KEY: &str = "clientKey";
+/// `userData`.
+pub const USER_DATA: &str = "userData";
+
+/// The raw value of a key (`data` first, then `stringData`).
+pub fn value(secret: &Secret, key: &str) -> Option<Vec<u8>> {
+    if let Some(v) = secret.data.as_ref().and_then(|d| d.get(key)) {
+        return Some(v.0.clone());
+    }
+    secret
+        .string_data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|s| s.as_bytes().to_vec())
+}
+
+/// The trimmed text of a key ("" when missing).
+pub fn text(secret: &Secret, key: &str) -> String {
+    value(secret, key)
+        .map(|v| String::from_utf8_lossy(&v).trim().to_string())
+        .unwrap_or_default()
+}
+
+fn empty(secret: &Secret, key: &str) -> bool {
+    text(secret, key).is_empty()
+}
+
+/// Validates the Secret like the reference (credentials, then `userData`).
+pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let key = |k: &str| format!("data[{k}]");
+    if empty(secret, AUTH_URL) {
+        errs.push(required(key(AUTH_URL), format!("{AUTH_URL} is required")));
+    }
+    if !empty(secret, PASSWORD) {
+        if !empty(secret, APP_CRED_SECRET) {
+            let msg = format!("cannot specify both '{PASSWORD}' and '{APP_CRED_SECRET}'");
+            errs.push(forbidden(key(PASSWORD), msg.clone()));
+            errs.push(forbidden(key(APP_CRED_SECRET), msg));
+        }
+        if empty(secret, USERNAME) {
+            errs.push(required(
+                key(USERNAME),
+                format!("{USERNAME} is required if '{PASSWORD}' is given"),
+            ));
+        }
+    } else {
+        if empty(secret, APP_CRED_SECRET) {
+            let msg = format!("must either specify '{PASSWORD}' or '{APP_CRED_SECRET}'");
+            errs.push(required(key(PASSWORD), msg.clone()));
+            errs.push(required(key(APP_CRED_SECRET), msg));
+        }
+        if empty(secret, APP_CRED_ID) && (empty(secret, APP_CRED_NAME) || empty(secret, USERNAME)) {
+            let msg = format!(
+                "{APP_CRED_ID} or {APP_CRED_NAME} and {USERNAME} are required if {APP_CRED_SECRET} present"
+            );
+            errs.push(required(key(APP_CRED_ID), msg.clone()));
+            if empty(secret, APP_CRED_NAME) {
+                errs.push(required(key(APP_CRED_NAME), msg.clone()));
+            }
+            if empty(secret, USERNAME) {
+                errs.push(required(key(USERNAME), msg));
+            }
+        }
+    }
+    if empty(secret, DOMAIN_NAME) && empty(secret, DOMAIN_ID) {
+        errs.push(required(
+            key(DOMAIN_NAME),
+            format!("one of the following keys is required [{DOMAIN_NAME}|{DOMAIN_ID}]"),
+        ));
+    }
+    if empty(secret, TENANT_NAME) && empty(secret, TENANT_ID) {
+        errs.push(required(
+            key(TENANT_NAME),
+            format!("one of the following keys is required [{TENANT_NAME}|{TENANT_ID}]"),
+        ));
+    }
+    let present = |k: &str| value(secret, k).is_some_and(|v| !v.is_empty());
+    if present(CLIENT_CERT) && !present(CLIENT_KEY) {
+        errs.push(required(
+            key(CLIENT_KEY),
+            format!("{CLIENT_KEY} is required, if {CLIENT_CERT} is present"),
+        ));
+    }
+    if let Some(v) = value(secret, INSECURE) {
+        let s = String::from_utf8_lossy(&v).to_string();
+        if s != "true" && s != "false" {
+            errs.push(invalid(
+                key(INSECURE),
+                &s,
+                "value does not match expected boolean value [\"true\"|\"false\"]",
+            ));
+        }
+    }
+    if empty(secret, USER_DATA) {
+        errs.push(required(key(USER_DATA), format!("{USER_DATA} is required")));
+    }
+    errs
+}
+
+/// How the driver authenticates.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// User name and password.
+    Password {
+        /// The user.
+        username: String,
+        /// The password.
+        password: String,
+    },
+    /// An application credential, by ID or by name (with the user name).
+    ApplicationCredential {
+        /// The credential ID.
+        id: String,
+        /// The credential name (with `username`).
+        name: String,
+        /// The owner, when the credential is named.
+        username: String,
+        /// The secret.
+        secret: String,
+    },
+}
+
+/// The credentials of a validated Secret. `Debug` never shows secrets.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Credentials {
+    /// Keystone URL.
+    pub auth_url: String,
+    /// Password or application credential.
+    pub method: Method,
+    /// Domain name (project scope, and user domain unless `userDomain*` is set).
+    pub domain_name: String,
+    /// Domain ID.
+    pub domain_id: String,
+    /// User domain name.
+    pub user_domain_name: String,
+    /// User domain ID.
+    pub user_domain_id: String,
+    /// Project name.
+    pub tenant_name: String,
+    /// Project ID.
+    pub tenant_id: String,
+    /// A CA bundle (PEM) to trust.
+    pub ca_cert: Option<Vec<u8>>,
+    /// Whether a TLS client certificate was given (not supported by openstack_sdk).
+    pub client_cert: bool,
+    /// Skip TLS verification.
+    pub insecure: bool,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let method = match &self.method {
+            Method::Password { username, .. } => format!("password(user={username})"),
+            Method::ApplicationCredential { id, name, .. } => {
+                format!("application_credential(id={id}, name={name})")
+            }
+        };
+        f.debug_struct("Credentials")
+            .field("auth_url", &self.auth_url)
+            .field("method", &method)
+            .field("secret", &"<redacted>")
+            .field("domain_name", &self.domain_name)
+            .field("tenant_name", &self.tenant_name)
+            .field("tenant_id", &self.tenant_id)
+            .field("insecure", &self.insecure)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Credentials {
+    /// The credentials of a Secret that passed [`validate_secret`].
+    pub fn from_secret(secret: &Secret) -> Credentials {
+        let t = |k: &str| text(secret, k);
+        let method = if !t(PASSWORD).is_empty() {
+            Method::Password {
+                username: t(USERNAME),
+                password: t(PASSWORD),
+            }
+        } else {
+            Method::ApplicationCredential {
+                id: t(APP_CRED_ID),
+                name: t(APP_CRED_NAME),
+                username: t(USERNAME),
+                secret: t(APP_CRED_SECRET),
+            }
+        };
+        Credentials {
+            auth_url: t(AUTH_URL),
+            method,
+            domain_name: t(DOMAIN_NAME),
+            domain_id: t(DOMAIN_ID),
+            user_domain_name: t(USER_DOMAIN_NAME),
+            user_domain_id: t(USER_DOMAIN_ID),
+            tenant_name: t(TENANT_NAME),
+            tenant_id: t(TENANT_ID),
+            ca_cert: value(secret, CA_CERT).filter(|v| !v.is_empty()),
+            client_cert: value(secret, CLIENT_CERT).is_some_and(|v| !v.is_empty()),
+            insecure: t(INSECURE) == "true",
+        }
+    }
+
+    /// A hash of everything, secrets included: the key of the client cache.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = DefaultHasher::new();
+        self.hash(&mut h);
+        h.finish()
+    }
+
+    /// The identity without secrets, for rate-limit scopes and logs:
+    /// Keystone URL, user or credential, and project.
+    pub fn scope_name(&self) -> String {
+        let who = match &self.method {
+            Method::Password { username, .. } => username.clone(),
+            Method::ApplicationCredential { id, name, .. } => {
+                if id.is_empty() {
+                    name.clone()
+                } else {
+                    id.clone()
+                }
+            }
+        };
+        let project = if self.tenant_id.is_empty() {
+            &self.tenant_name
+        } else {
+            &self.tenant_id
+        };
+        format!("{}|{who}|{project}", self.auth_url)
+    }
+}
