@@ -52,6 +52,15 @@ pub struct Credentials {
     pub user_data: Vec<u8>,
 }
 
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Auth::ClientSecret(_) => f.write_str("ClientSecret(<redacted>)"),
+            Auth::WorkloadIdentity(p) => write!(f, "WorkloadIdentity({})", p.display()),
+        }
+    }
+}
+
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let auth = match &self.auth {
