@@ -410,7 +410,7 @@ fn put_vm(
             s.insert("disks", rg, &dn, json!({
                 "id": id, "name": dn, "type": "Microsoft.Compute/disks", "location": location,
                 "managedBy": vm_id, "sku": {"name": sku},
-                "properties": {"diskSizeGB": size, "creationData": {"createOption": "FromImage"},
+                "properties": {"diskSizeGB": size, "osType": "Linux", "creationData": {"createOption": "FromImage"},
                                "provisioningState": "Succeeded", "timeCreated": TIME, "diskState": "Attached"}
             }));
         }

@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::*;
 use base64::Engine;
+use common::*;
 use mcm_driver::conformance::{run_all, Fixture};
 use mcm_driver::{Code, Driver, GetVolumeIdsRequest, ListMachinesRequest};
 use mcm_fake_azure::Fault;
@@ -27,17 +27,30 @@ async fn the_conformance_kit_passes_against_the_fake() {
         secret: secret(),
         new_machine: Box::new(machine),
         invalid_classes: vec![
-            (class_with("empty", json!({})), "providerSpec.location".into()),
-            (class_with("garbage", json!("garbage")), "providerSpec".into()),
+            (
+                class_with("empty", json!({})),
+                "providerSpec.location".into(),
+            ),
+            (
+                class_with("garbage", json!("garbage")),
+                "providerSpec".into(),
+            ),
             (class_with("tags", bad_tags), "providerSpec.tags".into()),
-            (class_with("loc", no_location), "providerSpec.location".into()),
+            (
+                class_with("loc", no_location),
+                "providerSpec.location".into(),
+            ),
         ],
     };
     let failures = run_all(&d, &fixture).await;
     assert!(failures.is_empty(), "{failures:#?}");
     assert!(f.vms(RG).is_empty(), "VMs left: {:?}", f.vms(RG).keys());
     assert!(f.nics(RG).is_empty(), "NICs left: {:?}", f.nics(RG).keys());
-    assert!(f.disks(RG).is_empty(), "disks left: {:?}", f.disks(RG).keys());
+    assert!(
+        f.disks(RG).is_empty(),
+        "disks left: {:?}",
+        f.disks(RG).keys()
+    );
 }
 
 #[tokio::test]
@@ -49,7 +62,11 @@ async fn create_makes_the_nic_vm_and_disks_with_the_reference_names_tags_and_use
     let out = d.create_machine(&req).await.expect("create");
     assert_eq!(out.provider_id, format!("azure:///{LOCATION}/{vm}"));
     assert_eq!(out.node_name, vm);
-    assert!(out.addresses.iter().any(|a| a.type_ == "InternalIP"), "{:?}", out.addresses);
+    assert!(
+        out.addresses.iter().any(|a| a.type_ == "InternalIP"),
+        "{:?}",
+        out.addresses
+    );
 
     let vms = f.vms(RG);
     let v = &vms[&vm];
@@ -63,14 +80,23 @@ async fn create_makes_the_nic_vm_and_disks_with_the_reference_names_tags_and_use
     assert_eq!(sp["imageReference"]["publisher"], json!("sap"));
     assert_eq!(sp["osDisk"]["name"], json!(format!("{vm}-os-disk")));
     assert_eq!(sp["osDisk"]["deleteOption"], json!("Delete"));
-    assert_eq!(sp["dataDisks"][0]["name"], json!(format!("{vm}-etcd-0-data-disk")));
+    assert_eq!(
+        sp["dataDisks"][0]["name"],
+        json!(format!("{vm}-etcd-0-data-disk"))
+    );
     assert_eq!(sp["dataDisks"][0]["deleteOption"], json!("Delete"));
     let key = v["properties"]["osProfile"]["linuxConfiguration"]["ssh"]["publicKeys"][0]["keyData"]
         .as_str()
         .unwrap();
-    assert!(key.starts_with("ssh-rsa AAAA"), "a throw-away key is sent: {key}");
+    assert!(
+        key.starts_with("ssh-rsa AAAA"),
+        "a throw-away key is sent: {key}"
+    );
     let nic_ref = &v["properties"]["networkProfile"]["networkInterfaces"][0];
-    assert!(nic_ref["id"].as_str().unwrap().ends_with(&format!("/networkInterfaces/{vm}-nic")));
+    assert!(nic_ref["id"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("/networkInterfaces/{vm}-nic")));
     assert_eq!(nic_ref["properties"]["deleteOption"], json!("Delete"));
     let user_data = base64::engine::general_purpose::STANDARD
         .decode(f.custom_data(RG, &vm).expect("customData"))
@@ -87,7 +113,10 @@ async fn create_makes_the_nic_vm_and_disks_with_the_reference_names_tags_and_use
     );
     assert_eq!(nic["tags"]["kubernetes.io-role-node"], json!("1"));
     let disks = f.disks(RG);
-    assert!(disks.contains_key(&format!("{vm}-os-disk")) && disks.contains_key(&format!("{vm}-etcd-0-data-disk")));
+    assert!(
+        disks.contains_key(&format!("{vm}-os-disk"))
+            && disks.contains_key(&format!("{vm}-etcd-0-data-disk"))
+    );
 
     let status = d.get_machine_status(&req).await.expect("status");
     assert_eq!(status.provider_id, out.provider_id);
@@ -105,11 +134,18 @@ async fn an_allocation_failure_midway_is_resource_exhausted_and_removes_the_vm_n
         "Allocation failed. We do not have sufficient capacity for the requested VM size in this region.",
     ));
     let req = request(&class());
-    let e = d.create_machine(&req).await.expect_err("allocation failure");
+    let e = d
+        .create_machine(&req)
+        .await
+        .expect_err("allocation failure");
     assert_eq!(e.code, Code::ResourceExhausted, "{e:?}");
     assert!(e.message.contains("AllocationFailed"), "{}", e.message);
     assert!(f.vms(RG).is_empty(), "{:?}", f.vms(RG).keys());
-    assert!(f.nics(RG).is_empty(), "the NIC is cleaned up: {:?}", f.nics(RG).keys());
+    assert!(
+        f.nics(RG).is_empty(),
+        "the NIC is cleaned up: {:?}",
+        f.nics(RG).keys()
+    );
     assert!(f.disks(RG).is_empty(), "{:?}", f.disks(RG).keys());
 }
 
@@ -127,10 +163,24 @@ async fn quota_and_unsupported_sku_answers_are_resource_exhausted_other_errors_i
     ));
     let e = d.create_machine(&request(&class())).await.unwrap_err();
     assert_eq!(e.code, Code::ResourceExhausted, "{e:?}");
-    f.inject(Fault::http("PUT", "virtualMachines", 1, 409, "SkuNotAvailable", "The requested size is not available."));
+    f.inject(Fault::http(
+        "PUT",
+        "virtualMachines",
+        1,
+        409,
+        "SkuNotAvailable",
+        "The requested size is not available.",
+    ));
     let e = d.create_machine(&request(&class())).await.unwrap_err();
     assert_eq!(e.code, Code::ResourceExhausted, "{e:?}");
-    f.inject(Fault::http("PUT", "virtualMachines", 1, 409, "OperationNotAllowed", "The VM is being deleted."));
+    f.inject(Fault::http(
+        "PUT",
+        "virtualMachines",
+        1,
+        409,
+        "OperationNotAllowed",
+        "The VM is being deleted.",
+    ));
     let req = request(&class());
     let e = d.create_machine(&req).await.unwrap_err();
     assert_eq!(e.code, Code::Internal, "{e:?}");
@@ -148,10 +198,25 @@ async fn throttled_calls_wait_for_retry_after_then_succeed() {
     d.create_machine(&req).await.expect("create");
     f.inject(Fault::throttle("GET", "virtualMachines", 2, 1));
     let t = Instant::now();
-    d.get_machine_status(&req).await.expect("status after two 429s");
-    assert!(t.elapsed() >= Duration::from_secs(2), "Retry-After honoured: {:?}", t.elapsed());
-    let gets = f.requests().iter().filter(|r| r.starts_with("GET virtualMachines/")).count();
-    assert_eq!(gets, 5, "create's look-up and read-back + 2 throttled + 1 answered: {:?}", f.requests());
+    d.get_machine_status(&req)
+        .await
+        .expect("status after two 429s");
+    assert!(
+        t.elapsed() >= Duration::from_secs(2),
+        "Retry-After honoured: {:?}",
+        t.elapsed()
+    );
+    let gets = f
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("GET virtualMachines/"))
+        .count();
+    assert_eq!(
+        gets,
+        5,
+        "create's look-up and read-back + 2 throttled + 1 answered: {:?}",
+        f.requests()
+    );
 }
 
 #[tokio::test]
@@ -173,7 +238,10 @@ async fn a_retried_create_adopts_the_vm_carrying_the_machines_uid() {
     f.clear_requests();
     let again = d.create_machine(&req).await.expect("retried create");
     assert_eq!(again.provider_id, first.provider_id);
-    assert_eq!(f.requests(), vec![format!("GET virtualMachines/{}", name(&req))]);
+    assert_eq!(
+        f.requests(),
+        vec![format!("GET virtualMachines/{}", name(&req))]
+    );
     assert_eq!(f.vms(RG).len(), 1);
 }
 
@@ -188,7 +256,13 @@ async fn delete_removes_the_vm_its_nic_and_its_disks_and_a_second_delete_is_ok()
     d.delete_machine(&req).await.expect("second delete");
     let e = d.get_machine_status(&req).await.unwrap_err();
     assert_eq!(e.code, Code::NotFound);
-    assert_eq!(e.message, format!("VM: [ResourceGroup: {RG}, Name: {}] is not found", name(&req)));
+    assert_eq!(
+        e.message,
+        format!(
+            "VM: [ResourceGroup: {RG}, Name: {}] is not found",
+            name(&req)
+        )
+    );
 }
 
 #[tokio::test]
@@ -196,10 +270,20 @@ async fn a_half_created_machine_is_listed_by_its_nic_and_delete_removes_the_orph
     let f = fake().await;
     let d = driver(&f);
     let req = request(&class());
-    f.inject(Fault::http("PUT", "virtualMachines", 1, 500, "InternalServerError", "boom"));
+    f.inject(Fault::http(
+        "PUT",
+        "virtualMachines",
+        1,
+        500,
+        "InternalServerError",
+        "boom",
+    ));
     d.create_machine(&req).await.expect_err("VM creation fails");
     let list = d
-        .list_machines(&ListMachinesRequest { machine_class: class(), secret: secret() })
+        .list_machines(&ListMachinesRequest {
+            machine_class: class(),
+            secret: secret(),
+        })
         .await
         .expect("list");
     let pid = format!("azure:///{LOCATION}/{}", name(&req));
@@ -219,13 +303,24 @@ async fn delete_sets_missing_delete_options_before_deleting_the_vm() {
     let mut v = f.vms(RG)[&vm].clone();
     v["properties"]["storageProfile"]["osDisk"]["deleteOption"] = json!("Detach");
     v["properties"]["storageProfile"]["dataDisks"][0]["deleteOption"] = json!("Detach");
-    v["properties"]["networkProfile"]["networkInterfaces"][0]["properties"]["deleteOption"] = json!("Detach");
+    v["properties"]["networkProfile"]["networkInterfaces"][0]["properties"]["deleteOption"] =
+        json!("Detach");
     f.put_raw("virtualMachines", RG, &vm, v);
     f.clear_requests();
     d.delete_machine(&req).await.expect("delete");
-    assert!(f.requests().contains(&format!("PATCH virtualMachines/{vm}")), "{:?}", f.requests());
-    assert!(f.vms(RG).is_empty() && f.nics(RG).is_empty() && f.disks(RG).is_empty(),
-        "left: {:?} {:?} {:?}", f.vms(RG).keys(), f.nics(RG).keys(), f.disks(RG).keys());
+    assert!(
+        f.requests()
+            .contains(&format!("PATCH virtualMachines/{vm}")),
+        "{:?}",
+        f.requests()
+    );
+    assert!(
+        f.vms(RG).is_empty() && f.nics(RG).is_empty() && f.disks(RG).is_empty(),
+        "left: {:?} {:?} {:?}",
+        f.vms(RG).keys(),
+        f.nics(RG).keys(),
+        f.disks(RG).keys()
+    );
 }
 
 #[tokio::test]
@@ -237,11 +332,16 @@ async fn a_failed_vm_is_deleted_and_then_its_leftovers() {
     d.create_machine(&req).await.expect("create");
     let mut v = f.vms(RG)[&vm].clone();
     v["properties"]["provisioningState"] = json!("Failed");
-    v["properties"]["networkProfile"]["networkInterfaces"][0]["properties"]["deleteOption"] = json!("Detach");
+    v["properties"]["networkProfile"]["networkInterfaces"][0]["properties"]["deleteOption"] =
+        json!("Detach");
     f.put_raw("virtualMachines", RG, &vm, v);
     f.clear_requests();
     d.delete_machine(&req).await.expect("delete");
-    assert!(!f.requests().iter().any(|r| r.starts_with("PATCH")), "{:?}", f.requests());
+    assert!(
+        !f.requests().iter().any(|r| r.starts_with("PATCH")),
+        "{:?}",
+        f.requests()
+    );
     assert!(f.vms(RG).is_empty() && f.nics(RG).is_empty() && f.disks(RG).is_empty());
 }
 
@@ -250,7 +350,10 @@ async fn delete_without_the_resource_group_is_a_no_op() {
     let f = FakeAzureNoRg::new().await;
     let d = driver(&f.0);
     d.delete_machine(&request(&class())).await.expect("delete");
-    assert_eq!(f.0.requests(), vec!["HEAD resourcegroups/shoot--test".to_string()]);
+    assert_eq!(
+        f.0.requests(),
+        vec!["HEAD resourcegroups/shoot--test".to_string()]
+    );
 }
 
 struct FakeAzureNoRg(mcm_fake_azure::FakeAzure);
@@ -268,12 +371,22 @@ async fn list_pages_through_resource_graph_and_falls_back_to_list_calls() {
     let b = request(&class());
     d.create_machine(&a).await.unwrap();
     d.create_machine(&b).await.unwrap();
-    let list_req = ListMachinesRequest { machine_class: class(), secret: secret() };
+    let list_req = ListMachinesRequest {
+        machine_class: class(),
+        secret: secret(),
+    };
     f.set_graph_page_size(1);
     f.clear_requests();
     let paged = d.list_machines(&list_req).await.unwrap();
     assert_eq!(paged.machine_list.len(), 2, "{paged:?}");
-    assert!(f.requests().iter().filter(|r| *r == "POST resources").count() >= 4, "one row per page");
+    assert!(
+        f.requests()
+            .iter()
+            .filter(|r| *r == "POST resources")
+            .count()
+            >= 4,
+        "one row per page"
+    );
     f.disable_resource_graph();
     let fallback = d.list_machines(&list_req).await.unwrap();
     assert_eq!(fallback, paged);
@@ -290,7 +403,10 @@ async fn marketplace_terms_are_accepted_and_the_plan_is_attached() {
     d.create_machine(&req).await.expect("create");
     assert!(f.agreement_accepted("sap", "gardenlinux", "greatest"));
     let v = &f.vms(RG)[&name(&req)];
-    assert_eq!(v["plan"], json!({"name": "greatest", "publisher": "sap", "product": "gardenlinux"}));
+    assert_eq!(
+        v["plan"],
+        json!({"name": "greatest", "publisher": "sap", "product": "gardenlinux"})
+    );
 }
 
 #[tokio::test]
@@ -302,7 +418,9 @@ async fn tokens_come_from_azure_identity_through_the_fakes_token_endpoint() {
         ..Default::default()
     });
     let req = request(&class());
-    d.create_machine(&req).await.expect("create with a client-secret token");
+    d.create_machine(&req)
+        .await
+        .expect("create with a client-secret token");
     d.get_machine_status(&req).await.expect("status");
     assert_eq!(f.tokens_issued(), 1, "one token, cached by azure_identity");
 }
@@ -317,10 +435,16 @@ async fn volume_ids_of_the_csi_driver_and_in_tree_disks() {
         {"azureDisk": {"diskName": "pv-2", "diskURI": "/x/pv-2"}}
     ]))
     .unwrap();
-    let out = d.get_volume_ids(&GetVolumeIdsRequest { pv_specs: pvs }).await.unwrap();
+    let out = d
+        .get_volume_ids(&GetVolumeIdsRequest { pv_specs: pvs })
+        .await
+        .unwrap();
     assert_eq!(
         out.volume_ids,
-        vec!["/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/disks/pv-1".to_string(), "pv-2".into()]
+        vec![
+            "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/disks/pv-1".to_string(),
+            "pv-2".into()
+        ]
     );
     let e = d.initialize_machine(&request(&class())).await.unwrap_err();
     assert_eq!(e.code, Code::Unimplemented);
@@ -340,7 +464,12 @@ async fn arm_calls_per_machine_against_the_fake() {
     d.delete_machine(&req).await.unwrap();
     let delete = d.api_calls().snapshot();
     d.api_calls().reset();
-    d.list_machines(&ListMachinesRequest { machine_class: class(), secret: secret() }).await.unwrap();
+    d.list_machines(&ListMachinesRequest {
+        machine_class: class(),
+        secret: secret(),
+    })
+    .await
+    .unwrap();
     let list = d.api_calls().total();
     println!("create: {} calls {create:?}", create.values().sum::<u64>());
     println!("status: {status} calls");
