@@ -1,12 +1,21 @@
 //! # mcm: the mcm-rs binary
 //!
-//! - `mcm run`: all controllers (Machine, MachineClass, MachineSet,
-//!   MachineDeployment, safety), with flags named like Gardener MCM's.
+//! A multi-call binary: invoked as `machine-controller-manager` or
+//! `machine-controller` (by a link or a copy under that name, as the container
+//! image has them: `/machine-controller-manager`, `/machine-controller`) it is
+//! that half of the reference, with the reference's flags and no subcommand.
+//! Invoked under any other name it is `mcm`:
+//!
+//! - `mcm run`: both halves in one process (flags named like Gardener MCM's).
+//! - `mcm machine-controller-manager ...`, `mcm machine-controller ...`: one half.
 //! - `mcm up`: a complete local environment (control plane, local cloud,
 //!   controllers, an example MachineDeployment) with a live summary.
 //! - `mcm local-cloud ...`: the simulated cloud and its operator commands.
 //! - `mcm crds`, `mcm version`.
 
+mod drivers;
+mod flags;
+mod kubeclient;
 mod run;
 mod up;
 
@@ -25,8 +34,14 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the controllers.
+    /// Run both halves: machine-controller-manager and machine-controller.
     Run(Box<run::RunArgs>),
+    /// Run the MachineSet/MachineDeployment half (Lease `machine-controller-manager`, port 10258).
+    #[command(name = "machine-controller-manager")]
+    Manager(Box<run::ManagerArgs>),
+    /// Run the Machine half (Lease `machine-controller`, port 10259).
+    #[command(name = "machine-controller")]
+    Controller(Box<run::ControllerArgs>),
     /// Start a local environment with machines of the `local` provider.
     Up(up::UpArgs),
     /// The simulated local cloud.
@@ -38,31 +53,79 @@ enum Command {
     Version,
 }
 
-fn init_logging(json: bool) {
+/// `machine-controller-manager` as its own program.
+#[derive(Parser)]
+#[command(
+    name = "machine-controller-manager",
+    version,
+    about = "mcm-rs machine-controller-manager: MachineSets, MachineDeployments and overshoot safety"
+)]
+struct ManagerCli {
+    #[command(flatten)]
+    args: run::ManagerArgs,
+}
+
+/// `machine-controller` as its own program.
+#[derive(Parser)]
+#[command(
+    name = "machine-controller",
+    version,
+    about = "mcm-rs machine-controller: Machines, MachineClasses, orphan-VM and API-server safety"
+)]
+struct ControllerCli {
+    #[command(flatten)]
+    args: run::ControllerArgs,
+}
+
+fn init_plain_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hyper=warn"));
-    let builder = tracing_subscriber::fmt()
+    tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if json {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
+        .with_writer(std::io::stderr)
+        .init();
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+/// The name this binary was invoked under (`argv[0]`'s file name).
+fn invoked_as() -> String {
+    std::env::args_os()
+        .next()
+        .map(std::path::PathBuf::from)
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default()
+}
+
+async fn dispatch() -> anyhow::Result<()> {
+    match invoked_as().as_str() {
+        run::MANAGER => {
+            let cli = ManagerCli::parse();
+            run::init_logging(&cli.args.common);
+            return run::run_manager(cli.args).await;
+        }
+        run::CONTROLLER => {
+            let cli = ControllerCli::parse();
+            run::init_logging(&cli.args.common);
+            return run::run_controller(cli.args).await;
+        }
+        _ => {}
+    }
+    match Cli::parse().command {
         Command::Run(args) => {
-            init_logging(args.log_json);
+            run::init_logging(&args.common);
             run::run(*args).await
+        }
+        Command::Manager(args) => {
+            run::init_logging(&args.common);
+            run::run_manager(*args).await
+        }
+        Command::Controller(args) => {
+            run::init_logging(&args.common);
+            run::run_controller(*args).await
         }
         Command::Up(args) => up::up(args).await,
         Command::LocalCloud(cmd) => {
-            init_logging(false);
+            init_plain_logging();
             mcm_provider_local::admin::run(cmd)
                 .await
                 .map_err(anyhow::Error::from)
@@ -75,11 +138,15 @@ async fn main() -> std::process::ExitCode {
             println!("mcm {}", env!("CARGO_PKG_VERSION"));
             Ok(())
         }
-    };
-    match result {
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match dispatch().await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcm: {e:#}");
+            eprintln!("{}: {e:#}", invoked_as());
             std::process::ExitCode::FAILURE
         }
     }

@@ -1,171 +1,202 @@
-//! `mcm run`: the controllers, with the reference's flag names and defaults.
+//! The two halves of the reference, and both in one process:
+//!
+//! - `machine-controller-manager`: MachineSets, MachineDeployments and the
+//!   overshoot safety, under the Lease `machine-controller-manager`, `/metrics`
+//!   on port 10258.
+//! - `machine-controller`: Machines, MachineClasses, orphan-VM and API-server
+//!   safety, under the Lease `machine-controller`, `/metrics` on port 10259.
+//! - `mcm run`: both, each under its own Lease, one `/metrics` (port 10259).
+//!
+//! Each half only touches what the reference's half touches, so either can
+//! run next to the reference's other half.
 
-use anyhow::{bail, Context as _};
+use crate::flags::{log_filter, CommonFlags, MachineFlags, SetFlags};
+use crate::kubeclient;
+use anyhow::Context as _;
 use clap::Args;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
-use mcm_runtime::{leader, metrics::Metrics, safety, Context, DriverRegistry};
+use kube::Client;
+use mcm_runtime::metrics::{Metrics, ProcessMetrics, ScrapeMetrics, SetMetrics};
+use mcm_runtime::{leader, safety, Context};
 use prometheus_client::registry::Registry;
+use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
-fn duration(s: &str) -> Result<Duration, String> {
-    mcm_core::machine::parse_go_duration(s)
-        .ok_or_else(|| format!("invalid duration {s:?} (use Go syntax: 20m, 1h30m, 90s)"))
+/// The name (and Lease) of the MachineSet/MachineDeployment half.
+pub const MANAGER: &str = "machine-controller-manager";
+/// The name (and Lease) of the Machine half.
+pub const CONTROLLER: &str = "machine-controller";
+
+/// Flags of `machine-controller-manager`.
+#[derive(Args, Debug, Clone)]
+pub struct ManagerArgs {
+    /// Shared flags.
+    #[command(flatten)]
+    pub common: CommonFlags,
+    /// MachineSet / MachineDeployment flags.
+    #[command(flatten)]
+    pub sets: SetFlags,
 }
 
-/// Flags of `mcm run`.
+/// Flags of `machine-controller`.
+#[derive(Args, Debug, Clone)]
+pub struct ControllerArgs {
+    /// Shared flags.
+    #[command(flatten)]
+    pub common: CommonFlags,
+    /// Machine flags.
+    #[command(flatten)]
+    pub machines: MachineFlags,
+}
+
+/// Flags of `mcm run` (both halves).
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
-    /// Kubeconfig of the cluster holding Machines (default: in-cluster / $KUBECONFIG).
-    #[arg(long, env = "MCM_CONTROL_KUBECONFIG", default_value = "")]
-    pub control_kubeconfig: String,
-    /// Kubeconfig of the cluster whose Nodes the machines become; `none` runs without one.
-    #[arg(long, env = "MCM_TARGET_KUBECONFIG", default_value = "")]
-    pub target_kubeconfig: String,
-    /// The control namespace.
-    #[arg(long, default_value = "default")]
-    pub namespace: String,
-    /// Address of the /metrics, /healthz and /readyz endpoint.
-    #[arg(long, default_value = "0.0.0.0")]
-    pub address: String,
-    /// Port of the /metrics, /healthz and /readyz endpoint.
-    #[arg(long, default_value_t = 10259)]
-    pub port: u16,
-    /// Concurrent machine reconciles.
-    #[arg(long, default_value_t = 50)]
-    pub concurrent_syncs: u16,
-    /// Creation timeout.
-    #[arg(long, default_value = "20m", value_parser = duration)]
-    pub machine_creation_timeout: Duration,
-    /// Health timeout.
-    #[arg(long, default_value = "10m", value_parser = duration)]
-    pub machine_health_timeout: Duration,
-    /// Drain timeout.
-    #[arg(long, default_value = "2h", value_parser = duration)]
-    pub machine_drain_timeout: Duration,
-    /// Eviction retries.
-    #[arg(long, default_value_t = 360)]
-    pub machine_max_evict_retries: i32,
-    /// How long a pod's volumes may take to detach.
-    #[arg(long, default_value = "2m", value_parser = duration)]
-    pub machine_pv_detach_timeout: Duration,
-    /// How long an API server may be unreachable before machine reconciliation freezes.
-    #[arg(long, default_value = "30s", value_parser = duration)]
-    pub machine_safety_apiserver_statuscheck_timeout: Duration,
-    /// How often the API servers are probed.
-    #[arg(long, default_value = "1m", value_parser = duration)]
-    pub machine_safety_apiserver_statuscheck_period: Duration,
-    /// How often orphan VMs are collected.
-    #[arg(long, default_value = "15m", value_parser = duration)]
-    pub machine_safety_orphan_vms_period: Duration,
-    /// How long a VM must be seen without Machine before it is deleted.
-    #[arg(long, default_value = "10m", value_parser = duration)]
-    pub machine_safety_orphan_vms_grace: Duration,
-    /// Node conditions that make a machine unhealthy unless False.
-    #[arg(
-        long,
-        default_value = "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
-    )]
-    pub node_conditions: String,
-    /// Extra groups of the bootstrap tokens.
-    #[arg(long, default_value = "")]
-    pub bootstrap_token_auth_extra_groups: String,
-    /// The first retry period of the per-machine backoff.
-    #[arg(long, default_value = "5s", value_parser = duration)]
-    pub min_retry_period: Duration,
-    /// The last retry period of the per-machine backoff.
-    #[arg(long, default_value = "10m", value_parser = duration)]
-    pub max_retry_period: Duration,
-    /// Leader election through a Lease.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub leader_elect: bool,
-    /// Lease duration.
-    #[arg(long, default_value = "15s", value_parser = duration)]
-    pub leader_elect_lease_duration: Duration,
-    /// Renew deadline.
-    #[arg(long, default_value = "10s", value_parser = duration)]
-    pub leader_elect_renew_deadline: Duration,
-    /// Retry period.
-    #[arg(long, default_value = "2s", value_parser = duration)]
-    pub leader_elect_retry_period: Duration,
-    /// URL of the local cloud (the `local` provider).
-    #[arg(
-        long,
-        env = "MCM_LOCAL_CLOUD_URL",
-        default_value = "http://127.0.0.1:7070"
-    )]
-    pub local_cloud_url: String,
-    /// EC2 endpoint override (moto, EC2-compatible clouds).
-    #[arg(long, env = "MCM_AWS_ENDPOINT")]
-    pub aws_endpoint: Option<String>,
-    /// Log as JSON.
-    #[arg(long)]
-    pub log_json: bool,
+    /// Shared flags.
+    #[command(flatten)]
+    pub common: CommonFlags,
+    /// MachineSet / MachineDeployment flags.
+    #[command(flatten)]
+    pub sets: SetFlags,
+    /// Machine flags.
+    #[command(flatten)]
+    pub machines: MachineFlags,
 }
 
-async fn client_from(path: &str) -> anyhow::Result<Client> {
-    let config = if path.is_empty() {
-        Config::infer()
-            .await
-            .context("no kubeconfig: pass --control-kubeconfig or set KUBECONFIG")?
+/// What one process runs.
+struct Plan {
+    /// The process's name (events, logs, `binary` label).
+    name: &'static str,
+    common: CommonFlags,
+    sets: Option<SetFlags>,
+    machines: Option<MachineFlags>,
+}
+
+/// Sets up logging from `--v`, `--vmodule` and `--log-json` (`RUST_LOG` wins).
+pub fn init_logging(common: &CommonFlags) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(log_filter(common.verbosity, &common.vmodule)));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if common.log_json {
+        builder.json().init();
     } else {
-        let kc = Kubeconfig::read_from(PathBuf::from(path))
-            .with_context(|| format!("reading kubeconfig {path}"))?;
-        Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
-    };
-    Ok(Client::try_from(config)?)
+        builder.init();
+    }
 }
 
-fn drivers(args: &RunArgs) -> anyhow::Result<DriverRegistry> {
-    let mut reg = DriverRegistry::new();
-    reg.register(
-        "local",
-        Arc::new(mcm_provider_local::LocalDriver::new(&args.local_cloud_url)?),
-    );
-    #[cfg(feature = "aws")]
-    {
-        let config = mcm_provider_aws::AwsDriverConfig {
-            endpoint_url: args.aws_endpoint.clone(),
-            ..Default::default()
-        };
-        reg.register("aws", Arc::new(mcm_provider_aws::AwsDriver::new(config)));
+/// Runs `machine-controller-manager`.
+pub async fn run_manager(args: ManagerArgs) -> anyhow::Result<()> {
+    serve(Plan {
+        name: MANAGER,
+        common: args.common,
+        sets: Some(args.sets),
+        machines: None,
+    })
+    .await
+}
+
+/// Runs `machine-controller`.
+pub async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
+    serve(Plan {
+        name: CONTROLLER,
+        common: args.common,
+        sets: None,
+        machines: Some(args.machines),
+    })
+    .await
+}
+
+/// Runs both halves (`mcm run`).
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    serve(Plan {
+        name: "mcm",
+        common: args.common,
+        sets: Some(args.sets),
+        machines: Some(args.machines),
+    })
+    .await
+}
+
+/// What `/metrics` collects on every scrape.
+struct Scrape {
+    registry: Registry,
+    client: Client,
+    namespace: String,
+    machines: Option<Arc<Metrics>>,
+    sets: Option<Arc<SetMetrics>>,
+    process: ProcessMetrics,
+    misc: ScrapeMetrics,
+}
+
+impl Scrape {
+    async fn render(&self) -> String {
+        self.misc.begin();
+        let text = self.collect().await;
+        self.misc.end(200);
+        text
     }
-    Ok(reg)
+
+    async fn collect(&self) -> String {
+        if let Some(m) = &self.machines {
+            if let Err(e) = m.refresh(&self.client, &self.namespace).await {
+                warn!(error = %e, "collecting Machine metrics failed");
+                self.misc
+                    .failed("Machine-count", "machine-controller-manager-provider");
+            }
+        }
+        if let Some(s) = &self.sets {
+            if let Err(e) = s.refresh(&self.client, &self.namespace).await {
+                warn!(error = %e, "collecting MachineSet/MachineDeployment metrics failed");
+                self.misc.failed("Machineset-count", MANAGER);
+            }
+        }
+        self.process.refresh();
+        mcm_runtime::metrics::encode(&self.registry)
+    }
 }
 
 async fn serve_http(
     addr: SocketAddr,
-    registry: Arc<Registry>,
-    sets: Arc<mcm_runtime::metrics::SetMetrics>,
-    client: Client,
-    namespace: String,
+    scrape: Arc<Scrape>,
+    healthy: Arc<AtomicBool>,
 ) -> anyhow::Result<()> {
+    use axum::http::{header, StatusCode};
     use axum::routing::get;
+    let health = move || {
+        let healthy = healthy.clone();
+        async move {
+            if healthy.load(Ordering::Relaxed) {
+                (StatusCode::OK, "OK")
+            } else {
+                (StatusCode::INTERNAL_SERVER_ERROR, "Unhealthy")
+            }
+        }
+    };
     let app = axum::Router::new()
         .route(
             "/metrics",
             get(move || {
-                let (r, sets, client, ns) = (
-                    registry.clone(),
-                    sets.clone(),
-                    client.clone(),
-                    namespace.clone(),
-                );
+                let scrape = scrape.clone();
                 async move {
-                    // MachineSet/MachineDeployment series are collected on scrape.
-                    if let Err(e) = sets.refresh(&client, &ns).await {
-                        warn!(error = %e, "collecting MachineSet/MachineDeployment metrics failed");
-                    }
-                    mcm_runtime::metrics::encode(&r)
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        )],
+                        scrape.render().await,
+                    )
                 }
             }),
         )
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }));
+        .route("/healthz", get(health.clone()))
+        .route("/readyz", get(health));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -195,108 +226,203 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-/// Runs all controllers until SIGINT/SIGTERM (or lost leadership).
-pub async fn run(args: RunArgs) -> anyhow::Result<()> {
-    if args.target_kubeconfig == "none" && args.control_kubeconfig.is_empty() {
-        bail!("--control-kubeconfig is required when --target-kubeconfig is none");
+type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A stop signal every controller of a half can wait on.
+fn stopper(
+    rx: &tokio::sync::watch::Receiver<bool>,
+) -> impl Future<Output = ()> + Send + Sync + 'static {
+    let mut rx = rx.clone();
+    async move {
+        let _ = rx.wait_for(|v| *v).await;
     }
-    if args.machine_safety_apiserver_statuscheck_period
-        < args.machine_safety_apiserver_statuscheck_timeout
-    {
-        bail!("--machine-safety-apiserver-statuscheck-period must be at least the status-check timeout");
+}
+
+/// This replica's leader-election identity: the pod (or host) name and a
+/// random suffix, so two processes on one host never share an identity.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "mcm".into());
+    format!("{host}_{:08x}", rand::random::<u32>())
+}
+
+/// Runs `work` under the Lease `lease` (or directly without leader election).
+async fn lead(
+    common: &CommonFlags,
+    control: Client,
+    lease: &str,
+    work: Work,
+) -> Result<(), leader::LeaderError> {
+    if !common.leader_elect {
+        work.await;
+        return Ok(());
     }
-    let control = client_from(&args.control_kubeconfig).await?;
-    let target = match args.target_kubeconfig.as_str() {
-        "none" => None,
-        "" => Some(control.clone()),
-        path => Some(client_from(path).await?),
+    let lc = leader::LeaderConfig {
+        name: lease.to_string(),
+        lease_duration: common.leader_elect_lease_duration,
+        renew_deadline: common.leader_elect_renew_deadline,
+        retry_period: common.leader_elect_retry_period,
+        ..leader::LeaderConfig::new(&common.namespace, &identity())
     };
-    let config = mcm_runtime::Config {
-        namespace: args.namespace.clone(),
-        creation_timeout: args.machine_creation_timeout,
-        health_timeout: args.machine_health_timeout,
-        drain_timeout: args.machine_drain_timeout,
-        max_evict_retries: args.machine_max_evict_retries,
-        pv_detach_timeout: args.machine_pv_detach_timeout,
-        node_conditions: args.node_conditions.clone(),
-        bootstrap_token_auth_extra_groups: args.bootstrap_token_auth_extra_groups.clone(),
-        concurrent_syncs: args.concurrent_syncs,
-        orphan_vms_period: args.machine_safety_orphan_vms_period,
-        apiserver_statuscheck_timeout: args.machine_safety_apiserver_statuscheck_timeout,
-        short_retry: args.min_retry_period,
-        long_retry: args.max_retry_period,
-        ..Default::default()
-    };
+    leader::run_as_leader(control, lc, work).await
+}
+
+async fn serve(plan: Plan) -> anyhow::Result<()> {
+    let common = &plan.common;
+    common.validate()?;
+    if let Some(s) = &plan.sets {
+        s.validate()?;
+    }
+    if let Some(m) = &plan.machines {
+        m.validate()?;
+    }
+    let (control_src, target_src) =
+        kubeclient::resolve(&common.control_kubeconfig, &common.target_kubeconfig)?;
+    let (qps, burst) = (common.kube_api_qps, common.kube_api_burst);
+    let control = kubeclient::client(&control_src, qps, burst)
+        .await
+        .context("control cluster")?;
+    let ns = common.namespace.clone();
+    let port = common.port.unwrap_or(if plan.machines.is_some() {
+        10259
+    } else {
+        10258
+    });
+    let concurrent_syncs = common
+        .concurrent_syncs
+        .unwrap_or(if plan.machines.is_some() { 50 } else { 10 });
+
     let mut registry = Registry::default();
-    let metrics = Arc::new(Metrics::new(&mut registry));
-    let set_metrics = mcm_runtime::metrics::SetMetrics::new(&mut registry);
-    let registry = Arc::new(registry);
-    let drivers = drivers(&args)?;
-    info!(providers = ?drivers.providers(), namespace = %args.namespace, target = target.is_some(), "starting mcm");
-    let ctx = Context::new(control.clone(), target, config, drivers, metrics);
-    let addr: SocketAddr = format!("{}:{}", args.address, args.port)
+    let process = ProcessMetrics::new(&mut registry);
+    let misc = ScrapeMetrics::new(&mut registry);
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut halves: Vec<(&'static str, Work)> = Vec::new();
+    let mut machine_metrics = None;
+    let mut set_metrics = None;
+
+    if let Some(mf) = &plan.machines {
+        let target = match &target_src {
+            None => None,
+            Some(src) if *src == control_src => Some(control.clone()),
+            Some(src) => Some(
+                kubeclient::client(src, qps, burst)
+                    .await
+                    .context("target cluster")?,
+            ),
+        };
+        let metrics = Arc::new(Metrics::new(&mut registry));
+        machine_metrics = Some(metrics.clone());
+        let config = mcm_runtime::Config {
+            namespace: ns.clone(),
+            creation_timeout: mf.machine_creation_timeout,
+            health_timeout: mf.machine_health_timeout,
+            drain_timeout: mf.machine_drain_timeout,
+            max_evict_retries: mf.machine_max_evict_retries,
+            pv_detach_timeout: mf.machine_pv_detach_timeout,
+            node_conditions: mf.node_conditions.clone(),
+            bootstrap_token_auth_extra_groups: mf.bootstrap_token_auth_extra_groups.clone(),
+            concurrent_syncs,
+            orphan_vms_period: mf.machine_safety_orphan_vms_period,
+            apiserver_statuscheck_timeout: mf.machine_safety_apiserver_statuscheck_timeout,
+            short_retry: common.min_retry_period,
+            long_retry: common.max_retry_period,
+            ..Default::default()
+        };
+        let drivers = crate::drivers::registry(&mf.providers)?;
+        info!(half = CONTROLLER, providers = ?drivers.providers(), namespace = %ns, target = target.is_some(), "starting");
+        let ctx = Context::new(control.clone(), target, config, drivers, metrics);
+        let safety_cfg = safety::SafetyConfig {
+            orphan_period: mf.machine_safety_orphan_vms_period,
+            orphan_grace: mf.machine_safety_orphan_vms_grace,
+            apiserver_check_period: mf.machine_safety_apiserver_statuscheck_period,
+        };
+        let (machines_stop, classes_stop, safety_stop) = (stopper(&rx), stopper(&rx), stopper(&rx));
+        let control = control.clone();
+        let ns = ns.clone();
+        halves.push((
+            CONTROLLER,
+            Box::pin(async move {
+                let machines = mcm_runtime::machine::run(ctx.clone(), machines_stop);
+                let classes = mcm_runtime::class::run(control, ns, classes_stop);
+                let safety_loop = async {
+                    tokio::select! {
+                        _ = safety::run(ctx.clone(), safety_cfg) => {},
+                        _ = safety_stop => {},
+                    }
+                };
+                tokio::join!(machines, classes, safety_loop);
+            }),
+        ));
+    }
+    if let Some(sf) = &plan.sets {
+        let metrics = SetMetrics::new(&mut registry);
+        set_metrics = Some(metrics);
+        let config = mcm_runtime::sets::SetsConfig {
+            concurrent_syncs,
+            safety_up: sf.safety_up,
+            safety_down: sf.safety_down,
+            overshooting_period: sf.machine_safety_overshooting_period,
+            min_retry: common.min_retry_period,
+            max_retry: common.max_retry_period,
+            reporting_instance: std::env::var("POD_NAME").ok(),
+            ..Default::default()
+        };
+        info!(half = MANAGER, namespace = %ns, "starting");
+        let stop = stopper(&rx);
+        let (control, ns) = (control.clone(), ns.clone());
+        halves.push((
+            MANAGER,
+            Box::pin(mcm_runtime::sets::run_until(control, ns, config, stop)),
+        ));
+    }
+
+    let healthy = Arc::new(AtomicBool::new(true));
+    let scrape = Arc::new(Scrape {
+        registry,
+        client: control.clone(),
+        namespace: ns.clone(),
+        machines: machine_metrics,
+        sets: set_metrics,
+        process,
+        misc,
+    });
+    let addr: SocketAddr = format!("{}:{}", common.address, port)
         .parse()
         .context("--address/--port")?;
-    let http = tokio::spawn(serve_http(
-        addr,
-        registry,
-        set_metrics,
-        control.clone(),
-        args.namespace.clone(),
-    ));
-    let safety_cfg = safety::SafetyConfig {
-        orphan_period: args.machine_safety_orphan_vms_period,
-        orphan_grace: args.machine_safety_orphan_vms_grace,
-        apiserver_check_period: args.machine_safety_apiserver_statuscheck_period,
-    };
-    let ns = args.namespace.clone();
-    let controllers = {
-        let ctx = ctx.clone();
+    let http = tokio::spawn(serve_http(addr, scrape, healthy.clone()));
+    info!(name = plan.name, %addr, "started");
+
+    let led = futures::future::join_all(halves.into_iter().map(|(lease, work)| {
         let control = control.clone();
-        async move {
-            let (tx, rx) = tokio::sync::watch::channel(false);
-            let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-                let _ = rx.wait_for(|v| *v).await;
-            };
-            let machines = mcm_runtime::machine::run(ctx.clone(), stop(rx.clone()));
-            let classes = mcm_runtime::class::run(control.clone(), ns.clone(), stop(rx.clone()));
-            let sets = mcm_runtime::sets::run_until(
-                control.clone(),
-                ns.clone(),
-                mcm_runtime::sets::SetsConfig::default(),
-                stop(rx.clone()),
-            );
-            let safety_loop = safety::run(ctx.clone(), safety_cfg);
-            let all = async { tokio::join!(machines, classes, sets) };
-            tokio::pin!(all);
-            tokio::select! {
-                _ = &mut all => warn!("controllers stopped"),
-                _ = safety_loop => {},
-                _ = shutdown_signal() => {
-                    info!("shutting down: letting reconciles in flight finish");
-                    let _ = tx.send(true);
-                    let _ = tokio::time::timeout(Duration::from_secs(10), all).await;
-                }
+        async move { (lease, lead(common, control, lease, work).await) }
+    }));
+    tokio::pin!(led);
+    let result = tokio::select! {
+        results = &mut led => {
+            let lost: Vec<String> = results.into_iter().filter_map(|(lease, r)| r.err().map(|e| format!("{lease}: {e}"))).collect();
+            if lost.is_empty() {
+                warn!("controllers stopped");
+                Ok(())
+            } else {
+                error!(lost = ?lost, "lost leadership: exiting");
+                Err(anyhow::anyhow!("lost leadership ({})", lost.join(", ")))
             }
         }
-    };
-    let result = if args.leader_elect {
-        let identity = std::env::var("POD_NAME")
-            .unwrap_or_else(|_| format!("mcm-{:08x}", rand::random::<u32>()));
-        let lc = leader::LeaderConfig {
-            lease_duration: args.leader_elect_lease_duration,
-            renew_deadline: args.leader_elect_renew_deadline,
-            retry_period: args.leader_elect_retry_period,
-            ..leader::LeaderConfig::new(&args.namespace, &identity)
-        };
-        tokio::select! {
-            r = leader::run_as_leader(control, lc, controllers) => r.map_err(anyhow::Error::from),
-            _ = shutdown_signal() => Ok(()),
+        r = http => {
+            match r {
+                Ok(Ok(())) => Err(anyhow::anyhow!("the HTTP server stopped")),
+                Ok(Err(e)) => Err(e),
+                Err(e) => Err(anyhow::anyhow!("the HTTP server failed: {e}")),
+            }
         }
-    } else {
-        controllers.await;
-        Ok(())
+        _ = shutdown_signal() => {
+            info!("shutting down: letting reconciles in flight finish");
+            healthy.store(false, Ordering::Relaxed);
+            let _ = tx.send(true);
+            let _ = tokio::time::timeout(Duration::from_secs(10), &mut led).await;
+            Ok(())
+        }
     };
-    http.abort();
     result
 }

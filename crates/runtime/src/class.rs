@@ -6,13 +6,12 @@ use chrono::Utc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,13 +99,16 @@ pub async fn bootstrap_token(
     let id = name.trim_start_matches("bootstrap-token-").to_string();
     let expiration = (Utc::now() + chrono::Duration::from_std(valid_for).unwrap_or_default())
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    // Gardener grants create, delete, get and list on kube-system Secrets, not
+    // patch: an unexpired token is reused as it is, an expired one replaced.
     if let Some(existing) = api.get_opt(&name).await? {
-        let data = existing.data.unwrap_or_default();
-        if let Some(secret) = data.get("token-secret") {
-            let patch = json!({"stringData": {"expiration": expiration}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
-            return Ok(format!("{id}.{}", String::from_utf8_lossy(&secret.0)));
+        if let Some(token) = unexpired_token(&existing, &id) {
+            return Ok(token);
+        }
+        match api.delete(&name, &Default::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
         }
     }
     let token_secret: String = {
@@ -148,11 +150,27 @@ pub async fn bootstrap_token(
         ..Default::default()
     };
     match api.create(&PostParams::default(), &secret).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e.into()),
+        Ok(_) => Ok(format!("{id}.{token_secret}")),
+        // Created concurrently (or the deletion is still in progress): use the
+        // one that exists, never a token the cluster does not know.
+        Err(kube::Error::Api(e)) if e.code == 409 => api
+            .get_opt(&name)
+            .await?
+            .and_then(|existing| unexpired_token(&existing, &id))
+            .ok_or_else(|| Error::Config(format!("bootstrap token {name} exists but is unusable"))),
+        Err(e) => Err(e.into()),
     }
-    Ok(format!("{id}.{token_secret}"))
+}
+
+/// `<id>.<secret>` of a bootstrap-token Secret that is valid for at least another minute.
+fn unexpired_token(secret: &Secret, id: &str) -> Option<String> {
+    let data = secret.data.clone().unwrap_or_default();
+    let token = data.get("token-secret")?;
+    let expiration = data.get("expiration")?;
+    let expires =
+        chrono::DateTime::parse_from_rfc3339(&String::from_utf8_lossy(&expiration.0)).ok()?;
+    (expires.with_timezone(&Utc) > Utc::now() + chrono::Duration::minutes(1))
+        .then(|| format!("{id}.{}", String::from_utf8_lossy(&token.0)))
 }
 
 /// Deletes the machine's bootstrap token (after it joined). NotFound is fine.

@@ -3,7 +3,8 @@
 
 use crate::{metrics::Metrics, Config};
 use k8s_openapi::api::core::v1::Node;
-use kube::runtime::events::{Recorder, Reporter};
+use crate::events::Recorder;
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, Store};
 use kube::Client;
 use mcm_core::backoff::{Backoff, FailureKind};

@@ -9,11 +9,13 @@
 //! - [`leader`]: Lease-based leader election, so two replicas never reconcile at once.
 //! - [`metrics`]: Prometheus metrics with the reference's names and labels.
 //! - [`class`]: finalizers on MachineClasses and their Secrets.
+//! - [`events`]: core/v1 Events with the reference's `source.component`.
 
 pub mod class;
 pub mod config;
 pub mod context;
 pub mod drain;
+pub mod events;
 pub mod finalizer;
 pub mod leader;
 pub mod machine;

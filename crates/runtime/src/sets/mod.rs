@@ -39,7 +39,8 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use crate::events::Recorder;
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
@@ -71,6 +72,10 @@ pub struct SetsConfig {
     pub resync_period: Duration,
     /// `reportingInstance` of the Events (e.g. the pod name).
     pub reporting_instance: Option<String>,
+    /// The first retry period of the per-object backoff (`--min-retry-period`, 5s).
+    pub min_retry: Duration,
+    /// The last retry period of the per-object backoff (`--max-retry-period`, 10m).
+    pub max_retry: Duration,
 }
 
 impl Default for SetsConfig {
@@ -82,6 +87,8 @@ impl Default for SetsConfig {
             overshooting_period: Duration::from_secs(60),
             resync_period: Duration::from_secs(600),
             reporting_instance: None,
+            min_retry: Duration::from_secs(5),
+            max_retry: Duration::from_secs(600),
         }
     }
 }
@@ -552,7 +559,11 @@ pub async fn run_until(
         safety_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
         expectations: Mutex::new(Expectations::new()),
         safety_wakeup: Notify::new(),
-        backoff: Backoff::default(),
+        backoff: Backoff {
+            min: config.min_retry,
+            max: config.max_retry,
+            ..Backoff::default()
+        },
         failures: Mutex::new(HashMap::new()),
         config: config.clone(),
     });

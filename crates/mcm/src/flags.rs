@@ -1,0 +1,337 @@
+//! The command-line flags of the two halves, named and defaulted like the
+//! reference's (`machine-controller-manager` and the provider
+//! `machine-controller`), plus component-base's log flags and the leader
+//! election flags. Flags are parsed the pflag way: `--flag=value` or
+//! `--flag value`, and a boolean flag alone (`--leader-elect`) means true.
+//!
+//! Flags that mcm-rs accepts but does not act on are listed in the README
+//! ("Migrating from Gardener MCM") with the reason.
+
+use clap::Args;
+use std::time::Duration;
+
+/// Parses a Go duration (`20m`, `1h30m`, `90s`, `0s`).
+pub fn duration(s: &str) -> Result<Duration, String> {
+    mcm_core::machine::parse_go_duration(s)
+        .ok_or_else(|| format!("invalid duration {s:?} (use Go syntax: 20m, 1h30m, 90s)"))
+}
+
+fn ip(s: &str) -> Result<String, String> {
+    s.parse::<std::net::IpAddr>()
+        .map(|_| s.to_string())
+        .map_err(|_| format!("invalid IP address provided: got {s:?}"))
+}
+
+fn media_type(s: &str) -> Result<String, String> {
+    let essence = s.split(';').next().unwrap_or_default().trim();
+    match essence.split_once('/') {
+        Some((t, sub)) if !t.is_empty() && !sub.is_empty() && !sub.contains('/') => {
+            Ok(s.to_string())
+        }
+        _ => Err(format!("kube api content type cannot be parsed: {s:?}")),
+    }
+}
+
+/// Flags both halves have (the reference's shared options, component-base's
+/// log flags, leader election) and mcm-rs's own process flags.
+#[derive(Args, Debug, Clone)]
+pub struct CommonFlags {
+    /// Port of /metrics and /healthz (10258 for machine-controller-manager, 10259 for machine-controller and `mcm run`).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// The IP address to serve on (0.0.0.0 for all interfaces).
+    #[arg(long, default_value = "0.0.0.0", value_parser = ip)]
+    pub address: String,
+    /// The provider for cloud services (accepted, unused: the MachineClass selects the driver).
+    #[arg(long, default_value = "")]
+    pub cloud_provider: String,
+    /// Objects reconciled concurrently per controller (10 for machine-controller-manager, 50 for machine-controller and `mcm run`).
+    #[arg(long)]
+    pub concurrent_syncs: Option<u16>,
+    /// Resync period of the informers (accepted; mcm-rs watches and re-lists on its own schedule).
+    #[arg(long, default_value = "12h", value_parser = duration)]
+    pub min_resync_period: Duration,
+    /// Enable profiling via host:port/debug/pprof/ (accepted; no pprof endpoint).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub profiling: bool,
+    /// Enable lock contention profiling, if profiling is enabled.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub contention_profiling: bool,
+    /// Kubeconfig of the cluster whose Nodes the machines become; empty: in-cluster; `none`: no target cluster.
+    #[arg(long, env = "MCM_TARGET_KUBECONFIG", default_value = "")]
+    pub target_kubeconfig: String,
+    /// Kubeconfig of the cluster holding the Machines; `inClusterConfig`: the pod's service account; empty: the same as the target.
+    #[arg(long, env = "MCM_CONTROL_KUBECONFIG", default_value = "")]
+    pub control_kubeconfig: String,
+    /// The control namespace (Machines, MachineClasses, Secrets, the Lease).
+    #[arg(long, default_value = "default")]
+    pub namespace: String,
+    /// Content type of requests to the API server (accepted, validated; mcm-rs speaks JSON).
+    #[arg(long, default_value = "application/vnd.kubernetes.protobuf", value_parser = media_type)]
+    pub kube_api_content_type: String,
+    /// Client-side rate limit of API-server requests per second (both clusters).
+    #[arg(long, default_value_t = 20.0)]
+    pub kube_api_qps: f32,
+    /// Burst of the client-side rate limit (both clusters).
+    #[arg(long, default_value_t = 30)]
+    pub kube_api_burst: i32,
+    /// Interval between starting controller managers (accepted, unused as in the reference).
+    #[arg(long, default_value = "0s", value_parser = duration)]
+    pub controller_start_interval: Duration,
+    /// Log verbosity: 0-2 info, 3-4 debug for mcm-rs's modules, 5 and more trace.
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    pub verbosity: i32,
+    /// Per-module verbosity, `pattern=N,...` (patterns are tracing targets, e.g. `mcm_runtime=4`).
+    #[arg(long, default_value = "")]
+    pub vmodule: String,
+    /// Maximum seconds between log flushes (accepted; logs are written unbuffered).
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub log_flush_frequency: Duration,
+    /// Leader election through a Lease before running the controllers.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "true", default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// How long a non-leader waits after the last renewal before taking over.
+    #[arg(long, default_value = "15s", value_parser = duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader tries to renew before it stops leading.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// Time between acquisition and renewal attempts.
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    pub leader_elect_retry_period: Duration,
+    /// The lock object of leader election: only `leases` is supported.
+    #[arg(long, default_value = "leases")]
+    pub leader_elect_resource_lock: String,
+    /// mcm-rs: the first retry period of the per-object backoff.
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    pub min_retry_period: Duration,
+    /// mcm-rs: the last retry period of the per-object backoff.
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    pub max_retry_period: Duration,
+    /// mcm-rs: log as JSON.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub log_json: bool,
+}
+
+/// The flags only `machine-controller-manager` has (MachineSets, MachineDeployments, overshoot safety).
+#[derive(Args, Debug, Clone)]
+pub struct SetFlags {
+    /// Extra machines permitted above desired + maxSurge before a set is frozen.
+    #[arg(long, default_value_t = 2)]
+    pub safety_up: i32,
+    /// How far below the freeze limit the count must fall to unfreeze.
+    #[arg(long, default_value_t = 1)]
+    pub safety_down: i32,
+    /// Period of the overshoot check.
+    #[arg(long, default_value = "1m", value_parser = duration)]
+    pub machine_safety_overshooting_period: Duration,
+    /// Add the cluster-autoscaler scale-down-disabled annotation to nodes during a rollout (accepted; the MachineDeployment controller does not touch Nodes).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "true", default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub autoscaler_scaledown_annotation_during_rollout: bool,
+}
+
+/// The flags only `machine-controller` has (Machines, MachineClasses, orphan and API-server safety).
+#[derive(Args, Debug, Clone)]
+pub struct MachineFlags {
+    /// Time for a new machine to join before it is declared Failed.
+    #[arg(long, default_value = "20m", value_parser = duration)]
+    pub machine_creation_timeout: Duration,
+    /// Time an unhealthy machine may take to recover before it is declared Failed.
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    pub machine_health_timeout: Duration,
+    /// Time to drain a node before the machine is deleted anyway.
+    #[arg(long, default_value = "2h", value_parser = duration)]
+    pub machine_drain_timeout: Duration,
+    /// Time of an in-place update (accepted; in-place updates are not implemented).
+    #[arg(long, default_value = "20m", value_parser = duration)]
+    pub machine_inplace_update_timeout: Duration,
+    /// Evictions tried per pod before it is deleted.
+    #[arg(long, default_value_t = 360)]
+    pub machine_max_evict_retries: i32,
+    /// How long a pod's volumes may take to detach.
+    #[arg(long, default_value = "2m", value_parser = duration)]
+    pub machine_pv_detach_timeout: Duration,
+    /// How long a volume may take to reattach elsewhere (accepted; drain waits for detachment only).
+    #[arg(long, default_value = "90s", value_parser = duration)]
+    pub machine_pv_reattach_timeout: Duration,
+    /// How long an API server may be unreachable before machine reconciliation freezes.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub machine_safety_apiserver_statuscheck_timeout: Duration,
+    /// How often the API servers are probed.
+    #[arg(long, default_value = "1m", value_parser = duration)]
+    pub machine_safety_apiserver_statuscheck_period: Duration,
+    /// How long a failed machine with the preserve annotation is kept (accepted; preservation is not implemented).
+    #[arg(long, default_value = "96h", value_parser = duration)]
+    pub machine_preserve_timeout: Duration,
+    /// How often orphan VMs are collected.
+    #[arg(long, default_value = "15m", value_parser = duration)]
+    pub machine_safety_orphan_vms_period: Duration,
+    /// mcm-rs: how long a VM must be seen without Machine before it is deleted.
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    pub machine_safety_orphan_vms_grace: Duration,
+    /// Node conditions that make a machine unhealthy unless False.
+    #[arg(
+        long,
+        default_value = "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
+    )]
+    pub node_conditions: String,
+    /// Extra groups of the bootstrap tokens (`auth-extra-groups`).
+    #[arg(long, default_value = "")]
+    pub bootstrap_token_auth_extra_groups: String,
+    /// Retry period after ResourceExhausted on creation (0: the long retry period).
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    pub resource_exhausted_retry: Duration,
+    /// Provider settings (endpoints of the compiled-in drivers).
+    #[command(flatten)]
+    pub providers: crate::drivers::ProviderArgs,
+}
+
+/// A flag value the reference rejects at start-up.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidFlags(pub String);
+
+impl CommonFlags {
+    /// The reference's validation of the shared flags.
+    pub fn validate(&self) -> Result<(), InvalidFlags> {
+        let mut errs = Vec::new();
+        if self.port == Some(0) {
+            errs.push("invalid port number provided: got 0".to_string());
+        }
+        if self.concurrent_syncs == Some(0) {
+            errs.push("concurrent syncs should be greater than zero: got: 0".into());
+        }
+        if self.contention_profiling && !self.profiling {
+            errs.push("contention-profiling cannot be enabled without enabling profiling".into());
+        }
+        if self.kube_api_qps.is_nan() || self.kube_api_qps <= 0.0 {
+            errs.push(format!(
+                "kube api qps should be greater than zero: got: {}",
+                self.kube_api_qps
+            ));
+        }
+        if self.kube_api_burst < 0 {
+            errs.push(format!(
+                "kube api burst should not be a negative value: got: {}",
+                self.kube_api_burst
+            ));
+        }
+        if self.control_kubeconfig.is_empty() && self.target_kubeconfig == "none" {
+            errs.push(
+                "--control-kubeconfig cannot be empty if --target-kubeconfig=none is specified"
+                    .into(),
+            );
+        }
+        if self.leader_elect_resource_lock != "leases" {
+            errs.push(format!(
+                "--leader-elect-resource-lock={}: mcm-rs supports only \"leases\" (the reference's default)",
+                self.leader_elect_resource_lock
+            ));
+        }
+        if self.min_retry_period > self.max_retry_period {
+            errs.push("--min-retry-period must not exceed --max-retry-period".into());
+        }
+        into_result(errs)
+    }
+}
+
+impl SetFlags {
+    /// The reference's validation of the machine-controller-manager flags.
+    pub fn validate(&self) -> Result<(), InvalidFlags> {
+        let mut errs = Vec::new();
+        if self.safety_up < 0 {
+            errs.push(format!(
+                "safety up should be a non negative value: got: {}",
+                self.safety_up
+            ));
+        }
+        if self.safety_down < 0 {
+            errs.push(format!(
+                "safety down should be a non negative value: got: {}",
+                self.safety_down
+            ));
+        }
+        into_result(errs)
+    }
+}
+
+impl MachineFlags {
+    /// The reference's validation of the machine-controller flags.
+    pub fn validate(&self) -> Result<(), InvalidFlags> {
+        let mut errs = Vec::new();
+        if self.machine_max_evict_retries < 0 {
+            errs.push(format!(
+                "max evict retries should be a non negative value: got: {}",
+                self.machine_max_evict_retries
+            ));
+        }
+        if self.machine_safety_apiserver_statuscheck_period
+            < self.machine_safety_apiserver_statuscheck_timeout
+        {
+            errs.push("machine safety APIServer status check period should be greater than or equal to the timeout".into());
+        }
+        into_result(errs)
+    }
+}
+
+fn into_result(errs: Vec<String>) -> Result<(), InvalidFlags> {
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(InvalidFlags(errs.join("; ")))
+    }
+}
+
+/// The `tracing` filter for `--v` and `--vmodule` (`RUST_LOG` wins when set).
+pub fn log_filter(verbosity: i32, vmodule: &str) -> String {
+    const OURS: [&str; 6] = [
+        "mcm",
+        "mcm_runtime",
+        "mcm_core",
+        "mcm_driver",
+        "mcm_provider_local",
+        "mcm_provider_aws",
+    ];
+    let ours = |level: &str| {
+        OURS.iter()
+            .map(|m| format!("{m}={level}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut filter = match verbosity {
+        i32::MIN..=2 => "info,kube=warn,hyper=warn".to_string(),
+        3..=4 => format!("info,{},kube=warn,hyper=warn", ours("debug")),
+        _ => format!("debug,{},hyper=info,h2=info,rustls=info", ours("trace")),
+    };
+    for part in vmodule.split(',').filter(|p| !p.trim().is_empty()) {
+        if let Some((module, level)) = part.split_once('=') {
+            let level = match level.trim().parse::<i32>().unwrap_or(0) {
+                i32::MIN..=2 => "info",
+                3..=4 => "debug",
+                _ => "trace",
+            };
+            filter.push_str(&format!(",{}={level}", module.trim()));
+        }
+    }
+    filter
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verbosity_maps_onto_tracing_levels() {
+        assert!(log_filter(2, "").starts_with("info,"));
+        assert!(log_filter(3, "").contains("mcm_runtime=debug"));
+        assert!(log_filter(5, "").contains("mcm_runtime=trace"));
+        assert!(log_filter(0, "mcm_core=4").ends_with(",mcm_core=debug"));
+    }
+
+    #[test]
+    fn content_type_must_be_a_media_type() {
+        assert!(media_type("application/vnd.kubernetes.protobuf").is_ok());
+        assert!(media_type("application/json; charset=utf-8").is_ok());
+        assert!(media_type("json").is_err());
+    }
+}

@@ -1,0 +1,358 @@
+//! mcm-rs as a drop-in for Gardener's machine-controller-manager, against the
+//! real control plane and the in-process local cloud:
+//!
+//! - both halves start with Gardener's two command lines (only `<ns>` and
+//!   `<file>` substituted, plus `--local-cloud-url`), as the container image
+//!   runs them (`./machine-controller-manager` from `/`, and the sidecar as the
+//!   image's entrypoint `/machine-controller` with arguments and no subcommand),
+//!   in an in-cluster environment whose ServiceAccount has exactly Gardener's
+//!   seed Role; a MachineDeployment of 3 goes create → initialize → Running →
+//!   delete; each half holds its own Lease; the metric names on both ports are
+//!   the reference's (committed lists in `tests/data/`);
+//! - the machine-controller-manager half next to a separate machine-controller
+//!   process that may not even read MachineSets: every MachineSet is
+//!   reconciled by the manager alone, and no machine is created twice.
+//!
+//! Logs go to `$TMPDIR/mcm-dropin-<ns>-<half>.log`. Without the control plane
+//! the tests skip, except with `CI=true`, where they fail.
+
+mod dropin;
+
+use dropin::{family_names, http_get, reference_names, World};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::ResourceExt;
+use mcm_api::{Machine, MachineDeployment, MachineSet};
+use mcm_testenv::must_eventually;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+const STEP: Duration = Duration::from_secs(180);
+const MANAGER_REFERENCE: &str =
+    include_str!("data/reference-metrics-machine-controller-manager.txt");
+const CONTROLLER_REFERENCE: &str = include_str!("data/reference-metrics-machine-controller.txt");
+
+/// Gardener's command lines use the fixed ports 10258 and 10259: one such test at a time.
+static FIXED_PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+async fn healthz(port: u16) {
+    must_eventually(
+        Duration::from_secs(60),
+        &format!("/healthz on {port}"),
+        || async move {
+            let (status, _, body) = http_get(port, "/healthz")?;
+            (status == 200 && body.trim() == "OK").then_some(())
+        },
+    )
+    .await;
+}
+
+async fn lease_holder(leases: &Api<Lease>, name: &str) -> Option<String> {
+    leases
+        .get_opt(name)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+fn assert_reference_names(port: u16, reference: &str, half: &str) -> String {
+    let (status, content_type, body) = http_get(port, "/metrics").expect("scrape");
+    assert_eq!(status, 200, "{half} /metrics");
+    assert!(
+        content_type.starts_with("text/plain") && content_type.contains("version=0.0.4"),
+        "{half}: the Prometheus text format, got {content_type:?}"
+    );
+    let ours = family_names(&body);
+    let missing: Vec<_> = reference_names(reference)
+        .difference(&ours)
+        .cloned()
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{half} on port {port} lacks the reference's families {missing:?}; it serves {ours:?}"
+    );
+    body
+}
+
+#[tokio::test]
+async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_as_the_service_account(
+) {
+    let Some(world) = World::new("dropin-gardener").await else {
+        return;
+    };
+    let _ports = FIXED_PORTS.lock().await;
+    let ns = world.env.namespace.clone();
+    let mut manager = world.spawn(
+        "./machine-controller-manager",
+        "machine-controller-manager",
+        &world.manager_args(),
+        "machine-controller-manager",
+    );
+    let mut controller = world.spawn(
+        "/machine-controller",
+        "machine-controller",
+        &world.controller_args(),
+        "machine-controller",
+    );
+    healthz(10258).await;
+    healthz(10259).await;
+
+    world.create_deployment("dropin", 3).await;
+    must_eventually(STEP, "3 machines Running", || async {
+        let (all, running) = world.machine_phases().await?;
+        (all == 3 && running == 3).then_some(())
+    })
+    .await;
+    assert!(
+        manager.running(),
+        "machine-controller-manager exited:\n{}",
+        manager.log_text()
+    );
+    assert!(
+        controller.running(),
+        "machine-controller exited:\n{}",
+        controller.log_text()
+    );
+
+    // Each half holds its own Lease.
+    let leases: Api<Lease> = world.env.api();
+    let holders = must_eventually(Duration::from_secs(30), "both Leases held", || async {
+        let m = lease_holder(&leases, "machine-controller-manager").await?;
+        let c = lease_holder(&leases, "machine-controller").await?;
+        Some((m, c))
+    })
+    .await;
+    assert_ne!(holders.0, holders.1, "two processes, two holders");
+
+    // The reference's metric names on each half's port; per-machine series for every machine.
+    let mcm_text = assert_reference_names(10258, MANAGER_REFERENCE, "machine-controller-manager");
+    let mc_text = assert_reference_names(10259, CONTROLLER_REFERENCE, "machine-controller");
+    assert!(
+        mcm_text.contains(&format!(
+            "mcm_machine_deployment_status_replicas{{name=\"dropin\",namespace=\"{ns}\"}} 3"
+        )),
+        "{mcm_text}"
+    );
+    assert!(
+        !mcm_text.contains("mcm_machine_current_status_phase"),
+        "machine series belong to port 10259"
+    );
+    assert!(
+        !mc_text.contains("mcm_machine_set_"),
+        "set series belong to port 10258"
+    );
+    for m in world
+        .env
+        .api::<Machine>()
+        .list(&ListParams::default())
+        .await
+        .expect("machines")
+        .items
+    {
+        let series = format!(
+            "mcm_machine_current_status_phase{{name=\"{}\",namespace=\"{ns}\"}} 1",
+            m.name_any()
+        );
+        assert!(mc_text.contains(&series), "{series} in:\n{mc_text}");
+    }
+
+    // Delete: the machines and their VMs go.
+    world
+        .env
+        .api::<MachineDeployment>()
+        .delete("dropin", &DeleteParams::default())
+        .await
+        .expect("delete MachineDeployment");
+    must_eventually(STEP, "machines gone", || async {
+        let (all, _) = world.machine_phases().await?;
+        (all == 0).then_some(())
+    })
+    .await;
+    assert!(
+        manager.running(),
+        "machine-controller-manager exited:\n{}",
+        manager.log_text()
+    );
+    assert!(
+        controller.running(),
+        "machine-controller exited:\n{}",
+        controller.log_text()
+    );
+}
+
+/// A ServiceAccount that may use Machines, MachineClasses, Secrets, Events and
+/// the `machine-controller` Lease, but not MachineSets or MachineDeployments.
+async fn machines_only_kubeconfig(world: &World) -> std::path::PathBuf {
+    let ns = &world.env.namespace;
+    let pp = PostParams::default();
+    let name = "machines-only";
+    let sas: Api<ServiceAccount> = world.env.api();
+    sas.create(
+        &pp,
+        &serde_json::from_value(json!({"metadata": {"name": name}})).expect("SA"),
+    )
+    .await
+    .expect("create SA");
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "rules": [
+            {"apiGroups": ["machine.sapcloud.io"], "resources": ["machines", "machines/status", "machineclasses"], "verbs": ["*"]},
+            {"apiGroups": [""], "resources": ["secrets", "events"], "verbs": ["*"]},
+            {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["*"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["machine-controller"], "verbs": ["get", "watch", "update"]}
+        ]
+    }))
+    .expect("Role");
+    world
+        .env
+        .api::<Role>()
+        .create(&pp, &role)
+        .await
+        .expect("Role");
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
+    }))
+    .expect("RoleBinding");
+    world
+        .env
+        .api::<RoleBinding>()
+        .create(&pp, &binding)
+        .await
+        .expect("RoleBinding");
+    let token = sas
+        .create_token_request(name, &pp, &Default::default())
+        .await
+        .expect("token")
+        .status
+        .expect("token status")
+        .token
+        .expect("token value");
+    let (host, port) = &world.service;
+    let path = world.sa_dir.join("machines-only.kubeconfig");
+    let kc = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n",
+        world.sa_dir.join("ca.crt").display()
+    );
+    std::fs::write(&path, kc).expect("kubeconfig");
+    path
+}
+
+#[tokio::test]
+async fn manager_half_next_to_a_separate_machine_controller_reconciles_every_machine_set_alone() {
+    let Some(world) = World::new("dropin-split").await else {
+        return;
+    };
+    let ns = world.env.namespace.clone();
+    let kc = world.kubeconfig.display().to_string();
+    let (mcm_port, mc_port) = (free_port(), free_port());
+    let mut manager = world.spawn(
+        "mcm",
+        "mcm",
+        &[
+            "machine-controller-manager".to_string(),
+            format!("--namespace={ns}"),
+            format!("--port={mcm_port}"),
+            "--address=127.0.0.1".into(),
+            "--control-kubeconfig=inClusterConfig".into(),
+            format!("--target-kubeconfig={kc}"),
+            "--min-retry-period=1s".into(),
+            "--max-retry-period=5s".into(),
+        ],
+        "split-manager",
+    );
+    let restricted = machines_only_kubeconfig(&world).await;
+    let mut controller = world.spawn(
+        "mcm",
+        "mcm",
+        &[
+            "machine-controller".to_string(),
+            format!("--namespace={ns}"),
+            format!("--port={mc_port}"),
+            "--address=127.0.0.1".into(),
+            format!("--control-kubeconfig={}", restricted.display()),
+            format!("--target-kubeconfig={kc}"),
+            format!("--local-cloud-url={}", world.cloud_url),
+            "--min-retry-period=1s".into(),
+            "--max-retry-period=5s".into(),
+        ],
+        "split-controller",
+    );
+    healthz(mcm_port).await;
+    healthz(mc_port).await;
+
+    // Every Machine ever created, from the start.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(BTreeSet::<String>::new()));
+    let watch = {
+        use futures::StreamExt;
+        let seen = seen.clone();
+        let api: Api<Machine> = world.env.api();
+        tokio::spawn(async move {
+            let stream = kube::runtime::watcher(api, Default::default());
+            let mut stream = std::pin::pin!(stream);
+            while let Some(ev) = stream.next().await {
+                if let Ok(
+                    kube::runtime::watcher::Event::Apply(m)
+                    | kube::runtime::watcher::Event::InitApply(m),
+                ) = ev
+                {
+                    seen.lock().expect("seen").insert(m.name_any());
+                }
+            }
+        })
+    };
+
+    world.create_deployment("split", 3).await;
+    must_eventually(STEP, "3 machines Running", || async {
+        let (all, running) = world.machine_phases().await?;
+        (all == 3 && running == 3).then_some(())
+    })
+    .await;
+    // Settle, then look: one MachineSet, three machines ever, both processes alive.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    watch.abort();
+    let sets = world
+        .env
+        .api::<MachineSet>()
+        .list(&ListParams::default())
+        .await
+        .expect("sets")
+        .items;
+    assert_eq!(sets.len(), 1, "one MachineSet for the deployment");
+    assert_eq!(
+        seen.lock().expect("seen").len(),
+        3,
+        "no machine was created twice: {:?}",
+        seen.lock().expect("seen")
+    );
+    assert!(manager.running(), "manager exited:\n{}", manager.log_text());
+    assert!(
+        controller.running(),
+        "controller exited:\n{}",
+        controller.log_text()
+    );
+    let log = controller.log_text();
+    assert!(
+        !log.contains("machinesets") && !log.contains("machinedeployments"),
+        "the machine-controller never touches MachineSets or MachineDeployments:\n{log}"
+    );
+    let leases: Api<Lease> = world.env.api();
+    assert!(lease_holder(&leases, "machine-controller-manager")
+        .await
+        .is_some());
+    assert!(lease_holder(&leases, "machine-controller").await.is_some());
+}
