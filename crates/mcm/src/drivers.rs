@@ -19,6 +19,9 @@ pub struct ProviderArgs {
     /// EC2 endpoint override (moto, EC2-compatible clouds).
     #[arg(long, env = "MCM_AWS_ENDPOINT")]
     pub aws_endpoint: Option<String>,
+    /// Compute Engine endpoint override (the in-repo fake); default: Google's.
+    #[arg(long, env = "MCM_GCP_ENDPOINT")]
+    pub gcp_endpoint: Option<String>,
 }
 
 /// The registry of every compiled-in driver.
@@ -35,6 +38,14 @@ pub fn registry(args: &ProviderArgs) -> anyhow::Result<DriverRegistry> {
             ..Default::default()
         };
         reg.register("aws", Arc::new(mcm_provider_aws::AwsDriver::new(config)));
+    }
+    #[cfg(feature = "gcp")]
+    {
+        let config = mcm_provider_gcp::GcpDriverConfig {
+            endpoint: args.gcp_endpoint.clone(),
+            ..Default::default()
+        };
+        reg.register("gcp", Arc::new(mcm_provider_gcp::GcpDriver::new(config)));
     }
     Ok(reg)
 }
