@@ -22,6 +22,9 @@ pub struct ProviderArgs {
     /// Compute Engine endpoint override (the in-repo fake); default: Google's.
     #[arg(long, env = "MCM_GCP_ENDPOINT")]
     pub gcp_endpoint: Option<String>,
+    /// ECS endpoint override (the Alibaba Cloud fake); default: the region's endpoint.
+    #[arg(long, env = "MCM_ALICLOUD_ENDPOINT")]
+    pub alicloud_endpoint: Option<String>,
 }
 
 /// The registry of every compiled-in driver.
@@ -46,6 +49,17 @@ pub fn registry(args: &ProviderArgs) -> anyhow::Result<DriverRegistry> {
             ..Default::default()
         };
         reg.register("gcp", Arc::new(mcm_provider_gcp::GcpDriver::new(config)));
+    }
+    #[cfg(feature = "alicloud")]
+    {
+        let config = mcm_provider_alicloud::AlicloudDriverConfig {
+            endpoint_url: args.alicloud_endpoint.clone(),
+            ..Default::default()
+        };
+        reg.register(
+            "alicloud",
+            Arc::new(mcm_provider_alicloud::AlicloudDriver::new(config)),
+        );
     }
     Ok(reg)
 }

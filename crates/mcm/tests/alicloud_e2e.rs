@@ -248,7 +248,7 @@ async fn mcm_run_on_the_ecs_fake_brings_3_alicloud_machines_to_available_and_sca
             std::fs::read_to_string(&mcm.log)
                 .ok()?
                 .lines()
-                .find(|l| l.contains("starting mcm"))
+                .find(|l| l.contains("starting") && l.contains("providers"))
                 .map(str::to_string)
         },
     )
@@ -325,18 +325,6 @@ async fn mcm_run_on_the_ecs_fake_brings_3_alicloud_machines_to_available_and_sca
             m.name_any()
         );
         let id = pid.rsplit('.').next().expect("instance id").to_string();
-        let node = m
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("node"))
-            .cloned();
-        assert_eq!(
-            node,
-            Some(format!("{}z", id.replacen('-', "z", 1))),
-            "node label of {}",
-            m.name_any()
-        );
         by_instance.insert(id, m.name_any());
     }
     assert_eq!(

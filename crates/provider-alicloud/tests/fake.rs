@@ -102,7 +102,7 @@ async fn a_token_whose_instance_was_deleted_moves_to_the_next_generation() {
         .into_iter()
         .filter(|(a, _)| a == "RunInstances")
         .map(|(_, p)| p["ClientToken"].clone())
-        .last();
+        .next_back();
     assert_eq!(last_token, Some(format!("mcm-{uid}-1")));
 }
 
@@ -134,7 +134,7 @@ async fn list_machines_follows_next_token_through_every_page() {
     assert_eq!(listed.machine_list, want);
     let pages: Vec<_> = fake.requests();
     assert_eq!(pages.len(), 3, "5 instances in pages of 2");
-    assert!(pages[0].1.get("NextToken").is_none());
+    assert!(!pages[0].1.contains_key("NextToken"));
     assert!(pages[1].1.contains_key("NextToken") && pages[2].1.contains_key("NextToken"));
     assert_eq!(
         pages[0].1.get("Tag.1.Key").map(String::as_str),
