@@ -9,7 +9,7 @@
 //! - [`leader`]: Lease-based leader election, so two replicas never reconcile at once.
 //! - [`metrics`]: Prometheus metrics with the reference's names and labels.
 //! - [`class`]: finalizers on MachineClasses and their Secrets.
-//! - [`events`]: core/v1 Events with the reference's `source.component`.
+//! - [`node_sync`]: the Machine's node template and the class's virtual capacity on its Node.
 
 pub mod class;
 pub mod config;
@@ -20,6 +20,7 @@ pub mod finalizer;
 pub mod leader;
 pub mod machine;
 pub mod metrics;
+pub mod node_sync;
 pub mod safety;
 pub mod sets;
 

@@ -1,0 +1,162 @@
+//! Node sync: keeps a Machine's Node carrying the machine-name label, the
+//! node finalizer, the Machine's `spec.nodeTemplate` (labels, annotations,
+//! taints) and the MachineClass's `nodeTemplate.virtualCapacity`.
+//!
+//! The decisions are [`mcm_core::node_template::plan`]; this module writes
+//! them. Both writes carry the Node's resourceVersion as a precondition: a
+//! Node changed since the cache saw it (for example the
+//! `node.gardener.cloud/critical-components-not-ready` taint removed) answers
+//! 409 and is synced again on the next pass, from the new state, instead of
+//! having the change undone. Capacity goes first (status subresource), the
+//! bookkeeping annotation with the object patch after it, so a failure in
+//! between is repaired by the next pass.
+//!
+//! [`sync_and_report`] never fails: a failed sync is logged and published as
+//! a Warning Event `NodeSyncFailed`, and the health check runs regardless.
+
+use crate::Context;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, Resource, ResourceExt};
+use mcm_api::{Machine, MachineClass};
+use mcm_core::node_template::{plan, NodeSyncInput};
+use std::collections::BTreeMap;
+use tracing::{debug, info, warn};
+
+/// What a node sync did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeSyncOutcome {
+    /// The Node already was as it should be.
+    InSync,
+    /// The Node was patched.
+    Patched,
+    /// The Node changed since it was read; the next pass syncs it again.
+    Conflict,
+    /// The Node is gone or being deleted; nothing to do.
+    NodeGone,
+}
+
+/// Errors of a node sync.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeSyncError {
+    /// The API server refused or failed a patch.
+    #[error("patching node {node}: {source}")]
+    Patch {
+        /// The Node.
+        node: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Brings `node` in line with the Machine's node template and the class's
+/// virtual capacity.
+pub async fn sync_node(
+    target: &Client,
+    machine: &Machine,
+    class: &MachineClass,
+    node: &Node,
+) -> Result<NodeSyncOutcome, NodeSyncError> {
+    if node.meta().deletion_timestamp.is_some() {
+        return Ok(NodeSyncOutcome::NodeGone);
+    }
+    let name = machine.name_any();
+    let empty = BTreeMap::new();
+    let input = NodeSyncInput {
+        machine_name: &name,
+        template: &machine.spec.node_template,
+        virtual_capacity: class
+            .node_template
+            .as_ref()
+            .map_or(&empty, |t| &t.virtual_capacity),
+    };
+    let p = plan(&input, node);
+    for key in &p.unreadable {
+        warn!(machine = %name, node = %node.name_any(), annotation = key,
+              "unreadable last-applied annotation on the node; treating it as empty and rewriting it");
+    }
+    if p.is_empty() {
+        return Ok(NodeSyncOutcome::InSync);
+    }
+    let node_name = node.name_any();
+    let nodes: Api<Node> = Api::all(target.clone());
+    let mut rv = node.resource_version();
+    let classify = |e: kube::Error| match e {
+        kube::Error::Api(ref s) if s.code == 404 => Ok(NodeSyncOutcome::NodeGone),
+        kube::Error::Api(ref s) if s.code == 409 => Ok(NodeSyncOutcome::Conflict),
+        e => Err(NodeSyncError::Patch {
+            node: node_name.clone(),
+            source: e,
+        }),
+    };
+    if let Some(status) = p.status_patch(rv.as_deref()) {
+        match nodes
+            .patch_status(&node_name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+        {
+            Ok(n) => rv = n.resource_version(),
+            Err(e) => return classify(e),
+        }
+        let changed: Vec<&String> = p.capacity.keys().collect();
+        info!(machine = %name, node = %node_name, keys = ?changed, "synced virtual capacity to the node");
+    }
+    if let Some(object) = p.object_patch(rv.as_deref()) {
+        if let Err(e) = nodes
+            .patch(&node_name, &PatchParams::default(), &Patch::Merge(&object))
+            .await
+        {
+            return classify(e);
+        }
+        info!(
+            machine = %name,
+            node = %node_name,
+            labels = p.labels.len(),
+            annotations = p.annotations.len(),
+            taints_changed = p.taints.is_some(),
+            finalizer_added = p.finalizers.is_some(),
+            "synced node template to the node"
+        );
+    }
+    Ok(NodeSyncOutcome::Patched)
+}
+
+/// Syncs the Machine's Node from the node cache, if there is a target
+/// cluster and the Node is known. Never fails: errors are logged and
+/// published as a Warning Event on the Machine.
+pub async fn sync_and_report(ctx: &Context, machine: &Machine, class: &MachineClass) {
+    let Some(target) = &ctx.target else {
+        return;
+    };
+    let Some(node_name) = machine
+        .labels()
+        .get(mcm_api::constants::NODE_LABEL)
+        .filter(|n| !n.is_empty())
+    else {
+        return;
+    };
+    let Some(node) = ctx.nodes.get(&ObjectRef::new(node_name)) else {
+        return;
+    };
+    match sync_node(target, machine, class, &node).await {
+        Ok(NodeSyncOutcome::Conflict) => {
+            debug!(machine = %machine.name_any(), node = %node_name, "node changed while syncing; next pass")
+        }
+        Ok(_) => {}
+        Err(e) => {
+            warn!(machine = %machine.name_any(), node = %node_name, error = %e, "node sync failed");
+            let ev = Event {
+                type_: EventType::Warning,
+                reason: "NodeSyncFailed".into(),
+                note: Some(e.to_string().chars().take(1000).collect()),
+                action: "NodeSync".into(),
+                secondary: None,
+            };
+            if let Err(e) = ctx.recorder.publish(&ev, &machine.object_ref(&())).await {
+                debug!(error = %e, "could not publish event");
+            }
+        }
+    }
+}

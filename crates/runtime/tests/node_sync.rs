@@ -1,0 +1,406 @@
+//! The node sync against the real control plane, on the `local` provider: an
+//! in-process local cloud whose simulated kubelets register the Nodes, and
+//! the Machine controller in process.
+//!
+//! Nodes are cluster-wide and other tests share the control plane; every Node
+//! here belongs to a Machine of this test's namespace.
+
+use k8s_openapi::api::core::v1::{Node, Secret, Taint};
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use mcm_api::constants as c;
+use mcm_api::{Machine, MachineClass, MachinePhase};
+use mcm_provider_local::{server, LocalDriver, Tunables};
+use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_testenv::{must_eventually, TestEnv};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// The local cloud and the machine controller of one test.
+struct World {
+    env: TestEnv,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    cloud: Option<server::ServerHandle>,
+    dir: PathBuf,
+}
+
+impl World {
+    async fn start(test: &str) -> Option<World> {
+        if std::env::var("RUST_LOG").is_ok() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .try_init();
+        }
+        let env = TestEnv::new(test).await?;
+        let ns = env.namespace.clone();
+        let dir = std::env::temp_dir().join(format!("mcm-{test}-{ns}"));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let mut cloud = server::CloudConfig::new(dir.join("local-cloud.redb"));
+        cloud.zone = ns.clone();
+        cloud.target_kubeconfig = Some(mcm_testenv::kubeconfig_path());
+        cloud.heartbeat_interval = Duration::from_secs(2);
+        cloud.tunables = Tunables::unlimited();
+        cloud.tunables.boot_delay_ms = 300;
+        let (addr, handle) = server::spawn(cloud).await.expect("local cloud");
+        let driver = LocalDriver::new(format!("http://{addr}")).expect("driver");
+        let mut drivers = DriverRegistry::new();
+        drivers.register("local", Arc::new(driver));
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = Arc::new(Metrics::new(&mut registry));
+        let cfg = Config {
+            namespace: ns.clone(),
+            short_retry: Duration::from_millis(300),
+            long_retry: Duration::from_secs(3),
+            ..Config::default()
+        };
+        let ctx = Context::new(
+            env.client.clone(),
+            Some(env.client.clone()),
+            cfg,
+            drivers,
+            metrics,
+        );
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(machine::run(ctx, async move {
+            let _ = rx.await;
+        }));
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "creds"},
+            "stringData": {"userData": "#cloud-config\n"}
+        }))
+        .expect("secret");
+        env.api::<Secret>()
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("create secret");
+        Some(World {
+            env,
+            stop: Some(tx),
+            task: Some(task),
+            cloud: Some(handle),
+            dir,
+        })
+    }
+
+    /// A machine name unique across runs (Nodes are cluster-wide and named
+    /// after their machine by the local cloud).
+    fn unique(&self, name: &str) -> String {
+        let suffix = self.env.namespace.rsplit('-').next().unwrap_or_default();
+        format!("{name}-{suffix}")
+    }
+
+    /// Deletes the machines (and so their Nodes) while the controller still
+    /// runs, then stops everything.
+    async fn stop(mut self) {
+        let machines = self.env.api::<Machine>();
+        let _ = machines
+            .delete_collection(&Default::default(), &ListParams::default())
+            .await;
+        let gone = mcm_testenv::eventually(WAIT, "machines gone", || async {
+            machines
+                .list(&ListParams::default())
+                .await
+                .ok()
+                .filter(|l| l.items.is_empty())
+        })
+        .await;
+        if gone.is_err() {
+            eprintln!("machines of {} not gone; leaving them", self.env.namespace);
+        }
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        if let Some(cloud) = self.cloud.take() {
+            let _ = cloud.shutdown().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.env.client.clone())
+    }
+
+    async fn create_class(&self, name: &str, virtual_capacity: serde_json::Value) {
+        let class: MachineClass = serde_json::from_value(json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": name},
+            "provider": "local",
+            "providerSpec": {
+                "image": "local-ubuntu", "instanceType": "small",
+                "tags": {format!("kubernetes.io/cluster/{}", self.env.namespace): "1",
+                         "kubernetes.io/role/node": "1"}
+            },
+            "secretRef": {"name": "creds", "namespace": self.env.namespace},
+            "nodeTemplate": {
+                "capacity": {"cpu": "2", "gpu": "0", "memory": "4Gi"},
+                "virtualCapacity": virtual_capacity,
+                "instanceType": "small", "region": "local", "zone": self.env.namespace
+            }
+        }))
+        .expect("class");
+        self.env
+            .api::<MachineClass>()
+            .create(&PostParams::default(), &class)
+            .await
+            .expect("create class");
+    }
+
+    async fn create_machine(&self, name: &str, class: &str, node_template: serde_json::Value) {
+        let m: Machine = serde_json::from_value(json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+            "metadata": {"name": name},
+            "spec": {"class": {"kind": "MachineClass", "name": class}, "nodeTemplate": node_template},
+        }))
+        .expect("machine");
+        self.env
+            .api::<Machine>()
+            .create(&PostParams::default(), &m)
+            .await
+            .expect("create machine");
+    }
+
+    async fn running_node(&self, machine: &str) -> String {
+        must_eventually(WAIT, &format!("machine {machine} Running"), || async {
+            let m = self.env.api::<Machine>().get_opt(machine).await.ok()??;
+            let status = m.status.clone().unwrap_or_default();
+            (status.current_status.phase == MachinePhase::Running)
+                .then(|| m.metadata.labels.and_then(|l| l.get("node").cloned()))
+                .flatten()
+        })
+        .await
+    }
+
+    /// Waits until `check` holds for the node.
+    async fn node_where(&self, node: &str, what: &str, check: impl Fn(&Node) -> bool) -> Node {
+        let nodes = self.nodes();
+        must_eventually(WAIT, what, || async {
+            nodes.get_opt(node).await.ok()?.filter(|n| check(n))
+        })
+        .await
+    }
+}
+
+fn labels(n: &Node) -> BTreeMap<String, String> {
+    n.metadata.labels.clone().unwrap_or_default()
+}
+
+fn annotations(n: &Node) -> BTreeMap<String, String> {
+    n.metadata.annotations.clone().unwrap_or_default()
+}
+
+fn taints(n: &Node) -> Vec<Taint> {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+}
+
+fn has_taint(n: &Node, key: &str, value: &str, effect: &str) -> bool {
+    taints(n)
+        .iter()
+        .any(|t| t.key == key && t.effect == effect && t.value.as_deref().unwrap_or("") == value)
+}
+
+fn capacity(n: &Node, key: &str) -> Option<String> {
+    n.status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .and_then(|c| c.get(key))
+        .map(|q| q.0.clone())
+}
+
+async fn patch_node_template(env: &TestEnv, machine: &str, node_template: serde_json::Value) {
+    env.api::<Machine>()
+        .patch(
+            machine,
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([
+                    {"op": "replace", "path": "/spec/nodeTemplate", "value": node_template}
+                ]))
+                .expect("json patch"),
+            ),
+        )
+        .await
+        .expect("patch machine");
+}
+
+async fn add_foreign_label_and_taint(client: &Client, node: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n = nodes.get(node).await.expect("node");
+    let mut ts = taints(&n);
+    ts.push(Taint {
+        key: "someone-else".into(),
+        value: Some("x".into()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    });
+    nodes
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({
+                "metadata": {"labels": {"someone-else": "x"}, "resourceVersion": n.metadata.resource_version},
+                "spec": {"taints": ts}
+            })),
+        )
+        .await
+        .expect("patch node");
+}
+
+#[tokio::test]
+async fn node_template_changes_reach_the_node_and_removed_entries_leave_it() {
+    let Some(w) = World::start("node-sync-template").await else {
+        return;
+    };
+    w.create_class("local-class", json!({"example.com/slices": "4"}))
+        .await;
+    let m = w.unique("m-sync");
+    w.create_machine(
+        &m,
+        "local-class",
+        json!({
+            "metadata": {
+                "labels": {"pool": "a", "goes-away": "1"},
+                "annotations": {"note": "x", "goes-away": "1"}
+            },
+            "spec": {"taints": [
+                {"key": "dedicated", "value": "db", "effect": "NoSchedule"},
+                {"key": "goes-away", "effect": "NoExecute"}
+            ]}
+        }),
+    )
+    .await;
+    let node = w.running_node(&m).await;
+    let n = w
+        .node_where(
+            &node,
+            "template, bookkeeping and virtual capacity on the node",
+            |n| {
+                labels(n).get("pool").map(String::as_str) == Some("a")
+                    && annotations(n).get("note").map(String::as_str) == Some("x")
+                    && has_taint(n, "dedicated", "db", "NoSchedule")
+                    && has_taint(n, "goes-away", "", "NoExecute")
+                    && capacity(n, "example.com/slices").as_deref() == Some("4")
+                    && annotations(n).contains_key(c::LAST_APPLIED_VIRTUAL_CAPACITY_ANNOTATION)
+            },
+        )
+        .await;
+    let alt = annotations(&n)[c::LAST_APPLIED_ALT_ANNOTATION].clone();
+    let recorded: serde_json::Value = serde_json::from_str(&alt).expect("bookkeeping is JSON");
+    assert_eq!(recorded["metadata"]["labels"]["pool"], "a");
+    assert_eq!(
+        capacity(&n, "cpu").is_some(),
+        true,
+        "the kubelet's capacity stays"
+    );
+
+    // Someone else labels and taints the node; then the template changes:
+    // a label, an annotation and a taint leave it, a taint changes its value.
+    add_foreign_label_and_taint(&w.env.client, &node).await;
+    patch_node_template(
+        &w.env,
+        &m,
+        json!({
+            "metadata": {"labels": {"pool": "b"}, "annotations": {"note": "x"}},
+            "spec": {"taints": [{"key": "dedicated", "value": "web", "effect": "NoSchedule"}]}
+        }),
+    )
+    .await;
+    let n = w
+        .node_where(&node, "template change applied to the node", |n| {
+            labels(n).get("pool").map(String::as_str) == Some("b")
+                && !labels(n).contains_key("goes-away")
+                && !annotations(n).contains_key("goes-away")
+                && has_taint(n, "dedicated", "web", "NoSchedule")
+                && !has_taint(n, "goes-away", "", "NoExecute")
+        })
+        .await;
+    let dedicated = taints(&n)
+        .iter()
+        .filter(|t| t.key == "dedicated" && t.effect == "NoSchedule")
+        .count();
+    assert_eq!(dedicated, 1, "a changed taint replaces the old one");
+    assert_eq!(
+        labels(&n).get("someone-else").map(String::as_str),
+        Some("x"),
+        "others' labels stay"
+    );
+    assert!(
+        has_taint(&n, "someone-else", "x", "NoSchedule"),
+        "others' taints stay"
+    );
+
+    // The class drops its virtual capacity: the key and its bookkeeping go.
+    w.env
+        .api::<MachineClass>()
+        .patch(
+            "local-class",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"nodeTemplate": {"virtualCapacity": null}})),
+        )
+        .await
+        .expect("patch class");
+    w.node_where(&node, "virtual capacity removed from the node", |n| {
+        capacity(n, "example.com/slices").is_none()
+            && !annotations(n).contains_key(c::LAST_APPLIED_VIRTUAL_CAPACITY_ANNOTATION)
+            && capacity(n, "cpu").is_some()
+    })
+    .await;
+    w.stop().await;
+}
+
+#[tokio::test]
+async fn a_node_sync_the_api_server_rejects_does_not_stop_the_health_check() {
+    let Some(w) = World::start("node-sync-rejected").await else {
+        return;
+    };
+    w.create_class("local-class", json!({})).await;
+    // An invalid taint effect: every node patch carrying it is refused (422).
+    let m = w.unique("m-bad");
+    w.create_machine(
+        &m,
+        "local-class",
+        json!({"spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "Sometimes"}]}}),
+    )
+    .await;
+    // The health check still moves the machine from Pending to Running.
+    let node = w.running_node(&m).await;
+    let events: Api<K8sEvent> = w.env.api();
+    must_eventually(WAIT, "a NodeSyncFailed warning on the machine", || async {
+        let list = events.list(&ListParams::default()).await.ok()?.items;
+        list.iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("NodeSyncFailed")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(m.as_str())
+            })
+            .then_some(())
+    })
+    .await;
+    let n = w.nodes().get(&node).await.expect("node");
+    assert!(!has_taint(&n, "dedicated", "db", "Sometimes"));
+    // Fixing the template lets the sync through.
+    patch_node_template(
+        &w.env,
+        &m,
+        json!({"spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]}}),
+    )
+    .await;
+    w.node_where(&node, "the fixed taint on the node", |n| {
+        has_taint(n, "dedicated", "db", "NoSchedule")
+    })
+    .await;
+    w.stop().await;
+}
