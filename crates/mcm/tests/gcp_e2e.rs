@@ -1,0 +1,427 @@
+#![cfg(feature = "gcp")]
+//! The GCP provider end to end: the real `mcm run` binary, without a target
+//! cluster, against the real control plane and the in-repo Compute Engine
+//! fake (`mcm-fake-gcp`, started inside this test on 127.0.0.1).
+//!
+//! The MachineClass and its two Secrets are `examples/gcp-machine-class.yaml`
+//! as a user applies it, with the service-account key replaced by a throwaway
+//! one (the official auth library signs real JWTs with it) and a cluster tag
+//! of its own. The fake fails the first two inserts with
+//! `ZONE_RESOURCE_POOL_EXHAUSTED`, so two machines see `ResourceExhausted`
+//! and are created again after the controller's back-off.
+//!
+//! Without the control plane the test skips, except with `CI=true`, where it fails.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use mcm_api::{Machine, MachineClass, MachineDeployment};
+use mcm_fake_gcp::{service_account_json, FakeGce, Fault, Method};
+use mcm_testenv::{eventually, must_eventually, TestEnv};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EXAMPLE: &str = include_str!("../../../examples/gcp-machine-class.yaml");
+const DEPLOYMENT: &str = "gcp-e2e";
+const PROJECT: &str = "mcm-e2e-project";
+/// The zone of `examples/gcp-machine-class.yaml`.
+const ZONE: &str = "europe-west1-b";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{:06x}",
+        std::process::id(),
+        rand::random::<u32>() & 0xff_ffff
+    )
+}
+
+/// The documents of `examples/gcp-machine-class.yaml`.
+fn example_documents() -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(EXAMPLE)
+        .map(|doc| Value::deserialize(doc).expect("examples/gcp-machine-class.yaml parses"))
+        .collect()
+}
+
+/// `mcm run`, stopped (SIGTERM, then SIGKILL) when dropped; prints the end
+/// of its log when the test panics.
+struct McmRun {
+    child: Child,
+    log: PathBuf,
+}
+
+impl McmRun {
+    fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn assert_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "mcm run exited with {status}; its log ({}):\n{}",
+                self.log.display(),
+                self.log_tail(60)
+            );
+        }
+    }
+}
+
+impl Drop for McmRun {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- the last lines of the mcm run log ({}) ---\n{}",
+                self.log.display(),
+                self.log_tail(80)
+            );
+        }
+    }
+}
+
+fn mcm_run(ns: &str, endpoint: &str, port: u16) -> McmRun {
+    let log = std::env::temp_dir().join(format!("mcm-gcp-e2e-{ns}.log"));
+    let file = std::fs::File::create(&log).expect("log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_mcm"))
+        .arg("run")
+        .arg("--control-kubeconfig")
+        .arg(mcm_testenv::kubeconfig_path())
+        .args(["--target-kubeconfig", "none", "--namespace", ns])
+        .args(["--gcp-endpoint", endpoint])
+        .args(["--leader-elect=false", "--address", "127.0.0.1"])
+        .args(["--port", &port.to_string()])
+        .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
+        .env("NO_COLOR", "1")
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn,hyper=warn".into()),
+        )
+        .stdout(Stdio::from(file.try_clone().expect("log file")))
+        .stderr(Stdio::from(file))
+        .spawn()
+        .expect("spawn mcm run");
+    McmRun { child, log }
+}
+
+/// The phase and last operation of every Machine in the namespace.
+async fn machine_states(machines: &Api<Machine>) -> BTreeMap<String, (String, String)> {
+    machines
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            let (phase, op) = m
+                .status
+                .as_ref()
+                .map(|s| {
+                    (
+                        s.current_status.phase.as_str().to_string(),
+                        s.last_operation.description.clone(),
+                    )
+                })
+                .unwrap_or_default();
+            (m.name_any(), (phase, op))
+        })
+        .collect()
+}
+
+async fn wait_for_machines(
+    machines: &Api<Machine>,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(&BTreeMap<String, String>) -> bool,
+) {
+    let done = &done;
+    let reached = eventually(timeout, what, || async move {
+        let phases: BTreeMap<String, String> = machine_states(machines)
+            .await
+            .into_iter()
+            .map(|(name, (phase, _))| (name, phase))
+            .collect();
+        done(&phases).then_some(())
+    })
+    .await;
+    if let Err(e) = reached {
+        panic!(
+            "{e}; the machines (phase, last operation): {:#?}",
+            machine_states(machines).await
+        );
+    }
+}
+
+/// Instances in the fake with the cluster tag: name → the UID in their metadata.
+fn tagged_instances(fake: &FakeGce, cluster_tag: &str) -> BTreeMap<String, String> {
+    fake.instances(PROJECT, ZONE)
+        .into_iter()
+        .filter(|(_, i)| {
+            i["tags"]["items"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|x| x == cluster_tag))
+        })
+        .map(|(name, i)| {
+            let uid = i["metadata"]["items"]
+                .as_array()
+                .and_then(|items| items.iter().find(|m| m["key"] == "mcm-machine-uid"))
+                .and_then(|m| m["value"].as_str())
+                .unwrap_or_default()
+                .to_string();
+            (name, uid)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcm_run_on_the_compute_fake_brings_3_gcp_machines_to_available_through_capacity_errors_and_scales_to_0(
+) {
+    let t0 = Instant::now();
+    let Some(env) = TestEnv::new("gcp-e2e").await else {
+        return;
+    };
+    let ns = env.namespace.clone();
+    let fake = FakeGce::start().await.expect("the Compute fake");
+    fake.set_polls_until_done(2);
+    fake.inject(
+        Method::InstancesInsert,
+        Fault::zone_resource_pool_exhausted(),
+        2,
+    );
+    let cluster_tag = format!("kubernetes-io-cluster-{}", unique("shoot--e2e"));
+
+    // The example's Secrets and MachineClass, pointed at the fake's project.
+    let secrets: Api<Secret> = env.api();
+    let classes: Api<MachineClass> = env.api();
+    let mut class_name = String::new();
+    for doc in example_documents() {
+        let mut doc = doc;
+        doc["metadata"]["namespace"] = json!(ns);
+        match doc["kind"].as_str() {
+            Some("Secret") => {
+                if doc["stringData"].get("serviceAccountJSON").is_some() {
+                    doc["stringData"]["serviceAccountJSON"] = json!(service_account_json(PROJECT));
+                }
+                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
+                secrets
+                    .create(&PostParams::default(), &s)
+                    .await
+                    .expect("create Secret");
+            }
+            Some("MachineClass") => {
+                doc["secretRef"]["namespace"] = json!(ns);
+                doc["credentialsSecretRef"]["namespace"] = json!(ns);
+                let spec = &mut doc["providerSpec"];
+                assert_eq!(spec["zone"], json!(ZONE), "the example's zone");
+                let tags = spec["tags"].as_array_mut().expect("tags");
+                tags.retain(|t| {
+                    !t.as_str()
+                        .unwrap_or_default()
+                        .starts_with("kubernetes-io-cluster-")
+                });
+                tags.push(json!(cluster_tag));
+                let class: MachineClass =
+                    serde_json::from_value(doc).expect("the example's MachineClass");
+                class_name = class.name_any();
+                classes
+                    .create(&PostParams::default(), &class)
+                    .await
+                    .expect("create MachineClass");
+            }
+            other => panic!("unexpected document {other:?} in examples/gcp-machine-class.yaml"),
+        }
+    }
+    assert!(!class_name.is_empty(), "the example has a MachineClass");
+
+    let port = free_port();
+    let mut mcm = mcm_run(&ns, fake.endpoint(), port);
+    must_eventually(
+        Duration::from_secs(30),
+        "mcm run listens on its /healthz port",
+        || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+    // CARGO_BIN_EXE_mcm may be overwritten by a concurrent build without the feature.
+    let started = must_eventually(
+        Duration::from_secs(10),
+        "mcm run logs its providers",
+        || async {
+            std::fs::read_to_string(&mcm.log)
+                .ok()?
+                .lines()
+                .find(|l| l.contains("providers"))
+                .map(str::to_string)
+        },
+    )
+    .await;
+    assert!(
+        started.contains("\"gcp\""),
+        "{} has no GCP driver (built without the `gcp` feature?): {started}",
+        env!("CARGO_BIN_EXE_mcm")
+    );
+
+    let deployments: Api<MachineDeployment> = env.api();
+    let md: MachineDeployment = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1",
+        "kind": "MachineDeployment",
+        "metadata": {"name": DEPLOYMENT, "namespace": ns},
+        "spec": {
+            "replicas": 3,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": {"name": DEPLOYMENT}},
+            "template": {
+                "metadata": {"labels": {"name": DEPLOYMENT}},
+                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
+            }
+        }
+    }))
+    .expect("MachineDeployment");
+    deployments
+        .create(&PostParams::default(), &md)
+        .await
+        .expect("create MachineDeployment");
+    let t_apply = Instant::now();
+
+    let machines: Api<Machine> = env.api();
+    wait_for_machines(
+        &machines,
+        Duration::from_secs(180),
+        "3 Available machines",
+        |p| p.len() == 3 && p.values().all(|ph| ph == "Available"),
+    )
+    .await;
+    must_eventually(
+        Duration::from_secs(60),
+        "the MachineDeployment reports 3 available replicas and Available=True",
+        || async {
+            let s = deployments.get(DEPLOYMENT).await.ok()?.status?;
+            let available = s
+                .conditions
+                .iter()
+                .any(|c| c.type_.as_str() == "Available" && c.status.as_str() == "True");
+            (s.available_replicas == 3 && s.updated_replicas == 3 && available).then_some(())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+    println!(
+        "[{:>5.1?}] 3 machines Available {:.1?} after the MachineDeployment was applied",
+        t0.elapsed(),
+        t_apply.elapsed()
+    );
+
+    // The Machines and the fake's instances are the same three, each with its UID.
+    let list = machines
+        .list(&ListParams::default())
+        .await
+        .expect("list Machines")
+        .items;
+    let mut want = BTreeMap::new();
+    for m in &list {
+        assert_eq!(
+            m.spec.provider_id,
+            format!("gce:///{PROJECT}/{ZONE}/{}", m.name_any()),
+            "providerID of {}",
+            m.name_any()
+        );
+        let addresses = &m.status.as_ref().expect("status").addresses;
+        assert!(
+            addresses.iter().any(|a| a.type_ == "InternalIP"),
+            "{} reports its internal IP: {addresses:?}",
+            m.name_any()
+        );
+        want.insert(m.name_any(), m.uid().unwrap_or_default());
+    }
+    assert_eq!(
+        tagged_instances(&fake, &cluster_tag),
+        want,
+        "one instance per Machine (name → UID)"
+    );
+
+    // The two capacity failures were retried after a back-off, for the same machines.
+    let log = fake.insert_log();
+    let failed: Vec<_> = log.iter().filter(|(_, _, failing)| *failing).collect();
+    assert_eq!(failed.len(), 2, "{log:?}");
+    for (name, at, _) in &failed {
+        let retry = log
+            .iter()
+            .find(|(n, t, failing)| n == name && t > at && !failing)
+            .unwrap_or_else(|| {
+                panic!("{name} was not created again after ResourceExhausted: {log:?}")
+            });
+        let gap = retry.1.duration_since(*at);
+        assert!(
+            gap >= Duration::from_millis(500),
+            "{name} retried after only {gap:?}"
+        );
+        println!("{name}: ResourceExhausted, created again {gap:.1?} later");
+    }
+    let calls = fake.requests();
+    println!("Compute calls while bringing 3 machines up (2 inserts failed): {calls:?}");
+
+    // Scale to 0 through the scale subresource, as `kubectl scale` does.
+    let t_scale = Instant::now();
+    deployments
+        .patch_scale(
+            DEPLOYMENT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .expect("scale to 0");
+    wait_for_machines(
+        &machines,
+        Duration::from_secs(120),
+        "no Machine left",
+        BTreeMap::is_empty,
+    )
+    .await;
+    must_eventually(
+        Duration::from_secs(60),
+        "no instance with the cluster tag in the fake",
+        || async {
+            tagged_instances(&fake, &cluster_tag)
+                .is_empty()
+                .then_some(())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+    let calls = fake.requests();
+    let total: u64 = calls.values().sum();
+    println!(
+        "[{:>5.1?}] scaled to 0 in {:.1?}, no instance left; Compute calls for the whole run: {calls:?} ({total} in all, {:.1} per machine)",
+        t0.elapsed(),
+        t_scale.elapsed(),
+        total as f64 / 3.0
+    );
+    drop(mcm);
+}
