@@ -226,7 +226,6 @@ impl IdentityTokens {
                 WorkloadIdentityCredential::new(Some(WorkloadIdentityCredentialOptions {
                     credential_options: ClientAssertionCredentialOptions {
                         client_options: client_options(),
-                        ..Default::default()
                     },
                     client_id: Some(creds.client_id.clone()),
                     tenant_id: Some(creds.tenant_id.clone()),

@@ -57,7 +57,7 @@ pub fn resource_type_of(id: &str) -> Option<&str> {
         .position(|s| s.eq_ignore_ascii_case("providers"))?;
     let rest = &parts[p + 1..];
     // <namespace>/<type>/<name>[/<type>/<name>]*
-    if rest.len() < 3 || rest.len() % 2 == 0 || rest.iter().any(|s| s.is_empty()) {
+    if rest.len() < 3 || rest.len().is_multiple_of(2) || rest.iter().any(|s| s.is_empty()) {
         return None;
     }
     Some(rest[rest.len() - 2])
