@@ -221,7 +221,7 @@ impl State {
                 "admin_state_up": true, "availability_zone_hints": [], "availability_zones": ["nova"],
                 "created_at": TIME, "dns_domain": "", "id": id, "ipv4_address_scope": null,
                 "ipv6_address_scope": null, "l2_adjacency": true, "mtu": 1450, "name": name,
-                "port_security_enabled": true, "project_id": p, "pvlan": "false", "qos_policy_id": null,
+                "port_security_enabled": true, "project_id": p, "pvlan": false, "qos_policy_id": null,
                 "revision_number": 1, "router:external": false, "shared": false, "status": "ACTIVE",
                 "subnets": [], "tags": [], "tenant_id": p, "updated_at": TIME, "vlan_transparent": false,
                 "qinq": false, "description": "", "is_default": false
@@ -323,7 +323,9 @@ impl State {
             "revision_number": 1, "security_groups": sgs, "status": "DOWN", "tags": [],
             "tenant_id": p, "updated_at": TIME, "qos_network_policy_id": null, "qos_policy_id": null,
             "propagate_uplink_status": false, "pvlan_type": "", "pvlan_community": "",
-            "hardware_offload_type": ""
+            "hardware_offload_type": "", "trusted": null,
+            "binding:host_id": "", "binding:profile": {}, "binding:vif_details": {},
+            "binding:vif_type": "unbound", "binding:vnic_type": "normal"
         });
         self.ports.insert(id, port.clone());
         port

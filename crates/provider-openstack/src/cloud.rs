@@ -182,6 +182,11 @@ impl Cloud {
                     .into(),
             ));
         }
+        // openstack_sdk finds its auth plugins through link-time registration,
+        // and its generated anchors are empty in the published crate: without
+        // a reference the linker drops the application-credential plugin.
+        std::hint::black_box(&openstack_sdk_auth_password::ANCHOR);
+        std::hint::black_box(&openstack_sdk_auth_applicationcredential::ANCHOR);
         let ca = creds.ca_cert.as_deref().map(ca_file).transpose()?;
         let cfg = cloud_config(creds, region, ca)?;
         limiter.acquire(OpClass::Read).await;
@@ -274,17 +279,25 @@ impl Cloud {
     }
 }
 
-/// The message of a failed connection, with the HTTP status when Keystone answered.
+/// The message of a failed connection with its causes, tagged with the
+/// HTTP status when Keystone refused the credentials.
 fn connect_error(e: &openstack_sdk::OpenStackError) -> String {
-    let text = e.to_string();
-    for code in [401u16, 403] {
-        if text.contains(&format!("{code}"))
-            && (text.contains("Unauthorized")
-                || text.contains("Forbidden")
-                || text.contains("status"))
-        {
-            return format!("HTTP {code}: {text}");
-        }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
     }
-    text
+    let refused = matches!(
+        e,
+        openstack_sdk::OpenStackError::AuthError { .. } | openstack_sdk::OpenStackError::NoAuth
+    );
+    if text.contains("401") || (refused && text.contains("identity service error")) {
+        format!("HTTP 401: {text}")
+    } else if text.contains("403") {
+        format!("HTTP 403: {text}")
+    } else {
+        text
+    }
 }

@@ -1,1 +1,164 @@
+//! The reference's validation messages, decoding and spec helpers.
 
+use super::*;
+use crate::secret::validate_secret;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::ByteString;
+use serde_json::json;
+
+fn spec(v: serde_json::Value) -> OpenStackSpec {
+    decode(&json!({"apiVersion": API_VERSION, "kind": KIND, "spec": v})).expect("decodes")
+}
+
+fn valid() -> serde_json::Value {
+    json!({
+        "imageName": "ubuntu", "region": "RegionOne", "availabilityZone": "nova",
+        "flavorName": "m1.small", "keyName": "key", "networkID": "net",
+        "podNetworkCIDRs": ["100.96.0.0/11"],
+        "tags": {"kubernetes.io-cluster-shoot": "1", "kubernetes.io-role-node": "1"}
+    })
+}
+
+fn secret(pairs: &[(&str, &str)]) -> Secret {
+    Secret {
+        data: Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_valid_spec_has_no_findings() {
+    assert_eq!(validate_spec(&spec(valid())), vec![]);
+}
+
+#[test]
+fn an_empty_spec_reports_every_required_field_with_the_reference_messages() {
+    let errs = validate_spec(&spec(json!({})));
+    let text = aggregate(&errs);
+    for expected in [
+        "spec.imageName: Required value: ImageName is required if no ImageID is given",
+        "spec.region: Required value: Region is required",
+        "spec.flavorName: Required value: Flavor is required",
+        "spec.availabilityZone: Required value: AvailabilityZone name is required",
+        "spec.keyName: Required value: KeyName is required",
+        "spec.networkID: Forbidden: both \"networks\" and \"networkID\" should not be empty",
+        "spec.PodNetworkCIDRs: Required value: PodNetworkCIDRs is required",
+        "spec.tags: Required value: Tag required of the form kubernetes.io-cluster-****",
+        "spec.tags: Required value: Tag required of the form kubernetes.io-role-****",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from {text}");
+    }
+    assert!(text.starts_with('[') && text.ends_with(']'));
+}
+
+#[test]
+fn network_rules_follow_the_reference() {
+    let mut v = valid();
+    v["networks"] = json!([{"id": "a", "name": "b"}, {}, {"name": "c", "podNetwork": true}]);
+    v["podNetworkCIDRs"] = json!([]);
+    v["rootDiskSize"] = json!(-1);
+    let text = aggregate(&validate_spec(&spec(v)));
+    for expected in [
+        "spec.networks: Forbidden: \"networks\" list should not be specified along with \"providerConfig.Spec.NetworkID\"",
+        "spec.networks[0]: Forbidden: simultaneous use of network \"id\" and \"name\" is forbidden",
+        "spec.networks[1]: Required value: at least one of network \"id\" or \"name\" is required",
+        "spec.networks[2].podNetwork: Required value: \"podNetwork\" switch should not be used in absence of \"spec.podNetworkCidr\"",
+        "spec.rootDiskSize: Required value: RootDiskSize can not be negative",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from {text}");
+    }
+}
+
+#[test]
+fn one_finding_is_not_bracketed() {
+    let mut v = valid();
+    v["region"] = json!("");
+    assert_eq!(
+        aggregate(&validate_spec(&spec(v))),
+        "spec.region: Required value: Region is required"
+    );
+}
+
+#[test]
+fn decoding_needs_the_reference_api_version_and_kind() {
+    let e = decode(&json!({})).unwrap_err();
+    assert!(e.contains("Object 'Kind' is missing"), "{e}");
+    let e = decode(&json!({"apiVersion": "v1", "kind": "Pod", "spec": {}})).unwrap_err();
+    assert!(e.contains("no kind \"Pod\" is registered"), "{e}");
+    let e =
+        decode(&json!({"apiVersion": API_VERSION, "kind": KIND, "spec": {"rootDiskSize": "big"}}))
+            .unwrap_err();
+    assert!(e.starts_with("failed to decode provider spec"), "{e}");
+}
+
+#[test]
+fn user_managed_network_means_network_id_with_subnets() {
+    let mut v = valid();
+    assert!(!spec(v.clone()).is_user_managed_network());
+    v["subnetID"] = json!("s2");
+    v["subnetIDs"] = json!(["s1", "s2"]);
+    let s = spec(v);
+    assert!(s.is_user_managed_network());
+    assert_eq!(s.port_subnets(), vec!["s1".to_string(), "s2".to_string()]);
+}
+
+#[test]
+fn a_secret_without_anything_reports_the_reference_messages() {
+    let text = aggregate(&validate_secret(&secret(&[])));
+    for expected in [
+        "data[authURL]: Required value: authURL is required",
+        "data[password]: Required value: must either specify 'password' or 'applicationCredentialSecret'",
+        "data[applicationCredentialSecret]: Required value: must either specify 'password' or 'applicationCredentialSecret'",
+        "data[applicationCredentialID]: Required value: applicationCredentialID or applicationCredentialName and username are required if applicationCredentialSecret present",
+        "data[domainName]: Required value: one of the following keys is required [domainName|domainID]",
+        "data[tenantName]: Required value: one of the following keys is required [tenantName|tenantID]",
+        "data[userData]: Required value: userData is required",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from {text}");
+    }
+}
+
+#[test]
+fn password_and_application_credential_together_are_forbidden() {
+    let s = secret(&[
+        ("authURL", "https://keystone/v3"),
+        ("password", "p"),
+        ("applicationCredentialSecret", "s"),
+        ("domainName", "d"),
+        ("tenantName", "t"),
+        ("userData", "x"),
+        ("insecure", "yes"),
+        ("clientCert", "pem"),
+    ]);
+    let text = aggregate(&validate_secret(&s));
+    for expected in [
+        "data[password]: Forbidden: cannot specify both 'password' and 'applicationCredentialSecret'",
+        "data[username]: Required value: username is required if 'password' is given",
+        "data[clientKey]: Required value: clientKey is required, if clientCert is present",
+        "data[insecure]: Invalid value: \"yes\": value does not match expected boolean value [\"true\"|\"false\"]",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing from {text}");
+    }
+}
+
+#[test]
+fn a_complete_password_secret_is_valid_and_debug_hides_the_password() {
+    let s = secret(&[
+        ("authURL", "https://keystone/v3"),
+        ("username", "u"),
+        ("password", "super-secret"),
+        ("domainName", "d"),
+        ("tenantName", "t"),
+        ("userData", "x"),
+    ]);
+    assert_eq!(validate_secret(&s), vec![]);
+    let creds = crate::secret::Credentials::from_secret(&s);
+    let dbg = format!("{creds:?}");
+    assert!(!dbg.contains("super-secret"), "{dbg}");
+    assert!(dbg.contains("<redacted>"));
+}

@@ -1,0 +1,311 @@
+#![cfg(feature = "openstack")]
+//! The OpenStack provider end to end: the real `mcm run` binary, without a
+//! target cluster, against the real control plane and the in-process
+//! OpenStack fake (`mcm-fake-openstack`, Keystone v3 + Nova + Neutron +
+//! Cinder on 127.0.0.1).
+//!
+//! The MachineClass and its two Secrets are `examples/openstack-machine-class.yaml`
+//! as a user applies it, with the Keystone URL, network and subnet replaced by
+//! the fake's and a cluster key of its own. A MachineDeployment of 3 must
+//! reach `Available`, and scaling it to 0 must leave no server, port or volume.
+//!
+//! Without the control plane the test skips, except with `CI=true`, where it fails.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use mcm_api::{Machine, MachineClass, MachineDeployment};
+use mcm_fake_openstack::FakeOpenStack;
+use mcm_testenv::{eventually, must_eventually, TestEnv};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EXAMPLE: &str = include_str!("../../../examples/openstack-machine-class.yaml");
+const DEPLOYMENT: &str = "openstack-e2e";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// `mcm run`, stopped (SIGTERM, then SIGKILL) when dropped; prints its log on panic.
+struct McmRun {
+    child: Child,
+    log: PathBuf,
+}
+
+impl McmRun {
+    fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn assert_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "mcm run exited with {status}; its log:\n{}",
+                self.log_tail(60)
+            );
+        }
+    }
+}
+
+impl Drop for McmRun {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- the last lines of the mcm run log ({}) ---\n{}",
+                self.log.display(),
+                self.log_tail(80)
+            );
+        }
+    }
+}
+
+fn mcm_run(ns: &str, port: u16) -> McmRun {
+    let log = std::env::temp_dir().join(format!("mcm-openstack-e2e-{ns}.log"));
+    let file = std::fs::File::create(&log).expect("log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_mcm"))
+        .arg("run")
+        .arg("--control-kubeconfig")
+        .arg(mcm_testenv::kubeconfig_path())
+        .args(["--target-kubeconfig", "none", "--namespace", ns])
+        .args(["--leader-elect=false", "--address", "127.0.0.1"])
+        .args(["--port", &port.to_string()])
+        .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
+        .env("NO_COLOR", "1")
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn,hyper=warn".into()),
+        )
+        .stdout(Stdio::from(file.try_clone().expect("log file")))
+        .stderr(Stdio::from(file))
+        .spawn()
+        .expect("spawn mcm run");
+    McmRun { child, log }
+}
+
+async fn phases(machines: &Api<Machine>) -> BTreeMap<String, String> {
+    machines
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            let phase = m
+                .status
+                .as_ref()
+                .map(|s| s.current_status.phase.as_str().to_string())
+                .unwrap_or_default();
+            (m.name_any(), phase)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcm_run_on_the_openstack_fake_brings_3_machines_to_available_and_scales_to_0_leaving_nothing(
+) {
+    let t0 = Instant::now();
+    let Some(env) = TestEnv::new("openstack-e2e").await else {
+        return;
+    };
+    let ns = env.namespace.clone();
+    let fake = FakeOpenStack::start().await.expect("fake");
+    fake.add_flavor("m1.large");
+    fake.add_image("ubuntu-24.04");
+    fake.add_security_group("shoot--demo-nodes");
+    let network = fake.add_network("shoot--demo");
+    let subnet = fake.add_subnet(&network, "shoot--demo-nodes", "10.250.0.0/24");
+    fake.set_build_polls(1);
+    let cluster_key = format!("kubernetes.io-cluster-shoot--e2e-{}", std::process::id());
+
+    let secrets: Api<Secret> = env.api();
+    let classes: Api<MachineClass> = env.api();
+    let mut class_name = String::new();
+    for doc in serde_yaml::Deserializer::from_str(EXAMPLE) {
+        let mut doc = Value::deserialize(doc).expect("the example parses");
+        doc["metadata"]["namespace"] = json!(ns);
+        match doc["kind"].as_str() {
+            Some("Secret") => {
+                if doc["stringData"]["authURL"].is_string() {
+                    doc["stringData"] = json!({
+                        "authURL": fake.auth_url(),
+                        "domainName": mcm_fake_openstack::DOMAIN,
+                        "tenantName": mcm_fake_openstack::PROJECT,
+                        "username": mcm_fake_openstack::USERNAME,
+                        "password": mcm_fake_openstack::PASSWORD,
+                        "insecure": "false",
+                    });
+                }
+                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
+                secrets
+                    .create(&PostParams::default(), &s)
+                    .await
+                    .expect("create Secret");
+            }
+            Some("MachineClass") => {
+                doc["secretRef"]["namespace"] = json!(ns);
+                doc["credentialsSecretRef"]["namespace"] = json!(ns);
+                let spec = &mut doc["providerSpec"]["spec"];
+                spec["networkID"] = json!(network);
+                spec["subnetIDs"] = json!([subnet]);
+                let tags = spec["tags"].as_object_mut().expect("tags");
+                tags.retain(|k, _| !k.starts_with("kubernetes.io-cluster-"));
+                tags.insert(cluster_key.clone(), json!("1"));
+                let class: MachineClass = serde_json::from_value(doc).expect("the example's class");
+                class_name = class.name_any();
+                classes
+                    .create(&PostParams::default(), &class)
+                    .await
+                    .expect("create MachineClass");
+            }
+            other => panic!("unexpected document {other:?} in the example"),
+        }
+    }
+    assert!(!class_name.is_empty());
+
+    let port = free_port();
+    let mut mcm = mcm_run(&ns, port);
+    must_eventually(
+        Duration::from_secs(30),
+        "mcm run listens on its port",
+        || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+
+    let deployments: Api<MachineDeployment> = env.api();
+    let md: MachineDeployment = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1",
+        "kind": "MachineDeployment",
+        "metadata": {"name": DEPLOYMENT, "namespace": ns},
+        "spec": {
+            "replicas": 3,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": {"name": DEPLOYMENT}},
+            "template": {
+                "metadata": {"labels": {"name": DEPLOYMENT}},
+                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
+            }
+        }
+    }))
+    .expect("MachineDeployment");
+    deployments
+        .create(&PostParams::default(), &md)
+        .await
+        .expect("create MachineDeployment");
+    let machines: Api<Machine> = env.api();
+    let reached = eventually(Duration::from_secs(180), "3 Available machines", || async {
+        let p = phases(&machines).await;
+        (p.len() == 3 && p.values().all(|ph| ph == "Available")).then_some(())
+    })
+    .await;
+    if let Err(e) = reached {
+        panic!(
+            "{e}: {:?}; fake calls {:?}",
+            phases(&machines).await,
+            fake.calls()
+        );
+    }
+    mcm.assert_alive();
+    println!("[{:>5.1?}] 3 machines Available", t0.elapsed());
+
+    // The Machines and the fake's servers are the same three, each with its port and volume.
+    let list = machines
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items;
+    let mut by_server = BTreeMap::new();
+    for m in &list {
+        let pid = m.spec.provider_id.clone();
+        assert!(pid.starts_with("openstack:///RegionOne/"), "{pid}");
+        by_server.insert(
+            pid.rsplit('/').next().unwrap_or_default().to_string(),
+            m.name_any(),
+        );
+    }
+    let servers: BTreeMap<String, String> = fake
+        .servers()
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap_or_default().to_string(),
+                s["name"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(servers, by_server, "one server per Machine");
+    let ports = fake.ports();
+    assert_eq!(ports.len(), 3, "one port per machine: {ports:?}");
+    for p in &ports {
+        assert!(
+            p["tags"]
+                .as_array()
+                .is_some_and(|t| t.contains(&json!(cluster_key))),
+            "{p}"
+        );
+    }
+    assert_eq!(fake.volumes().len(), 3, "one root volume per machine");
+    let calls = fake.calls();
+    println!(
+        "[{:>5.1?}] fake calls for 3 machines: {calls:?}",
+        t0.elapsed()
+    );
+
+    deployments
+        .patch_scale(
+            DEPLOYMENT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .expect("scale to 0");
+    let gone = eventually(Duration::from_secs(120), "no Machine left", || async {
+        phases(&machines).await.is_empty().then_some(())
+    })
+    .await;
+    if let Err(e) = gone {
+        panic!("{e}: {:?}", phases(&machines).await);
+    }
+    must_eventually(
+        Duration::from_secs(60),
+        "no server, port or volume left",
+        || async {
+            (fake.servers().is_empty() && fake.ports().is_empty() && fake.volumes().is_empty())
+                .then_some(())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+    println!(
+        "[{:>5.1?}] scaled to 0: no server, port or volume left",
+        t0.elapsed()
+    );
+    drop(mcm);
+}

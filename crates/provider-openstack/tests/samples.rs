@@ -1,0 +1,335 @@
+//! Keeps the fake honest: every fake answer the driver reads has the keys and
+//! value types of the matching official API sample shipped in OpenStack's own
+//! source distributions (`nova` 34.0.0: `doc/api_samples`, `neutron-lib`
+//! 5.0.1: `api-ref/source/v2/samples`).
+//!
+//! The sdists are fetched once with pip into `~/.cache/mcm-rs/openstack-samples`
+//! (or `$MCM_OPENSTACK_SAMPLES`). Without pip or the registry the test skips
+//! visibly, except with `CI=true`, where it fails.
+
+mod common;
+
+use common::{class, env, machine};
+use mcm_driver::Driver;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const NOVA: &str = "nova-34.0.0";
+const NEUTRON_LIB: &str = "neutron_lib-5.0.1";
+
+fn is_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+fn cache_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("MCM_OPENSTACK_SAMPLES") {
+        return PathBuf::from(d);
+    }
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/tmp".into());
+    PathBuf::from(home).join(".cache/mcm-rs/openstack-samples")
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cmd:?}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// The samples folder, fetched and unpacked on first use.
+fn samples() -> Result<PathBuf, String> {
+    let dir = cache_dir();
+    let ready = dir.join(NOVA).join("doc/api_samples").is_dir()
+        && dir
+            .join(NEUTRON_LIB)
+            .join("api-ref/source/v2/samples")
+            .is_dir();
+    if ready {
+        return Ok(dir);
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let python = if Command::new("python3").arg("--version").output().is_ok() {
+        "python3"
+    } else {
+        "python"
+    };
+    run(Command::new(python)
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+        ])
+        .args(["nova==34.0.0", "neutron-lib==5.0.1", "-d"])
+        .arg(&dir))?;
+    run(Command::new("tar")
+        .arg("xzf")
+        .arg(dir.join(format!("{NOVA}.tar.gz")))
+        .arg("-C")
+        .arg(&dir)
+        .args(["--wildcards", &format!("{NOVA}/doc/api_samples/*")]))?;
+    run(Command::new("tar")
+        .arg("xzf")
+        .arg(dir.join(format!("{NEUTRON_LIB}.tar.gz")))
+        .arg("-C")
+        .arg(&dir)
+        .args([
+            "--wildcards",
+            &format!("{NEUTRON_LIB}/api-ref/source/v2/samples/*"),
+        ]))?;
+    Ok(dir)
+}
+
+fn load(dir: &Path, file: &str) -> Value {
+    let path = dir.join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Keys that OpenStack only sends sometimes: `servers_links` appears when
+/// there is a next page.
+const OPTIONAL: [&str; 1] = ["servers_links"];
+
+/// Objects whose keys are data (metadata, networks by name), not schema.
+const FREE_FORM: [&str; 2] = ["metadata", "addresses"];
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Every key of `sample` must be in `fake` with a value of the same type
+/// (null on either side matches anything; arrays compare their items).
+fn shape(sample: &Value, fake: &Value, path: &str, out: &mut Vec<String>) {
+    match (sample, fake) {
+        (Value::Null, _) | (_, Value::Null) => {}
+        (Value::Object(s), Value::Object(f)) => {
+            let free = FREE_FORM.iter().any(|k| path.ends_with(&format!(".{k}")));
+            if free {
+                if let Some(sv) = s.values().next() {
+                    for (k, fv) in f {
+                        shape(sv, fv, &format!("{path}.{k}"), out);
+                    }
+                }
+                return;
+            }
+            for (k, sv) in s {
+                match f.get(k) {
+                    Some(fv) => shape(sv, fv, &format!("{path}.{k}"), out),
+                    None if OPTIONAL.contains(&k.as_str()) => {}
+                    None => out.push(format!("{path}.{k}: missing")),
+                }
+            }
+        }
+        (Value::Array(s), Value::Array(f)) => {
+            if let Some(si) = s.first() {
+                for (i, fi) in f.iter().enumerate() {
+                    shape(si, fi, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        (s, f) if kind(s) == kind(f) => {}
+        (s, f) => out.push(format!(
+            "{path}: sample has {}, fake has {}",
+            kind(s),
+            kind(f)
+        )),
+    }
+}
+
+struct Raw {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Raw {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut r = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("x-auth-token", &self.token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let resp = r.send().await.expect("request");
+        assert!(resp.status().is_success(), "{path}: {}", resp.status());
+        resp.json().await.expect("json")
+    }
+}
+
+#[tokio::test]
+async fn fake_answers_have_the_shapes_of_the_official_api_samples() {
+    let dir = match samples() {
+        Ok(d) => d,
+        Err(e) => {
+            assert!(!is_ci(), "the OpenStack API samples are needed in CI: {e}");
+            eprintln!("SKIPPED: cannot fetch the OpenStack API samples: {e}");
+            return;
+        }
+    };
+    let nova = |f: &str| load(&dir, &format!("{NOVA}/doc/api_samples/{f}"));
+    let neutron = |f: &str| {
+        load(
+            &dir,
+            &format!("{NEUTRON_LIB}/api-ref/source/v2/samples/{f}"),
+        )
+    };
+
+    // Resources as the driver makes them: a server with the machine's port.
+    let env = env().await;
+    let c = class("c", env.spec());
+    let created = env
+        .driver
+        .create_machine(&env.request(&c, machine("samples")))
+        .await
+        .expect("create");
+    let server_id = created.provider_id.rsplit('/').next().unwrap().to_string();
+    let port_id = env.fake.ports()[0]["id"].as_str().unwrap().to_string();
+
+    let token = reqwest::Client::new()
+        .post(format!("{}/auth/tokens", env.fake.auth_url()))
+        .json(&json!({"auth": {"identity": {"methods": ["application_credential"], "application_credential": {
+            "id": mcm_fake_openstack::APP_CRED_ID, "secret": mcm_fake_openstack::APP_CRED_SECRET}}}}))
+        .send()
+        .await
+        .expect("token")
+        .headers()["x-subject-token"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let raw = Raw {
+        http: reqwest::Client::new(),
+        base: env.fake.base_url(),
+        token,
+    };
+    use reqwest::Method;
+    let create_body = json!({"server": {"name": "raw", "flavorRef": env.flavor, "imageRef": env.image, "networks": [{"uuid": env.network}]}});
+    let pairs: Vec<(Value, Value)> = vec![
+        (
+            nova("versions/v21-version-get-resp.json"),
+            raw.call(Method::GET, "/compute/v2.1/", None).await,
+        ),
+        (
+            nova("servers/server-create-resp.json"),
+            raw.call(Method::POST, "/compute/v2.1/servers", Some(create_body))
+                .await,
+        ),
+        (
+            nova("servers/server-get-resp.json"),
+            raw.call(
+                Method::GET,
+                &format!("/compute/v2.1/servers/{server_id}"),
+                None,
+            )
+            .await,
+        ),
+        (
+            nova("servers/servers-details-resp.json"),
+            raw.call(Method::GET, "/compute/v2.1/servers/detail", None)
+                .await,
+        ),
+        (
+            nova("flavors/flavors-detail-resp.json"),
+            raw.call(Method::GET, "/compute/v2.1/flavors/detail", None)
+                .await,
+        ),
+        (
+            nova("images/images-details-get-resp.json"),
+            raw.call(Method::GET, "/compute/v2.1/images/detail", None)
+                .await,
+        ),
+        (
+            neutron("networks/networks-list-response.json"),
+            raw.call(Method::GET, "/network/v2.0/networks", None).await,
+        ),
+        (
+            neutron("subnets/subnet-show-response.json"),
+            raw.call(
+                Method::GET,
+                &format!("/network/v2.0/subnets/{}", env.subnet),
+                None,
+            )
+            .await,
+        ),
+        (
+            neutron("security-groups/security-groups-list-response.json"),
+            raw.call(Method::GET, "/network/v2.0/security-groups", None)
+                .await,
+        ),
+        (
+            neutron("ports/ports-list-response.json"),
+            raw.call(Method::GET, "/network/v2.0/ports", None).await,
+        ),
+        (
+            neutron("ports/port-create-response.json"),
+            raw.call(
+                Method::POST,
+                "/network/v2.0/ports",
+                Some(json!({"port": {"name": "p", "network_id": env.network}})),
+            )
+            .await,
+        ),
+        (
+            neutron("ports/port-update-response.json"),
+            raw.call(
+                Method::PUT,
+                &format!("/network/v2.0/ports/{port_id}"),
+                Some(json!({"port": {"allowed_address_pairs": [{"ip_address": "10.0.0.0/8"}]}})),
+            )
+            .await,
+        ),
+        (
+            neutron("tag/tag-update-response.json"),
+            raw.call(
+                Method::PUT,
+                &format!("/network/v2.0/ports/{port_id}/tags"),
+                Some(json!({"tags": ["a", "b"]})),
+            )
+            .await,
+        ),
+    ];
+    let mut problems = Vec::new();
+    for (i, (sample, fake)) in pairs.iter().enumerate() {
+        shape(sample, fake, &format!("answer {i}"), &mut problems);
+    }
+    assert!(
+        problems.is_empty(),
+        "the fake differs from the official samples:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_shape_check_reports_missing_keys_and_type_changes() {
+    let mut out = Vec::new();
+    shape(
+        &json!({"a": 1, "b": "x", "c": [{"d": true}], "metadata": {"k": "v"}}),
+        &json!({"a": 2, "b": 3, "c": [{"e": true}], "metadata": {"other": "w"}}),
+        "r",
+        &mut out,
+    );
+    assert_eq!(
+        out,
+        vec![
+            "r.b: sample has string, fake has number",
+            "r.c[0].d: missing"
+        ]
+    );
+}
