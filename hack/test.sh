@@ -28,6 +28,10 @@ say "control plane"
 bash hack/testenv.sh up
 export KUBECONFIG=$MCM_TESTENV_DIR/kubeconfig
 
+say "helm (for the chart tests)"
+MCM_HELM=$(bash hack/build-helm.sh | tail -n1)
+export MCM_HELM
+
 if [ -f hack/moto.sh ]; then
   say "moto_server"
   # shellcheck disable=SC1091

@@ -398,7 +398,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         async move { (lease, lead(common, control, lease, work).await) }
     }));
     tokio::pin!(led);
-    let result = tokio::select! {
+    tokio::select! {
         results = &mut led => {
             let lost: Vec<String> = results.into_iter().filter_map(|(lease, r)| r.err().map(|e| format!("{lease}: {e}"))).collect();
             if lost.is_empty() {
@@ -423,6 +423,5 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             let _ = tokio::time::timeout(Duration::from_secs(10), &mut led).await;
             Ok(())
         }
-    };
-    result
+    }
 }

@@ -20,7 +20,7 @@ mod dropin;
 
 use dropin::{family_names, http_get, reference_names, World};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::ResourceExt;
@@ -125,6 +125,26 @@ async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_a
         "machine-controller exited:\n{}",
         controller.log_text()
     );
+
+    // Events are core/v1 (Gardener's Role grants no events.k8s.io), with the half's component.
+    let events: Api<CoreEvent> = world.env.api();
+    must_eventually(
+        Duration::from_secs(30),
+        "core/v1 events from machineset-controller and machine-controller",
+        || async {
+            let sources: BTreeSet<String> = events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter_map(|e| e.source?.component)
+                .collect();
+            (sources.contains("machineset-controller") && sources.contains("machine-controller"))
+                .then_some(())
+        },
+    )
+    .await;
 
     // Each half holds its own Lease.
     let leases: Api<Lease> = world.env.api();

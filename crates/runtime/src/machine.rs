@@ -273,9 +273,9 @@ impl<'a> Reconciler<'a> {
             .metrics
             .driver_failed
             .get_or_create(&crate::metrics::DriverErrorLabels {
-                provider,
-                operation: op.into(),
-                error_code: err.code.name(),
+                provider: crate::metrics::provider_label(&provider),
+                operation: crate::metrics::operation_label(op),
+                error_code: crate::metrics::error_code_label(err.code),
             })
             .inc();
         self.event(EventType::Warning, &format!("{op}Failed"), err.to_string())
@@ -445,8 +445,8 @@ impl<'a> Reconciler<'a> {
             .metrics
             .driver_duration
             .get_or_create(&crate::metrics::DriverLabels {
-                provider: provider.into(),
-                operation: op.into(),
+                provider: crate::metrics::provider_label(provider),
+                operation: crate::metrics::operation_label(op),
             })
             .observe(start.elapsed().as_secs_f64());
         r

@@ -315,7 +315,7 @@ impl World {
             .filter(|m| {
                 m.status
                     .as_ref()
-                    .is_some_and(|s| s.current_status.phase.to_string() == "Running")
+                    .is_some_and(|s| s.current_status.phase.as_str() == "Running")
             })
             .count();
         Some((list.len(), running))

@@ -410,6 +410,32 @@ impl Metrics {
     }
 }
 
+/// The reference's `operation` label of a driver call: `CreateMachine` → `create_machine`.
+pub fn operation_label(op: &str) -> String {
+    let mut out = String::with_capacity(op.len() + 4);
+    for (i, ch) in op.chars().enumerate() {
+        if ch.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(ch.to_ascii_lowercase());
+        } else {
+            out.push(ch);
+        }
+    }
+    out
+}
+
+/// The reference's `provider` label: the provider's name in lower case (`aws`).
+pub fn provider_label(provider: &str) -> String {
+    provider.to_ascii_lowercase()
+}
+
+/// The reference's `error_code` label: the numeric code (`13` for Internal).
+pub fn error_code_label(code: mcm_driver::Code) -> String {
+    code.value().to_string()
+}
+
 /// The reference's value of a condition status: 1 True, 0 False, 2 Unknown.
 pub fn condition_value(status: &str) -> i64 {
     match status {
@@ -461,6 +487,14 @@ pub fn encode(registry: &Registry) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn driver_labels_use_the_reference_values() {
+        assert_eq!(operation_label("CreateMachine"), "create_machine");
+        assert_eq!(operation_label("GetMachineStatus"), "get_machine_status");
+        assert_eq!(provider_label("AWS"), "aws");
+        assert_eq!(error_code_label(mcm_driver::Code::Internal), "13");
+    }
 
     #[test]
     fn text_format_names_counters_like_the_reference() {

@@ -425,7 +425,7 @@ impl SetMetrics {
             self.deployment_min_ready
                 .get_or_create(&l)
                 .set(i64::from(spec.min_ready_seconds));
-            if spec.strategy.type_.to_string() == "RollingUpdate" {
+            if spec.strategy.type_.as_str() == "RollingUpdate" {
                 let ru = spec.strategy.rolling_update.clone().unwrap_or_default();
                 self.deployment_max_surge
                     .get_or_create(&l)
