@@ -293,7 +293,7 @@ mod tests {
         assert!(resolve("", "none").is_err());
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn bucket_allows_the_burst_then_qps() {
         let mut b = TokenBucket::new(10.0, 3);
         let now = Instant::now();
