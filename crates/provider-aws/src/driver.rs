@@ -2,7 +2,7 @@
 
 use crate::calls::{ApiCallRecorder, ApiCalls};
 use crate::config::AwsDriverConfig;
-use crate::ec2::{is_live, machine_tag_filters, tag_value, values_filter, Ec2};
+use crate::ec2::{is_live, tag_value, Ec2};
 use crate::errors::Ec2Error;
 use crate::launch::{run_instances_request, LaunchInput, PLACEMENT_ANNOTATION};
 use crate::ratelimit::Limiter;
@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use aws_sdk_ec2::config::retry::RetryConfig;
 use aws_sdk_ec2::config::timeout::TimeoutConfig;
 use aws_sdk_ec2::config::{BehaviorVersion, Region, SharedHttpClient};
-use aws_sdk_ec2::types::{Instance, InstanceStateName, NetworkInterfaceStatus, VolumeState};
+use aws_sdk_ec2::types::Instance;
 use base64::Engine;
 use k8s_openapi::api::core::v1::{NodeAddress, Secret};
 use mcm_api::{Machine, MachineClass};
@@ -591,7 +591,6 @@ impl AwsDriver {
         for i in &instances {
             let id = i.instance_id().unwrap_or_default();
             retained.collect(i);
-            retained.dead.insert(id.to_string());
             if is_live(i) {
                 p.ec2
                     .terminate(id)
@@ -605,191 +604,17 @@ impl AwsDriver {
         if instances.is_empty() {
             debug!("no VM backs the machine; nothing to terminate");
         }
-        if p.spec.keeps_resources_after_termination() {
-            self.clean_up(&p, name, cluster, retained).await?;
+        if !retained.volumes.is_empty() || !retained.enis.is_empty() {
+            // deleteOnTermination: false is the user's wish to keep the data:
+            // the volumes and interfaces stay, with the tags they were created
+            // with (the spec's tags and Name=<machine>), as the reference does.
+            info!(
+                volumes = ?retained.volumes,
+                network_interfaces = ?retained.enis,
+                "kept the volumes and network interfaces marked deleteOnTermination: false"
+            );
         }
         Ok(DeleteMachineResponse::default())
-    }
-
-    /// Deletes the volumes and interfaces the spec asked to keep after
-    /// termination (`deleteOnTermination: false`), once they are detached.
-    async fn clean_up(
-        &self,
-        p: &Prepared,
-        name: &str,
-        cluster: &str,
-        mut r: Retained,
-    ) -> Result<(), Status> {
-        let ctx = |what: &str| format!("cleaning up {what} of machine {name}");
-        for v in p
-            .ec2
-            .volumes(machine_tag_filters(cluster, name))
-            .await
-            .map_err(|e| e.lookup_status(&ctx("volumes")))?
-        {
-            let auto = v
-                .attachments()
-                .iter()
-                .any(|a| a.delete_on_termination() == Some(true));
-            if let (Some(id), false) = (v.volume_id(), auto) {
-                r.volumes.insert(id.to_string());
-            }
-        }
-        for n in p
-            .ec2
-            .network_interfaces(machine_tag_filters(cluster, name))
-            .await
-            .map_err(|e| e.lookup_status(&ctx("network interfaces")))?
-        {
-            let auto = n.attachment().and_then(|a| a.delete_on_termination()) == Some(true);
-            if let (Some(id), false) = (n.network_interface_id(), auto) {
-                r.enis.insert(id.to_string());
-            }
-        }
-        let started = Instant::now();
-        let mut detached: BTreeSet<String> = BTreeSet::new();
-        let mut step = 0u32;
-        loop {
-            if !r.volumes.is_empty() {
-                let vols = p
-                    .ec2
-                    .volumes(vec![values_filter("volume-id", r.volumes.iter().cloned())])
-                    .await
-                    .map_err(|e| e.lookup_status(&ctx("volumes")))?;
-                let mut still = BTreeSet::new();
-                for v in vols {
-                    let Some(id) = v.volume_id() else { continue };
-                    match v.state() {
-                        Some(VolumeState::Available) => {
-                            p.ec2
-                                .delete_volume(id)
-                                .await
-                                .map_err(|e| e.status(&ctx("volumes")))?;
-                            info!(volume_id = id, "deleted retained volume");
-                        }
-                        Some(VolumeState::Deleting) | Some(VolumeState::Deleted) => {}
-                        _ => {
-                            let owner = v
-                                .attachments()
-                                .iter()
-                                .filter_map(|a| a.instance_id())
-                                .next();
-                            if self.attached_to_ours(p, &mut r, owner).await? {
-                                still.insert(id.to_string());
-                            } else {
-                                warn!(
-                                    volume_id = id,
-                                    "volume is attached to another live instance; leaving it"
-                                );
-                            }
-                        }
-                    }
-                }
-                r.volumes = still;
-            }
-            if !r.enis.is_empty() {
-                let enis = p
-                    .ec2
-                    .network_interfaces(vec![values_filter(
-                        "network-interface-id",
-                        r.enis.iter().cloned(),
-                    )])
-                    .await
-                    .map_err(|e| e.lookup_status(&ctx("network interfaces")))?;
-                let mut still = BTreeSet::new();
-                for n in enis {
-                    let Some(id) = n.network_interface_id() else {
-                        continue;
-                    };
-                    if n.status() == Some(&NetworkInterfaceStatus::Available) {
-                        p.ec2
-                            .delete_network_interface(id)
-                            .await
-                            .map_err(|e| e.status(&ctx("network interfaces")))?;
-                        info!(
-                            network_interface_id = id,
-                            "deleted retained network interface"
-                        );
-                        continue;
-                    }
-                    let owner = n.attachment().and_then(|a| a.instance_id());
-                    if !self.attached_to_ours(p, &mut r, owner).await? {
-                        warn!(
-                            network_interface_id = id,
-                            "interface is attached to another live instance; leaving it"
-                        );
-                        continue;
-                    }
-                    // AWS detaches by itself once the instance is terminated;
-                    // some EC2 implementations need a push.
-                    let terminated = owner.is_some_and(|o| r.terminated.contains(o));
-                    if let (true, Some(att)) =
-                        (terminated, n.attachment().and_then(|a| a.attachment_id()))
-                    {
-                        if detached.insert(id.to_string()) {
-                            p.ec2
-                                .detach_network_interface(att)
-                                .await
-                                .map_err(|e| e.status(&ctx("network interfaces")))?;
-                        }
-                    }
-                    still.insert(id.to_string());
-                }
-                r.enis = still;
-            }
-            if r.volumes.is_empty() && r.enis.is_empty() {
-                return Ok(());
-            }
-            if started.elapsed() >= self.config.cleanup_timeout {
-                return Err(Status::new(
-                    Code::Unavailable,
-                    format!(
-                        "machine {name}: VM terminated, but {} volume(s) and {} network interface(s) kept by deleteOnTermination=false are still attached; retry DeleteMachine",
-                        r.volumes.len(),
-                        r.enis.len()
-                    ),
-                ));
-            }
-            tokio::time::sleep(self.config.cleanup_backoff.delay(step)).await;
-            step += 1;
-        }
-    }
-
-    /// Whether a resource attached to `owner` belongs to a VM of ours that is
-    /// going away (or to no VM at all).
-    async fn attached_to_ours(
-        &self,
-        p: &Prepared,
-        r: &mut Retained,
-        owner: Option<&str>,
-    ) -> Result<bool, Status> {
-        let Some(owner) = owner else { return Ok(true) };
-        if r.dead.contains(owner) {
-            if !r.terminated.contains(owner) {
-                if let Ok(Some(i)) = p.ec2.instance_by_id(owner).await {
-                    if i.state().and_then(|s| s.name()) == Some(&InstanceStateName::Terminated) {
-                        r.terminated.insert(owner.to_string());
-                    }
-                }
-            }
-            return Ok(true);
-        }
-        let i = p
-            .ec2
-            .instance_by_id(owner)
-            .await
-            .map_err(|e| e.lookup_status(&format!("looking up VM {owner}")))?;
-        match i {
-            Some(i) if is_live(&i) => Ok(false),
-            Some(i) => {
-                r.dead.insert(owner.to_string());
-                if i.state().and_then(|s| s.name()) == Some(&InstanceStateName::Terminated) {
-                    r.terminated.insert(owner.to_string());
-                }
-                Ok(true)
-            }
-            None => Ok(true),
-        }
     }
 
     async fn list(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
@@ -814,14 +639,11 @@ impl AwsDriver {
     }
 }
 
+/// What a terminated instance leaves behind on purpose.
 #[derive(Default)]
 struct Retained {
     volumes: BTreeSet<String>,
     enis: BTreeSet<String>,
-    /// Instances being deleted.
-    dead: BTreeSet<String>,
-    /// Instances known to be terminated.
-    terminated: BTreeSet<String>,
 }
 
 impl Retained {
@@ -840,11 +662,6 @@ impl Retained {
                 if let Some(id) = n.network_interface_id() {
                     self.enis.insert(id.to_string());
                 }
-            }
-        }
-        if i.state().and_then(|s| s.name()) == Some(&InstanceStateName::Terminated) {
-            if let Some(id) = i.instance_id() {
-                self.terminated.insert(id.to_string());
             }
         }
     }

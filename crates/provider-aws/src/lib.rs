@@ -49,9 +49,10 @@
 //!   role tags), ignoring shutting-down/terminated ones: `NotFound` when there
 //!   is none, `OutOfRange` for several, `Uninitialized` (with the VM's identity)
 //!   while InitializeMachine still has something to do.
-//! - **DeleteMachine** terminates the VM (gone = OK) and, when the spec keeps
-//!   volumes or interfaces after termination (`deleteOnTermination: false`),
-//!   deletes them once they are detached (`Unavailable` = retry later).
+//! - **DeleteMachine** terminates the VM (gone = OK). Volumes and interfaces
+//!   the spec marks `deleteOnTermination: false` are kept, as the user asked
+//!   and as the Go provider does; they carry the spec's tags and
+//!   `Name=<machine>` from creation, so they can be found later.
 //! - **ListMachines**: providerID → `Name` tag of every live VM with the class's
 //!   cluster and role tag keys (all pages). **GetVolumeIDs**: EBS CSI
 //!   (`ebs.csi.aws.com`) handles and in-tree `awsElasticBlockStore` IDs.
@@ -84,8 +85,8 @@
 //! sent to EC2 (the Go provider parses but ignores them); RunInstances carries
 //! a `ClientToken`; InitializeMachine also tops up `ipv6AddressCount` and gates
 //! the source/destination check per interface; surplus IPv6 prefixes are
-//! accepted instead of looping; DeleteMachine cleans up retained volumes and
-//! interfaces; look-ups by provider ID skip terminated instances.
+//! accepted instead of looping; look-ups by provider ID skip terminated
+//! instances.
 
 pub mod calls;
 pub mod config;

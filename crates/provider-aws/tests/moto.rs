@@ -13,7 +13,7 @@
 
 mod common;
 
-use aws_sdk_ec2::types::{Filter, InstanceAttributeName, ResourceType, Tag, TagSpecification};
+use aws_sdk_ec2::types::{Filter, InstanceAttributeName};
 use common::*;
 use mcm_driver::conformance::{run_all, Fixture};
 use mcm_driver::{Code, Driver, ListMachinesRequest};
@@ -354,7 +354,7 @@ async fn moto_create_sends_every_spec_field() {
         .expect("base64");
     assert_eq!(decoded, USER_DATA.as_bytes());
 
-    // Delete also removes the data volume kept by deleteOnTermination=false.
+    // Delete keeps the data volume marked deleteOnTermination=false.
     let mut req = req;
     req.machine.spec.provider_id = created.provider_id.clone();
     env.driver.delete_machine(&req).await.expect("delete");
@@ -373,8 +373,8 @@ async fn moto_create_sends_every_spec_field() {
     assert!(
         left.volumes()
             .iter()
-            .all(|v| v.state().map(|s| s.as_str()) == Some("deleted")),
-        "retained data volume cleaned up: {:?}",
+            .any(|v| v.state().map(|s| s.as_str()) != Some("deleted")),
+        "retained data volume kept: {:?}",
         left.volumes()
     );
 }
@@ -643,7 +643,7 @@ async fn moto_concurrent_status_calls_share_one_describe_instances() {
 }
 
 #[tokio::test]
-async fn moto_retained_interface_and_volume_are_deleted_with_the_machine() {
+async fn moto_retained_volume_and_interface_survive_the_machine_with_their_tags() {
     let Some(env) = Env::new().await else { return };
     let mut spec = env.spec();
     spec["blockDevices"] = json!([
@@ -656,12 +656,30 @@ async fn moto_retained_interface_and_volume_are_deleted_with_the_machine() {
     ]);
     let class = class("keep", spec);
     let m = machine("keep");
+    let name = m.metadata.name.clone().expect("name");
     let created = env
         .driver
         .create_machine(&request(&m, &class, &secret()))
         .await
         .expect("create");
     let id = instance_id(&created.provider_id);
+    let instance = env
+        .client
+        .describe_instances()
+        .instance_ids(&id)
+        .send()
+        .await
+        .expect("instance");
+    let kept_volume = instance
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .flat_map(|i| i.block_device_mappings())
+        .find(|b| b.device_name() == Some("/dev/sdf"))
+        .and_then(|b| b.ebs())
+        .and_then(|e| e.volume_id())
+        .expect("data volume")
+        .to_string();
     let enis = env
         .client
         .describe_network_interfaces()
@@ -681,88 +699,65 @@ async fn moto_retained_interface_and_volume_are_deleted_with_the_machine() {
         .and_then(|n| n.network_interface_id())
         .expect("second interface")
         .to_string();
-    // Without provider ID: found by tags.
+    // Without provider ID: found by tags, terminated.
     env.driver
         .delete_machine(&request(&m, &class, &secret()))
         .await
         .expect("delete");
-    let left = env
-        .client
-        .describe_network_interfaces()
-        .filters(
-            Filter::builder()
-                .name("network-interface-id")
-                .values(&kept_eni)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("enis");
+    let gone = env.instances_named(&name).await;
     assert!(
-        left.network_interfaces().is_empty(),
-        "kept interface deleted: {:?}",
-        left.network_interfaces()
+        gone.iter()
+            .all(|i| i.state().and_then(|s| s.name()).map(|n| n.as_str()) != Some("running")),
+        "the VM is terminated"
     );
+    // The volume survives the machine, with the machine's tags.
     let vols = env
         .client
         .describe_volumes()
-        .filters(
-            Filter::builder()
-                .name("tag:Name")
-                .values(m.metadata.name.as_deref().expect("name"))
-                .build(),
-        )
+        .volume_ids(&kept_volume)
         .send()
         .await
         .expect("volumes");
-    assert!(
-        vols.volumes()
+    let vol = vols
+        .volumes()
+        .first()
+        .expect("the retained volume still exists");
+    assert_ne!(vol.state().map(|s| s.as_str()), Some("deleted"));
+    let tag = |k: &str| {
+        vol.tags()
             .iter()
-            .all(|v| v.state().map(|s| s.as_str()) == Some("deleted")),
-        "no volume of the machine left: {:?}",
-        vols.volumes()
-    );
-    // An orphaned, tagged volume of the machine (e.g. left by an earlier
-    // interrupted delete) is swept by a later DeleteMachine.
-    let orphan = env
+            .find(|t| t.key() == Some(k))
+            .and_then(|t| t.value())
+            .map(str::to_string)
+    };
+    assert_eq!(tag("Name").as_deref(), Some(name.as_str()));
+    assert_eq!(tag(&env.cluster).as_deref(), Some("1"));
+    // So does the interface.
+    let left = env
         .client
-        .create_volume()
-        .availability_zone(format!("{REGION}a"))
-        .size(1)
-        .tag_specifications(
-            TagSpecification::builder()
-                .resource_type(ResourceType::Volume)
-                .tags(
-                    Tag::builder()
-                        .key("Name")
-                        .value(m.metadata.name.as_deref().expect("name"))
-                        .build(),
-                )
-                .tags(Tag::builder().key(&env.cluster).value("1").build())
-                .build(),
-        )
+        .describe_network_interfaces()
+        .network_interface_ids(&kept_eni)
         .send()
         .await
-        .expect("CreateVolume")
-        .volume_id()
-        .expect("id")
-        .to_string();
+        .expect("enis");
+    assert_eq!(
+        left.network_interfaces().len(),
+        1,
+        "kept interface survives"
+    );
+    // A second DeleteMachine (retried deletion) still leaves them.
     env.driver
         .delete_machine(&request(&m, &class, &secret()))
         .await
         .expect("second delete");
-    let left = env
+    let vols = env
         .client
         .describe_volumes()
-        .filters(Filter::builder().name("volume-id").values(&orphan).build())
+        .volume_ids(&kept_volume)
         .send()
         .await
         .expect("volumes");
-    assert!(
-        left.volumes().is_empty(),
-        "orphan swept: {:?}",
-        left.volumes()
-    );
+    assert_eq!(vols.volumes().len(), 1);
 }
 
 #[tokio::test]
