@@ -25,6 +25,19 @@ pub struct ProviderArgs {
     /// ECS endpoint override (the Alibaba Cloud fake); default: the region's endpoint.
     #[arg(long, env = "MCM_ALICLOUD_ENDPOINT")]
     pub alicloud_endpoint: Option<String>,
+    /// Azure Resource Manager and token endpoint override (the in-repo ARM fake);
+    /// default: the cloud each MachineClass names.
+    #[arg(long, env = "MCM_AZURE_ENDPOINT")]
+    pub azure_endpoint: Option<String>,
+}
+
+/// Process-wide set-up that the compiled-in drivers need before any client
+/// is built: openstack_sdk compiles rustls' aws-lc-rs backend in next to the
+/// ring backend of kube, so rustls can no longer pick a default provider by
+/// itself and the first Kubernetes client would panic.
+pub fn init_process() {
+    #[cfg(feature = "openstack")]
+    mcm_provider_openstack::install_crypto_provider();
 }
 
 /// The registry of every compiled-in driver.
@@ -42,14 +55,6 @@ pub fn registry(args: &ProviderArgs) -> anyhow::Result<DriverRegistry> {
         };
         reg.register("aws", Arc::new(mcm_provider_aws::AwsDriver::new(config)));
     }
-    #[cfg(feature = "gcp")]
-    {
-        let config = mcm_provider_gcp::GcpDriverConfig {
-            endpoint: args.gcp_endpoint.clone(),
-            ..Default::default()
-        };
-        reg.register("gcp", Arc::new(mcm_provider_gcp::GcpDriver::new(config)));
-    }
     #[cfg(feature = "alicloud")]
     {
         let config = mcm_provider_alicloud::AlicloudDriverConfig {
@@ -59,6 +64,33 @@ pub fn registry(args: &ProviderArgs) -> anyhow::Result<DriverRegistry> {
         reg.register(
             "alicloud",
             Arc::new(mcm_provider_alicloud::AlicloudDriver::new(config)),
+        );
+    }
+    #[cfg(feature = "azure")]
+    {
+        let config = mcm_provider_azure::AzureDriverConfig {
+            endpoint: args.azure_endpoint.clone(),
+            ..Default::default()
+        };
+        reg.register(
+            "azure",
+            Arc::new(mcm_provider_azure::AzureDriver::new(config)),
+        );
+    }
+    #[cfg(feature = "gcp")]
+    {
+        let config = mcm_provider_gcp::GcpDriverConfig {
+            endpoint: args.gcp_endpoint.clone(),
+            ..Default::default()
+        };
+        reg.register("gcp", Arc::new(mcm_provider_gcp::GcpDriver::new(config)));
+    }
+    #[cfg(feature = "openstack")]
+    {
+        // Keystone URL, credentials and region come from each class's Secret and spec.
+        reg.register(
+            "openstack",
+            Arc::new(mcm_provider_openstack::OpenStackDriver::default()),
         );
     }
     Ok(reg)

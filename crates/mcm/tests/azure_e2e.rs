@@ -1,0 +1,377 @@
+#![cfg(feature = "azure")]
+//! The Azure provider end to end: the real `mcm run` binary, without a target
+//! cluster, against the real control plane and the in-repo ARM fake
+//! (`mcm-fake-azure`, started inside this test on a loopback port and passed
+//! to `mcm run` as `--azure-endpoint`; it also serves the token endpoint, so
+//! the driver's `azure_identity` client-secret credential runs for real).
+//!
+//! The MachineClass and its two Secrets are `examples/azure-machine-class.yaml`
+//! as a user applies it, unchanged but for the namespace. A MachineDeployment of
+//! 3 reaches `Available`, then is scaled to 0, after which the fake holds no
+//! VM, NIC or disk.
+//!
+//! Without the control plane the test skips, except with `CI=true`, where it fails.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use mcm_api::{Machine, MachineClass, MachineDeployment};
+use mcm_fake_azure::FakeAzure;
+use mcm_testenv::{eventually, must_eventually, TestEnv};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const EXAMPLE: &str = include_str!("../../../examples/azure-machine-class.yaml");
+const DEPLOYMENT: &str = "azure-e2e";
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// The documents of `examples/azure-machine-class.yaml`.
+fn example_documents() -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(EXAMPLE)
+        .map(|doc| Value::deserialize(doc).expect("examples/azure-machine-class.yaml parses"))
+        .collect()
+}
+
+/// `mcm run`, stopped (SIGTERM, then SIGKILL) when dropped; on a panic the
+/// end of its log is printed.
+struct McmRun {
+    child: Child,
+    log: PathBuf,
+}
+
+impl McmRun {
+    fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn assert_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "mcm run exited with {status}; its log ({}):\n{}",
+                self.log.display(),
+                self.log_tail(60)
+            );
+        }
+    }
+}
+
+impl Drop for McmRun {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- the last lines of the mcm run log ({}) ---\n{}",
+                self.log.display(),
+                self.log_tail(80)
+            );
+        }
+    }
+}
+
+fn mcm_run(ns: &str, endpoint: &str, port: u16) -> McmRun {
+    let log = std::env::temp_dir().join(format!("mcm-azure-e2e-{ns}.log"));
+    let file = std::fs::File::create(&log).expect("log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_mcm"))
+        .arg("run")
+        .arg("--control-kubeconfig")
+        .arg(mcm_testenv::kubeconfig_path())
+        .args(["--target-kubeconfig", "none", "--namespace", ns])
+        .args(["--azure-endpoint", endpoint])
+        .args(["--leader-elect=false", "--address", "127.0.0.1"])
+        .args(["--port", &port.to_string()])
+        .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
+        .env("NO_COLOR", "1")
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn,hyper=warn".into()),
+        )
+        .stdout(Stdio::from(file.try_clone().expect("log file")))
+        .stderr(Stdio::from(file))
+        .spawn()
+        .expect("spawn mcm run");
+    McmRun { child, log }
+}
+
+/// The phase and last operation of every Machine in the namespace.
+async fn machine_states(machines: &Api<Machine>) -> BTreeMap<String, (String, String)> {
+    machines
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            let (phase, op) = m
+                .status
+                .as_ref()
+                .map(|s| {
+                    (
+                        s.current_status.phase.as_str().to_string(),
+                        s.last_operation.description.clone(),
+                    )
+                })
+                .unwrap_or_default();
+            (m.name_any(), (phase, op))
+        })
+        .collect()
+}
+
+async fn wait_for_machines(
+    machines: &Api<Machine>,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(&BTreeMap<String, String>) -> bool,
+) {
+    let done = &done;
+    let reached = eventually(timeout, what, || async move {
+        let phases: BTreeMap<String, String> = machine_states(machines)
+            .await
+            .into_iter()
+            .map(|(name, (phase, _))| (name, phase))
+            .collect();
+        done(&phases).then_some(())
+    })
+    .await;
+    if let Err(e) = reached {
+        panic!(
+            "{e}; the machines (phase, last operation): {:#?}",
+            machine_states(machines).await
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcm_run_on_the_arm_fake_brings_3_azure_machines_to_available_and_scales_to_0_without_vms_nics_or_disks(
+) {
+    let t0 = Instant::now();
+    let Some(env) = TestEnv::new("azure-e2e").await else {
+        return;
+    };
+    let ns = env.namespace.clone();
+
+    // The fake, holding the example's resource group, virtual network and subnet.
+    let docs = example_documents();
+    let class_doc = docs
+        .iter()
+        .find(|d| d["kind"] == json!("MachineClass"))
+        .expect("the example has a MachineClass");
+    let spec = &class_doc["providerSpec"];
+    let rg = spec["resourceGroup"]
+        .as_str()
+        .expect("resourceGroup")
+        .to_string();
+    let location = spec["location"].as_str().expect("location").to_string();
+    let fake = FakeAzure::start().await.expect("start the ARM fake");
+    fake.add_subnet(
+        &rg,
+        spec["subnetInfo"]["vnetName"].as_str().expect("vnetName"),
+        spec["subnetInfo"]["subnetName"]
+            .as_str()
+            .expect("subnetName"),
+    );
+    fake.set_lro_polls(2);
+
+    let secrets: Api<Secret> = env.api();
+    let classes: Api<MachineClass> = env.api();
+    let mut class_name = String::new();
+    for doc in &docs {
+        let mut doc = doc.clone();
+        doc["metadata"]["namespace"] = json!(ns);
+        match doc["kind"].as_str() {
+            Some("Secret") => {
+                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
+                secrets
+                    .create(&PostParams::default(), &s)
+                    .await
+                    .expect("create Secret");
+            }
+            Some("MachineClass") => {
+                doc["secretRef"]["namespace"] = json!(ns);
+                doc["credentialsSecretRef"]["namespace"] = json!(ns);
+                let c: MachineClass =
+                    serde_json::from_value(doc).expect("the example's MachineClass");
+                class_name = c.name_any();
+                classes
+                    .create(&PostParams::default(), &c)
+                    .await
+                    .expect("create MachineClass");
+            }
+            other => panic!("unexpected document {other:?} in examples/azure-machine-class.yaml"),
+        }
+    }
+
+    let port = free_port();
+    let mut mcm = mcm_run(&ns, fake.url(), port);
+    must_eventually(
+        Duration::from_secs(30),
+        "mcm run listens on its /healthz port",
+        || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+    let started = must_eventually(
+        Duration::from_secs(10),
+        "mcm run logs its providers",
+        || async {
+            std::fs::read_to_string(&mcm.log)
+                .ok()?
+                .lines()
+                .find(|l| l.contains("starting mcm") || l.contains("providers="))
+                .map(str::to_string)
+        },
+    )
+    .await;
+    assert!(
+        started.contains("\"azure\""),
+        "{} has no Azure driver (built without the `azure` feature?): {started}",
+        env!("CARGO_BIN_EXE_mcm")
+    );
+
+    let deployments: Api<MachineDeployment> = env.api();
+    let md: MachineDeployment = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1",
+        "kind": "MachineDeployment",
+        "metadata": {"name": DEPLOYMENT, "namespace": ns},
+        "spec": {
+            "replicas": 3,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": {"name": DEPLOYMENT}},
+            "template": {
+                "metadata": {"labels": {"name": DEPLOYMENT}},
+                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
+            }
+        }
+    }))
+    .expect("MachineDeployment");
+    deployments
+        .create(&PostParams::default(), &md)
+        .await
+        .expect("create MachineDeployment");
+    let t_apply = Instant::now();
+
+    let machines: Api<Machine> = env.api();
+    wait_for_machines(
+        &machines,
+        Duration::from_secs(180),
+        "3 Available machines",
+        |p| p.len() == 3 && p.values().all(|ph| ph == "Available"),
+    )
+    .await;
+    must_eventually(
+        Duration::from_secs(60),
+        "the MachineDeployment reports 3 available replicas",
+        || async {
+            let s = deployments.get(DEPLOYMENT).await.ok()?.status?;
+            (s.available_replicas == 3 && s.updated_replicas == 3).then_some(())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+    let requests_up = fake.requests().len();
+    println!(
+        "[{:>5.1?}] 3 machines Available {:.1?} after the MachineDeployment was applied; {requests_up} ARM requests so far",
+        t0.elapsed(),
+        t_apply.elapsed()
+    );
+
+    // The machines and the fake's VMs are the same three, each with its NIC and disks.
+    let list = machines
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items;
+    let names: Vec<String> = list.iter().map(|m| m.name_any()).collect();
+    for m in &list {
+        assert_eq!(
+            m.spec.provider_id,
+            format!("azure:///{location}/{}", m.name_any()),
+            "providerID of {}",
+            m.name_any()
+        );
+    }
+    let vms: Vec<String> = fake.vms(&rg).into_keys().collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(vms, sorted, "one VM per Machine, named as the Machine");
+    for n in &names {
+        assert!(
+            fake.nics(&rg).contains_key(&format!("{n}-nic")),
+            "NIC of {n}"
+        );
+        assert!(
+            fake.disks(&rg).contains_key(&format!("{n}-os-disk")),
+            "OS disk of {n}"
+        );
+        assert!(
+            fake.disks(&rg)
+                .contains_key(&format!("{n}-data-0-data-disk")),
+            "data disk of {n}"
+        );
+    }
+
+    let t_scale = Instant::now();
+    deployments
+        .patch_scale(
+            DEPLOYMENT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .expect("scale to 0");
+    wait_for_machines(
+        &machines,
+        Duration::from_secs(120),
+        "no Machine left",
+        BTreeMap::is_empty,
+    )
+    .await;
+    must_eventually(
+        Duration::from_secs(30),
+        "no VM, NIC or disk left in the fake",
+        || async {
+            (fake.vms(&rg).is_empty() && fake.nics(&rg).is_empty() && fake.disks(&rg).is_empty())
+                .then_some(())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+    let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
+    for r in fake.requests() {
+        let kind = r.split('/').next().unwrap_or(&r).to_string();
+        *by_kind.entry(kind).or_default() += 1;
+    }
+    println!(
+        "[{:>5.1?}] scaled to 0 in {:.1?}: no VM, NIC or disk left; ARM requests over the run: {by_kind:?}",
+        t0.elapsed(),
+        t_scale.elapsed()
+    );
+    drop(mcm);
+}
