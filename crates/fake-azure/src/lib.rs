@@ -81,6 +81,19 @@ impl FakeAzure {
         self.with(|s| s.add_subnet(rg, vnet, subnet));
     }
 
+    /// Adds an availability set (a VM may only join an existing one).
+    pub fn add_availability_set(&self, rg: &str, name: &str) {
+        self.with(|s| {
+            s.add_resource_group(rg);
+            s.put_raw(
+                "availabilitySets",
+                rg,
+                name,
+                serde_json::json!({"location": "westeurope", "properties": {"platformFaultDomainCount": 2}}),
+            )
+        });
+    }
+
     /// Makes marketplace images of `publisher` carry a purchase plan whose
     /// terms start unaccepted.
     pub fn add_plan_publisher(&self, publisher: &str) {

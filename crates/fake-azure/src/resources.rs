@@ -336,6 +336,27 @@ fn put_vm(
             }
         }
     }
+    if let Some(aset) = body["properties"]["availabilitySet"]["id"].as_str() {
+        let parts: Vec<&str> = aset.split('/').collect();
+        let (set_rg, set_name) = (parts.get(4).copied().unwrap_or_default(), last(aset));
+        if s.get("availabilitysets", set_rg, set_name).is_none() {
+            return arm_error(
+                404,
+                "NotFound",
+                &format!("Availability set {aset} was not found."),
+            );
+        }
+        if body
+            .get("zones")
+            .is_some_and(|z| z.as_array().is_some_and(|a| !a.is_empty()))
+        {
+            return arm_error(
+                400,
+                "InvalidParameter",
+                "An availability set cannot be combined with zones.",
+            );
+        }
+    }
     let existing = s.get("virtualmachines", rg, name).cloned();
     let key = crate::state::key(rg, name);
     if let Some(cd) = body["properties"]["osProfile"]

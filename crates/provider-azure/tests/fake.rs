@@ -483,3 +483,31 @@ async fn arm_calls_per_machine_against_the_fake() {
     assert_eq!(delete.values().sum::<u64>(), 4, "{delete:?}");
     assert_eq!(list, 1);
 }
+
+#[tokio::test]
+async fn a_vm_joins_the_availability_set_of_the_spec_and_a_missing_set_is_an_error() {
+    let f = fake().await;
+    let d = driver(&f);
+    let set = format!(
+        "/subscriptions/{}/resourceGroups/{RG}/providers/Microsoft.Compute/availabilitySets/workers",
+        mcm_fake_azure::SUBSCRIPTION
+    );
+    let mut s = spec(CLUSTER_TAG);
+    s["properties"].as_object_mut().unwrap().remove("zone");
+    s["properties"]["availabilitySet"] = json!({"id": set});
+    let c = class_with("aset", s);
+    let e = d.create_machine(&request(&c)).await.unwrap_err();
+    assert_eq!(e.code, Code::Internal, "{e:?}");
+    assert!(e.message.contains("Availability set"), "{}", e.message);
+    f.add_availability_set(RG, "workers");
+    let req = request(&c);
+    d.create_machine(&req)
+        .await
+        .expect("create in the availability set");
+    let v = &f.vms(RG)[&name(&req)];
+    assert_eq!(v["properties"]["availabilitySet"]["id"], json!(set));
+    assert!(
+        v.get("zones").is_none(),
+        "no zone with an availability set: {v}"
+    );
+}
