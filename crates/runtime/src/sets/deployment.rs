@@ -173,6 +173,18 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
         info!(replicas = pass.d.spec.replicas, "scaling event");
         return pass.sync().await;
     }
+    super::rollout_nodes::reconcile(
+        ctx,
+        super::rollout_nodes::RolloutView {
+            d: &pass.d,
+            sets: &pass.sets,
+            views: &pass.views,
+            part: &pass.part,
+            strategy: &pass.strategy,
+            machines: &pass.machines,
+        },
+    )
+    .await;
     match pass.strategy {
         Strategy::RollingUpdate { .. } => pass.rolling().await,
         Strategy::Recreate => pass.recreate().await,

@@ -32,6 +32,7 @@
 
 pub mod deployment;
 pub mod machineset;
+pub(crate) mod rollout_nodes;
 pub mod safety;
 
 use futures::channel::mpsc;
@@ -76,6 +77,10 @@ pub struct SetsConfig {
     pub min_retry: Duration,
     /// The last retry period of the per-object backoff (`--max-retry-period`, 10m).
     pub max_retry: Duration,
+    /// Cluster-autoscaler scale-down-disabled annotations on the Nodes during a
+    /// rollout (`--autoscaler-scaledown-annotation-during-rollout`, default true;
+    /// needs a target cluster, see [`run_with_target`]).
+    pub autoscaler_scaledown_annotation_during_rollout: bool,
 }
 
 impl Default for SetsConfig {
@@ -89,6 +94,7 @@ impl Default for SetsConfig {
             reporting_instance: None,
             min_retry: Duration::from_secs(5),
             max_retry: Duration::from_secs(600),
+            autoscaler_scaledown_annotation_during_rollout: true,
         }
     }
 }
@@ -167,6 +173,10 @@ impl Caches {
 /// What the controllers share.
 pub(crate) struct Ctx {
     pub client: Client,
+    /// The target cluster (Nodes), for the rollout's node handling.
+    pub target: Option<Client>,
+    /// Cache of the target cluster's Nodes (empty without one).
+    pub nodes: Store<k8s_openapi::api::core::v1::Node>,
     pub namespace: String,
     pub config: SetsConfig,
     pub caches: Caches,
@@ -535,6 +545,20 @@ pub async fn run_until(
     config: SetsConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
+    run_with_target(client, None, namespace, config, shutdown).await;
+}
+
+/// Like [`run_until`], with the target cluster's client: rollouts then taint
+/// and annotate the Nodes of their machines (prefer-no-schedule,
+/// cluster-autoscaler scale-down-disabled).
+pub async fn run_with_target(
+    client: Client,
+    target: Option<Client>,
+    namespace: String,
+    config: SetsConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let (nodes, node_writer) = reflector::store();
     let shutdown = shutdown.boxed().shared();
     let (machines, machine_writer) = reflector::store();
     let (sets, set_writer) = reflector::store();
@@ -545,6 +569,8 @@ pub async fn run_until(
     };
     let ctx = Arc::new(Ctx {
         client: client.clone(),
+        target: target.clone(),
+        nodes,
         namespace: namespace.clone(),
         caches: Caches {
             machines,
@@ -600,10 +626,11 @@ pub async fn run_until(
             }
         });
     let safety_loop = safety::run(ctx.clone(), shutdown.clone());
-    let pumps = futures::future::join3(
+    let pumps = futures::future::join4(
         pump_machines(ctx.clone(), machine_writer, routes.clone()),
         pump_sets(ctx.clone(), set_writer, routes.clone()),
         pump_deployments(ctx.clone(), deployment_writer, routes),
+        rollout_nodes::pump_nodes(target, node_writer),
     );
     let caches = ctx.caches.clone();
     let work = async move {
