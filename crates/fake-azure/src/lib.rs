@@ -1,7 +1,8 @@
 //! # mcm-fake-azure: an in-process Azure Resource Manager fake (test support)
 //!
 //! Serves, on `127.0.0.1:<random port>`, exactly the ARM calls of the Azure
-//! provider: resource groups (HEAD), subnets (GET), NICs, VMs and managed disks
+//! provider: resource groups (HEAD), subnets (GET), availability sets, NICs, VMs
+//! and managed disks
 //! (GET/PUT/PATCH/DELETE as long-running operations that finish after
 //! [`FakeAzure::set_lro_polls`] polls), VM images and marketplace agreements,
 //! the list calls, the driver's one Resource Graph query, and the Microsoft
