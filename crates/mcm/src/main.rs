@@ -143,6 +143,7 @@ async fn dispatch() -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    drivers::init_process();
     match dispatch().await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

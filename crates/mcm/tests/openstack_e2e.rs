@@ -126,6 +126,9 @@ async fn phases(machines: &Api<Machine>) -> BTreeMap<String, String> {
 async fn mcm_run_on_the_openstack_fake_brings_3_machines_to_available_and_scales_to_0_leaving_nothing(
 ) {
     let t0 = Instant::now();
+    // openstack_sdk compiles rustls' aws-lc-rs backend in next to kube's ring:
+    // pick one before the test's Kubernetes client is built.
+    mcm_provider_openstack::install_crypto_provider();
     let Some(env) = TestEnv::new("openstack-e2e").await else {
         return;
     };
@@ -198,6 +201,26 @@ async fn mcm_run_on_the_openstack_fake_brings_3_machines_to_available_and_scales
     )
     .await;
     mcm.assert_alive();
+    // CARGO_BIN_EXE_mcm is target/<profile>/mcm, which a concurrent
+    // `--no-default-features` build in the same target folder overwrites.
+    let started = must_eventually(
+        Duration::from_secs(10),
+        "mcm run logs its providers",
+        || async {
+            std::fs::read_to_string(&mcm.log)
+                .ok()?
+                .lines()
+                .find(|l| l.contains("providers="))
+                .map(str::to_string)
+        },
+    )
+    .await;
+    assert!(
+        started.contains("\"openstack\""),
+        "{} has no OpenStack driver (built without the `openstack` feature, e.g. by a \
+         concurrent `cargo build --no-default-features` in the same target folder): {started}",
+        env!("CARGO_BIN_EXE_mcm")
+    );
 
     let deployments: Api<MachineDeployment> = env.api();
     let md: MachineDeployment = serde_json::from_value(json!({

@@ -36,6 +36,17 @@ pub fn server_id(provider_id: &str) -> &str {
     provider_id.rsplit('/').next().unwrap_or(provider_id)
 }
 
+/// Installs rustls' ring provider as the process default, unless one is set.
+///
+/// openstack_sdk turns on rustls' `aws-lc-rs` backend while kube and the
+/// other clients use `ring`; with both compiled in, rustls cannot pick a
+/// default and the first TLS client built without an explicit provider
+/// panics. The driver's constructor calls this; a process that builds TLS
+/// clients before it (e.g. a test's Kubernetes client) calls it first.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// The machine-controller-manager driver for OpenStack.
 pub struct OpenStackDriver {
     pub(crate) config: OpenStackDriverConfig,
@@ -84,6 +95,7 @@ impl OpenStackDriver {
     /// A driver with the given configuration. Sessions are made per
     /// credentials and region on first use; nothing is contacted here.
     pub fn new(config: OpenStackDriverConfig) -> Self {
+        install_crypto_provider();
         let limits = config.rate_limits.clone();
         OpenStackDriver {
             budget: Budget::new(

@@ -66,6 +66,8 @@ pub mod spec;
 
 pub use cloud::ApiCallRecorder;
 pub use config::{OpClass, OpenStackDriverConfig, Polling, RateLimits};
-pub use driver::{provider_id, OpenStackDriver, CINDER_CSI_DRIVER, MACHINE_UID_KEY};
+pub use driver::{
+    install_crypto_provider, provider_id, OpenStackDriver, CINDER_CSI_DRIVER, MACHINE_UID_KEY,
+};
 pub use errors::OsError;
 pub use spec::{OpenStackSpec, PROVIDER_NAME};
