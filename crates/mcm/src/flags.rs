@@ -125,7 +125,7 @@ pub struct SetFlags {
     /// Period of the overshoot check.
     #[arg(long, default_value = "1m", value_parser = duration)]
     pub machine_safety_overshooting_period: Duration,
-    /// Add the cluster-autoscaler scale-down-disabled annotation to nodes during a rollout (accepted; the MachineDeployment controller does not touch Nodes).
+    /// Add the cluster-autoscaler scale-down-disabled annotation (and its `-by-mcm` marker) to the nodes of a MachineDeployment during a rollout (needs a target cluster).
     #[arg(long, num_args = 0..=1, require_equals = true, default_value = "true", default_missing_value = "true", action = clap::ArgAction::Set)]
     pub autoscaler_scaledown_annotation_during_rollout: bool,
 }

@@ -366,14 +366,28 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             min_retry: common.min_retry_period,
             max_retry: common.max_retry_period,
             reporting_instance: std::env::var("POD_NAME").ok(),
+            autoscaler_scaledown_annotation_during_rollout: sf
+                .autoscaler_scaledown_annotation_during_rollout,
             ..Default::default()
         };
-        info!(half = MANAGER, namespace = %ns, "starting");
+        // Rollouts taint and annotate the Nodes of their machines.
+        let target = match &target_src {
+            None => None,
+            Some(src) if *src == control_src => Some(control.clone()),
+            Some(src) => Some(
+                kubeclient::client(src, qps, burst)
+                    .await
+                    .context("target cluster")?,
+            ),
+        };
+        info!(half = MANAGER, namespace = %ns, target = target.is_some(), "starting");
         let stop = stopper(&rx);
         let (control, ns) = (control.clone(), ns.clone());
         halves.push((
             MANAGER,
-            Box::pin(mcm_runtime::sets::run_until(control, ns, config, stop)),
+            Box::pin(mcm_runtime::sets::run_with_target(
+                control, target, ns, config, stop,
+            )),
         ));
     }
 
