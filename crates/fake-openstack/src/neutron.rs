@@ -45,7 +45,8 @@ fn matches(item: &Value, q: &HashMap<String, String>) -> bool {
             Value::String(s) => s == v,
             Value::Bool(b) => b.to_string() == *v,
             Value::Null => false,
-            other => other.to_string() == *v,
+            Value::Number(n) => n.to_string() == v.as_str(),
+            _ => false,
         })
 }
 

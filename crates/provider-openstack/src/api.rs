@@ -156,11 +156,11 @@ impl RestEndpoint for Get {
     }
 
     fn min_version(&self) -> Option<ApiVersion> {
-        Some(self.min.clone())
+        Some(self.min)
     }
 
     fn max_version(&self) -> Option<ApiVersion> {
-        self.max.clone()
+        self.max
     }
 }
 

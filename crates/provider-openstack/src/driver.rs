@@ -51,6 +51,8 @@ pub fn install_crypto_provider() {
 pub struct OpenStackDriver {
     pub(crate) config: OpenStackDriverConfig,
     clouds: Mutex<HashMap<(u64, String), Arc<Cloud>>>,
+    /// Held while a session is made, so concurrent first calls share one token.
+    connecting: tokio::sync::Mutex<()>,
     budget: Budget<OpClass>,
     pub(crate) lookups: LookupCache,
     calls: ApiCallRecorder,
@@ -105,6 +107,7 @@ impl OpenStackDriver {
             lookups: LookupCache::new(config.lookup_ttl),
             config,
             clouds: Mutex::new(HashMap::new()),
+            connecting: tokio::sync::Mutex::new(()),
             calls: ApiCallRecorder::default(),
             creating: Mutex::new(HashMap::new()),
         }
@@ -117,6 +120,10 @@ impl OpenStackDriver {
 
     async fn cloud(&self, creds: &Credentials, region: &str) -> Result<Arc<Cloud>, OsError> {
         let key = (creds.fingerprint(), region.to_string());
+        if let Some(c) = self.clouds.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(c);
+        }
+        let _connecting = self.connecting.lock().await;
         if let Some(c) = self.clouds.lock().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(c);
         }

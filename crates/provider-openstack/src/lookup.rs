@@ -19,10 +19,12 @@ pub enum Kind {
     SecurityGroup,
 }
 
+type Key = (String, Kind, String);
+
 /// The cache: `(class, kind, name)` → ID, each entry for `ttl`.
 pub struct LookupCache {
     ttl: Duration,
-    entries: Mutex<HashMap<(String, Kind, String), (String, Instant)>>,
+    entries: Mutex<HashMap<Key, (String, Instant)>>,
 }
 
 impl LookupCache {
