@@ -28,7 +28,6 @@ use mcm_core::machine::{
 };
 use mcm_driver::{Code, Driver, MachineIdentity, MachineRequest, Status};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -387,6 +386,8 @@ impl<'a> Reconciler<'a> {
         let view = self.view();
         let mut recheck = None;
         if self.target() && view.node.is_some() && !view.phase.is_empty() {
+            // Never fails, so it never holds up the health check.
+            crate::node_sync::sync_and_report(self.ctx, &self.machine, &class).await;
             match self.health(&view).await? {
                 Ok(r) => recheck = r,
                 Err(Stop::After(d)) => return Ok(Action::requeue(d)),
@@ -687,7 +688,6 @@ impl<'a> Reconciler<'a> {
                     .await?;
                 return Ok(Err(Stop::After(self.ctx.config.short_retry)));
             }
-            self.sync_node(node).await?;
         }
         let node_view = node.as_ref().map(|n| decide::NodeView {
             conditions: n
@@ -805,84 +805,6 @@ impl<'a> Reconciler<'a> {
                 .as_ref()
                 .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
                 .unwrap_or_default(),
-        }
-    }
-
-    /// Keeps the Node's machine-name label, the node finalizer and the machine's
-    /// nodeTemplate labels, annotations and taints.
-    async fn sync_node(&self, node: &Node) -> Result<(), Error> {
-        let Some(target) = &self.ctx.target else {
-            return Ok(());
-        };
-        let me = self.name();
-        let mut labels: BTreeMap<String, String> = BTreeMap::new();
-        if node.labels().get(c::MACHINE_NAME_NODE_LABEL) != Some(&me) {
-            labels.insert(c::MACHINE_NAME_NODE_LABEL.into(), me.clone());
-        }
-        let tmpl = &self.machine.spec.node_template;
-        for (k, v) in tmpl.metadata.labels.clone().unwrap_or_default() {
-            if node.labels().get(&k) != Some(&v) {
-                labels.insert(k, v);
-            }
-        }
-        let mut annotations: BTreeMap<String, String> = BTreeMap::new();
-        for (k, v) in tmpl.metadata.annotations.clone().unwrap_or_default() {
-            if node.annotations().get(&k) != Some(&v) {
-                annotations.insert(k, v);
-            }
-        }
-        let mut patch = serde_json::Map::new();
-        let mut meta = serde_json::Map::new();
-        if !labels.is_empty() {
-            meta.insert("labels".into(), json!(labels));
-        }
-        if !annotations.is_empty() {
-            meta.insert("annotations".into(), json!(annotations));
-        }
-        if !node.finalizers().iter().any(|f| f == c::NODE_FINALIZER) {
-            let mut f = node.finalizers().to_vec();
-            f.push(c::NODE_FINALIZER.into());
-            meta.insert("finalizers".into(), json!(f));
-            meta.insert("resourceVersion".into(), json!(node.resource_version()));
-        }
-        let wanted_taints = tmpl.spec.taints.clone().unwrap_or_default();
-        let current = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.clone())
-            .unwrap_or_default();
-        let missing: Vec<_> = wanted_taints
-            .iter()
-            .filter(|w| {
-                !current
-                    .iter()
-                    .any(|t| t.key == w.key && t.effect == w.effect && t.value == w.value)
-            })
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            let mut all = current.clone();
-            all.extend(missing);
-            patch.insert("spec".into(), json!({"taints": all}));
-        }
-        if !meta.is_empty() {
-            patch.insert("metadata".into(), serde_json::Value::Object(meta));
-        }
-        if patch.is_empty() {
-            return Ok(());
-        }
-        let nodes: Api<Node> = Api::all(target.clone());
-        match nodes
-            .patch(
-                &node.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&serde_json::Value::Object(patch)),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
-            Err(e) => Err(e.into()),
         }
     }
 
