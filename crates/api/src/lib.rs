@@ -80,6 +80,7 @@ mod machine_class;
 mod machine_deployment;
 mod machine_set;
 mod schema;
+pub mod selector;
 pub mod validation;
 
 pub use constants::{API_VERSION, GROUP, VERSION};

@@ -5,7 +5,8 @@
 //! * Machine: `spec.class.kind` and `spec.class.name` are required.
 //! * MachineSet: `replicas >= 0`; a selector is required (mcm-rs: the reference dereferences a
 //!   nil selector and panics); every `selector.matchLabels` entry must equal the template label
-//!   of the same key; template class kind and name are required.
+//!   of the same key, and the whole selector (`matchExpressions` included) must select the
+//!   template labels; template class kind and name are required.
 //! * MachineDeployment: as MachineSet, plus `strategy.type` must be one of InPlaceUpdate,
 //!   Recreate, RollingUpdate; RollingUpdate needs `rollingUpdate`, InPlaceUpdate needs
 //!   `inPlaceUpdate` (with `orchestrationType` Auto or Manual); their `maxSurge` and
@@ -17,6 +18,10 @@
 //!
 //! Deliberate differences from the reference, all stricter and documented here:
 //! * a missing selector is an error instead of a panic;
+//! * a selector that does not select its own template is rejected: the reference reads a
+//!   template label missing for a `matchLabels` entry as `""` and never checks
+//!   `matchExpressions`, so `matchLabels: {x: ""}` passed validation and then created Machines
+//!   it immediately released, forever;
 //! * a negative `maxSurge` / `maxUnavailable` (integer or percentage) is rejected, as
 //!   Kubernetes Deployments do; the reference accepts it and computes nonsense at runtime;
 //! * a string fence-post must be a percentage (`"25%"`) both in validation and at runtime; the
@@ -157,6 +162,25 @@ pub fn validate_machine_class(class: &MachineClass) -> Result<(), Vec<FieldError
             "providerSpec must be a JSON object",
         )),
     }
+    // Secrets are read only from the class's own (the control) namespace: a
+    // reference into another namespace would let whoever writes MachineClasses
+    // make the controller read, and put finalizers on, any Secret it can reach.
+    let own = class.metadata.namespace.as_deref().unwrap_or_default();
+    for (field, reference) in [
+        ("secretRef", &class.secret_ref),
+        ("credentialsSecretRef", &class.credentials_secret_ref),
+    ] {
+        let Some(ns) = reference.as_ref().and_then(|r| r.namespace.as_deref()) else {
+            continue;
+        };
+        if !ns.is_empty() && ns != own {
+            errors.push(FieldError::invalid(
+                format!("{field}.namespace"),
+                ns,
+                format!("must be the MachineClass's own namespace {own:?}: Secrets in other namespaces are not read"),
+            ));
+        }
+    }
     into_result(errors)
 }
 
@@ -285,21 +309,35 @@ fn validate_selector(
         ));
         return;
     };
-    let Some(match_labels) = selector.match_labels.as_ref() else {
+    // The selector must select the template's own labels, evaluated exactly as
+    // the controllers evaluate it at run time (a missing label never matches,
+    // `matchExpressions` count too). Otherwise every Machine the set creates is
+    // released at once and replaced on the next sync: runaway creation.
+    let empty = BTreeMap::new();
+    let labels = template_labels.unwrap_or(&empty);
+    if let Err(e) = crate::selector::validate_selector(selector) {
+        errors.push(FieldError::invalid(
+            "spec.selector.matchExpressions",
+            "",
+            e.to_string(),
+        ));
         return;
-    };
-    // Like the reference, a missing template label reads as "" (so a selector value "" matches
-    // a missing label).
-    let mismatch = match_labels.iter().any(|(key, value)| {
-        template_labels
-            .and_then(|labels| labels.get(key))
-            .map_or("", String::as_str)
-            != value.as_str()
+    }
+    let labels_match = selector.match_labels.iter().flatten().all(|(key, value)| {
+        labels.get(key) == Some(value)
     });
-    if mismatch {
+    if !labels_match {
         errors.push(FieldError::required(
             "spec.selector.matchLabels",
             "is not matching with spec.template.metadata.labels",
+        ));
+        return;
+    }
+    if !crate::selector::selector_matches(selector, labels).unwrap_or(false) {
+        errors.push(FieldError::invalid(
+            "spec.selector.matchExpressions",
+            "",
+            "`selector` does not match template `labels`",
         ));
     }
 }
@@ -722,6 +760,65 @@ mod tests {
     }
 
     #[test]
+    fn machine_set_rejects_empty_string_selector_value_for_a_missing_template_label() {
+        // The runaway-creation case: `x: ""` must not match a template without `x`.
+        let mut set = valid_set();
+        set.spec.selector = selector(&[("app", "a"), ("x", "")]);
+        assert_eq!(
+            fields(validate_machine_set(&set)),
+            ["spec.selector.matchLabels"]
+        );
+    }
+
+    #[test]
+    fn machine_set_rejects_match_expressions_that_do_not_select_the_template() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+        let req = |key: &str, op: &str, values: &[&str]| LabelSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: Some(values.iter().map(|v| v.to_string()).collect()),
+        };
+        let mut set = valid_set();
+        let mut sel = selector(&[("app", "a")]).unwrap_or_default();
+        sel.match_expressions = Some(vec![req("tier", "In", &["web"])]);
+        set.spec.selector = Some(sel.clone());
+        assert_eq!(
+            fields(validate_machine_set(&set)),
+            ["spec.selector.matchExpressions"]
+        );
+        sel.match_expressions = Some(vec![req("app", "NotIn", &["a"])]);
+        set.spec.selector = Some(sel.clone());
+        assert_eq!(
+            fields(validate_machine_set(&set)),
+            ["spec.selector.matchExpressions"]
+        );
+        sel.match_expressions = Some(vec![req("app", "Near", &[])]);
+        set.spec.selector = Some(sel.clone());
+        assert_eq!(
+            fields(validate_machine_set(&set)),
+            ["spec.selector.matchExpressions"]
+        );
+        // An expression that does select the template is fine.
+        sel.match_expressions = Some(vec![req("app", "In", &["a", "b"])]);
+        set.spec.selector = Some(sel);
+        assert_eq!(validate_machine_set(&set), Ok(()));
+    }
+
+    #[test]
+    fn machine_deployment_rejects_a_selector_that_does_not_select_its_template() {
+        let mut deployment = valid_deployment();
+        let mut sel = deployment.spec.selector.clone().unwrap_or_default();
+        sel.match_labels
+            .get_or_insert_with(Default::default)
+            .insert("x".into(), String::new());
+        deployment.spec.selector = Some(sel);
+        assert_eq!(
+            fields(validate_machine_deployment(&deployment)),
+            ["spec.selector.matchLabels"]
+        );
+    }
+
+    #[test]
     fn machine_set_requires_template_class() {
         let mut set = valid_set();
         set.spec.template.spec.class = ClassSpec::default();
@@ -732,6 +829,27 @@ mod tests {
                 "spec.template.spec.class.name"
             ]
         );
+    }
+
+    #[test]
+    fn machine_class_refuses_secret_references_into_other_namespaces() {
+        let class: MachineClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": "c", "namespace": "shoot--a"},
+            "providerSpec": {},
+            "secretRef": {"name": "s", "namespace": "shoot--a"},
+            "credentialsSecretRef": {"name": "token", "namespace": "kube-system"}
+        }))
+        .unwrap_or_default();
+        assert_eq!(
+            fields(validate_machine_class(&class)),
+            ["credentialsSecretRef.namespace"]
+        );
+        let mut same = class.clone();
+        if let Some(r) = same.credentials_secret_ref.as_mut() {
+            r.namespace = None;
+        }
+        assert_eq!(validate_machine_class(&same), Ok(()));
     }
 
     // ---- MachineDeployment ---------------------------------------------------------------

@@ -67,12 +67,27 @@ impl Backoff {
 
     /// The delay with jitter; `unit` is a uniform sample in `[0, 1)` (the caller
     /// supplies randomness, which keeps this function pure).
+    ///
+    /// The jitter is applied AFTER the cap ("equal jitter"): the delay is drawn
+    /// from `[capped × (1 − jitter), capped]`, never below `min`. So machines
+    /// that all reached the cap still spread out instead of retrying together,
+    /// and nothing is retried more often than `min`. Never panics, whatever
+    /// the settings (a `max` below `min` acts as `min`).
     pub fn delay(&self, failures: u32, kind: FailureKind, unit: f64) -> Duration {
-        let base = self.base_delay(failures, kind).as_secs_f64();
-        let unit = unit.clamp(0.0, 1.0);
-        let factor = 1.0 + self.jitter * (2.0 * unit - 1.0);
-        let d = Duration::from_secs_f64((base * factor).max(0.0));
-        d.clamp(self.min.mul_f64(1.0 - self.jitter), self.max)
+        let capped = self.base_delay(failures, kind).max(self.min).as_secs_f64();
+        let unit = if unit.is_finite() {
+            unit.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let jitter = if self.jitter.is_finite() {
+            self.jitter.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let lower = (capped * (1.0 - jitter)).max(self.min.as_secs_f64());
+        let secs = lower + (capped - lower).max(0.0) * unit;
+        Duration::try_from_secs_f64(secs).unwrap_or(self.min)
     }
 }
 
@@ -112,9 +127,38 @@ mod tests {
         let lo = b.delay(3, FailureKind::Normal, 0.0);
         let hi = b.delay(3, FailureKind::Normal, 0.999);
         assert!(lo >= Duration::from_secs_f64(20.0 * 0.8 - 0.001));
-        assert!(hi <= Duration::from_secs_f64(20.0 * 1.2 + 0.001));
+        assert!(hi <= Duration::from_secs(20));
         assert!(hi > lo);
         // never above the cap, even with jitter
         assert!(b.delay(50, FailureKind::Throttled, 0.999) <= periods::LONG);
+    }
+
+    #[test]
+    fn capped_retries_are_spread_not_lumped_at_the_cap() {
+        let b = Backoff::default();
+        let at_cap: Vec<Duration> = [0.0, 0.25, 0.5, 0.75, 0.999]
+            .iter()
+            .map(|u| b.delay(40, FailureKind::Throttled, *u))
+            .collect();
+        assert!(at_cap.windows(2).all(|w| w[0] < w[1]), "{at_cap:?}");
+        assert!(at_cap[0] >= periods::LONG.mul_f64(0.8 - 1e-9));
+        assert!(at_cap[4] <= periods::LONG);
+    }
+
+    #[test]
+    fn never_more_often_than_the_minimum_and_never_panics() {
+        let b = Backoff::default();
+        for failures in [0, 1, 2] {
+            assert!(b.delay(failures, FailureKind::Normal, 0.0) >= periods::SHORT);
+        }
+        // A max below min (a bad flag pair) acts as min instead of panicking.
+        let odd = Backoff {
+            min: Duration::from_secs(60),
+            max: Duration::from_secs(10),
+            jitter: 5.0,
+            throttle_boost: 3,
+        };
+        assert_eq!(odd.delay(3, FailureKind::Normal, f64::NAN), Duration::from_secs(60));
+        assert_eq!(odd.delay(u32::MAX, FailureKind::Throttled, 0.5), Duration::from_secs(60));
     }
 }

@@ -17,11 +17,14 @@
 //! [`conformance`] holds reusable async checks that each provider crate runs
 //! against its own backend.
 
+pub mod budget;
 pub mod codes;
 pub mod conformance;
 pub mod status;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(test)]
+mod redaction_tests;
 
 pub use codes::Code;
 pub use status::{MachineIdentity, ParseStatusError, Status};
@@ -38,8 +41,8 @@ pub type DriverResult<T> = Result<T, Status>;
 ///
 /// `secret` holds the merged data of the class's `secretRef` and
 /// `credentialsSecretRef` (later keys win); in the creation flow its userdata
-/// has its placeholders substituted. Never log it.
-#[derive(Clone, Debug)]
+/// has its placeholders substituted. Never log it: `Debug` shows only its keys.
+#[derive(Clone)]
 pub struct MachineRequest {
     /// The Machine object.
     pub machine: Machine,
@@ -47,6 +50,47 @@ pub struct MachineRequest {
     pub machine_class: MachineClass,
     /// The merged secret (credentials and userdata).
     pub secret: Secret,
+}
+
+/// The secret as `Debug` may show it: its name and keys, never its values.
+pub struct RedactedSecret<'a>(pub &'a Secret);
+
+impl std::fmt::Debug for RedactedSecret<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut keys: Vec<&str> = Vec::new();
+        if let Some(d) = &self.0.data {
+            keys.extend(d.keys().map(String::as_str));
+        }
+        if let Some(d) = &self.0.string_data {
+            keys.extend(d.keys().map(String::as_str));
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        f.debug_struct("Secret")
+            .field("name", &self.0.metadata.name)
+            .field("keys", &keys)
+            .field("values", &"<redacted>")
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for MachineRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MachineRequest")
+            .field("machine", &self.machine.metadata.name)
+            .field("machine_class", &self.machine_class.metadata.name)
+            .field("secret", &RedactedSecret(&self.secret))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ListMachinesRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListMachinesRequest")
+            .field("machine_class", &self.machine_class.metadata.name)
+            .field("secret", &RedactedSecret(&self.secret))
+            .finish()
+    }
 }
 
 /// Request of `CreateMachine`.
@@ -110,8 +154,8 @@ impl From<GetMachineStatusResponse> for MachineIdentity {
     }
 }
 
-/// Request of `ListMachines`.
-#[derive(Clone, Debug)]
+/// Request of `ListMachines`. `Debug` shows only the secret's keys.
+#[derive(Clone)]
 pub struct ListMachinesRequest {
     /// The class whose VMs are listed (its providerSpec names the cluster tags).
     pub machine_class: MachineClass,

@@ -121,23 +121,7 @@ impl Backoff {
     }
 }
 
-/// One token bucket: burst capacity and refill rate (tokens per second).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct BucketLimit {
-    /// Burst size.
-    pub capacity: u32,
-    /// Sustained rate.
-    pub refill_per_sec: f64,
-}
-
-impl BucketLimit {
-    const fn new(capacity: u32, refill_per_sec: f64) -> Self {
-        BucketLimit {
-            capacity,
-            refill_per_sec,
-        }
-    }
-}
+pub use mcm_driver::budget::BucketLimit;
 
 /// Client-side token buckets per EC2 action class, per account (credentials)
 /// and region. Defaults are EC2's published per-account limits.

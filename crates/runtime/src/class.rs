@@ -36,13 +36,12 @@ fn secret_refs(class: &MachineClass) -> Vec<(String, String)> {
         .flatten()
         .filter_map(|r| {
             let name = r.name.clone().filter(|n| !n.is_empty())?;
-            Some((
-                r.namespace
-                    .clone()
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| ns.clone()),
-                name,
-            ))
+            // Never follow a reference out of the class's namespace (validation
+            // rejects such classes; this keeps the guarantee if it is bypassed).
+            match r.namespace.as_deref() {
+                Some(other) if !other.is_empty() && other != ns => None,
+                _ => Some((ns.clone(), name)),
+            }
         })
         .collect()
 }

@@ -526,3 +526,39 @@ async fn settled_deployment_causes_no_further_writes() {
     fake.stop().await;
     controllers.stop().await;
 }
+
+/// The runaway-creation finding for deployments: a selector that does not
+/// select the deployment's own template is rejected before any MachineSet or
+/// Machine exists.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_whose_selector_does_not_select_its_template_creates_nothing() {
+    let Some(env) = TestEnv::new("md-runaway").await else {
+        return;
+    };
+    let controllers = start(&env, config());
+    let mut d = deployment("runaway", 2, "class-v1", rolling(1, 0));
+    d.spec.selector = serde_json::from_value(
+        json!({"matchLabels": {"test-label": "runaway"},
+               "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}]}),
+    )
+    .ok();
+    create_deployment(&env, &d).await;
+    let condition = must_eventually(WAIT, "an InvalidSpec ReplicaFailure condition", || async {
+        get_deployment(&env, "runaway")
+            .await?
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.reason == "InvalidSpec")
+    })
+    .await;
+    assert!(
+        condition.message.contains("spec.selector.matchExpressions"),
+        "{}",
+        condition.message
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(sets_of(&env).await.is_empty(), "no MachineSet");
+    assert!(machines(&env).await.is_empty(), "no Machine");
+    controllers.stop().await;
+}

@@ -300,3 +300,39 @@ async fn invalid_machineset_is_reported_and_left_alone() {
     assert!(set.finalizers().is_empty(), "an invalid set is not touched");
     controllers.stop().await;
 }
+
+/// The runaway-creation finding: a selector value `""` for a label the template
+/// lacks used to pass validation but never select the set's own machines, so
+/// every sync created more Machines (and VMs) and released them at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn machineset_whose_selector_does_not_select_its_template_creates_no_machine() {
+    let Some(env) = TestEnv::new("ms-runaway").await else {
+        return;
+    };
+    let controllers = start(&env, config());
+    let mut bad = machine_set("runaway", 2);
+    bad.spec.selector =
+        serde_json::from_value(json!({"matchLabels": {"set": "runaway", "x": ""}})).ok();
+    create_set(&env, &bad).await;
+    let condition = must_eventually(WAIT, "an InvalidSpec ReplicaFailure condition", || async {
+        let set = env.api::<MachineSet>().get_opt("runaway").await.ok()??;
+        set.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.reason == "InvalidSpec")
+    })
+    .await;
+    assert!(
+        condition.message.contains("spec.selector.matchLabels"),
+        "the condition names the field: {}",
+        condition.message
+    );
+    assert!(event_count(&env, "InvalidSpec").await >= 1, "an InvalidSpec Event");
+    // Several syncs later (the set is re-read on every Machine event and resync), still nothing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        machines(&env).await.is_empty(),
+        "a set whose selector does not select its template must create no Machine"
+    );
+    controllers.stop().await;
+}

@@ -2,6 +2,7 @@
 
 use super::*;
 use chrono::TimeZone;
+use mcm_driver::MachineIdentity;
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0)

@@ -35,7 +35,8 @@ use mcm_core::deployment::{
     TriggerTarget,
 };
 use mcm_core::replicas::{
-    claim, controller_ref, normalize, selector_is_empty, selector_matches, validate_selector,
+    claim, controller_ref, normalize, selector_is_empty, selector_matches, to_k8s_time,
+    validate_selector,
     ClaimAction, Claimer, MachineView, Phase,
 };
 use serde_json::json;
@@ -78,6 +79,49 @@ pub(crate) async fn reconcile(obj: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Res
     Ok(action)
 }
 
+/// Records why an invalid deployment is not acted upon: a `ReplicaFailure`
+/// condition with reason `InvalidSpec` (written once per distinct problem).
+async fn mark_invalid(
+    api: &Api<MachineDeployment>,
+    d: &MachineDeployment,
+    problem: &str,
+) -> Result<(), Error> {
+    use mcm_api::MachineDeploymentCondition;
+    let reason = super::machineset::INVALID_SPEC;
+    let mut conditions = d
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let already = conditions.iter().any(|c| {
+        c.type_ == MachineDeploymentConditionType::ReplicaFailure
+            && c.reason == reason
+            && c.message == problem
+    });
+    if already {
+        return Ok(());
+    }
+    conditions.retain(|c| c.type_ != MachineDeploymentConditionType::ReplicaFailure);
+    let now = to_k8s_time(Utc::now());
+    conditions.push(MachineDeploymentCondition {
+        type_: MachineDeploymentConditionType::ReplicaFailure,
+        status: ConditionStatus::True,
+        last_update_time: Some(now.clone()),
+        last_transition_time: Some(now),
+        reason: reason.to_string(),
+        message: problem.to_string(),
+    });
+    let patch = json!({ "status": { "conditions": conditions } });
+    match api
+        .patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     let api = ctx.deployments();
     let Some(mut d) = api.get_opt(name).await? else {
@@ -92,11 +136,12 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
             &ctx.deployment_recorder,
             &d,
             EventType::Warning,
-            "InvalidSpec",
-            problem,
+            super::machineset::INVALID_SPEC,
+            problem.clone(),
             "Validate",
         )
         .await;
+        mark_invalid(&api, &d, &problem).await?;
         return Ok(Action::await_change());
     }
     let deleting = d.meta().deletion_timestamp.is_some();

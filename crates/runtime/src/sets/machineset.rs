@@ -70,6 +70,44 @@ pub(crate) fn invalid_set(ms: &MachineSet) -> Option<String> {
         .map(|e| format!("spec.selector: {e}"))
 }
 
+/// Records why an invalid set is not acted upon: a `ReplicaFailure` condition
+/// with reason `InvalidSpec` (kept once written, so repeated syncs write nothing).
+async fn mark_invalid(api: &Api<MachineSet>, ms: &MachineSet, problem: &str) -> Result<(), Error> {
+    let mut conditions = ms
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let already = conditions.iter().any(|c| {
+        c.type_ == MachineSetConditionType::ReplicaFailure
+            && c.reason == INVALID_SPEC
+            && c.message == problem
+    });
+    if already {
+        return Ok(());
+    }
+    conditions.retain(|c| c.type_ != MachineSetConditionType::ReplicaFailure);
+    conditions.push(MachineSetCondition {
+        type_: MachineSetConditionType::ReplicaFailure,
+        status: ConditionStatus::True,
+        last_transition_time: Some(to_k8s_time(Utc::now())),
+        reason: INVALID_SPEC.to_string(),
+        message: problem.to_string(),
+    });
+    let patch = json!({ "status": { "machineSetCondition": conditions } });
+    match api
+        .patch_status(&ms.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The reason of the Event and condition of a set that is not acted upon.
+pub(crate) const INVALID_SPEC: &str = "InvalidSpec";
+
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machineset = %obj.name_any(), namespace = %ctx.namespace))]
 pub(crate) async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
@@ -95,10 +133,11 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
             &ms,
             EventType::Warning,
             "InvalidSpec",
-            problem,
+            problem.clone(),
             "Validate",
         )
         .await;
+        mark_invalid(&api, &ms, &problem).await?;
         return Ok(Action::await_change());
     }
     let deleting = ms.meta().deletion_timestamp.is_some();

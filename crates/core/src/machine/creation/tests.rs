@@ -1,0 +1,347 @@
+//! One test per transition of the creation step machine.
+
+use super::super::{MachineView, Settings};
+use super::*;
+use chrono::TimeZone;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0)
+        .single()
+        .unwrap_or_default()
+}
+
+fn at(minutes: i64) -> DateTime<Utc> {
+    t0() + chrono::Duration::minutes(minutes)
+}
+
+fn view(phase: Phase) -> MachineView {
+    MachineView {
+        name: "m1".into(),
+        created: t0(),
+        deleting_since: None,
+        provider_id: String::new(),
+        node: None,
+        phase,
+        phase_since: Some(t0()),
+        last_operation: None,
+        conditions: vec![],
+        has_finalizer: true,
+        has_priority: false,
+        force_deletion: false,
+        settings: Settings::default(),
+    }
+}
+
+fn identity(pid: &str, node: &str) -> MachineIdentity {
+    MachineIdentity {
+        provider_id: pid.into(),
+        node_name: node.into(),
+        addresses: vec![NodeAddress {
+            type_: "InternalIP".into(),
+            address: "10.0.0.1".into(),
+        }],
+    }
+}
+
+fn created_resp(pid: &str, node: &str) -> CreateMachineResponse {
+    let id = identity(pid, node);
+    CreateMachineResponse {
+        provider_id: id.provider_id,
+        node_name: id.node_name,
+        last_known_state: String::new(),
+        addresses: id.addresses,
+    }
+}
+
+fn failure(step: CreationStep) -> CreationFailure {
+    match step {
+        CreationStep::Fail(f) => *f,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_flow_starts_with_a_probe_never_with_a_create() {
+    let mut f = CreationFlow::new(true);
+    assert_eq!(
+        f.next(&view(Phase::Empty), CreationOutcome::Start, t0()),
+        CreationStep::Probe
+    );
+}
+
+#[test]
+fn no_vm_and_no_provider_id_creates() {
+    let mut f = CreationFlow::new(true);
+    let step = f.next(
+        &view(Phase::Empty),
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
+    assert_eq!(step, CreationStep::Create);
+    assert_eq!(f.init_reason(), Some(InitReason::FreshVm));
+}
+
+#[test]
+fn a_fresh_vm_is_persisted_before_it_is_initialized() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    let step = f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "m1"))), t0());
+    assert_eq!(step, CreationStep::PersistIdentity(identity("p1", "m1")));
+    assert_eq!(
+        f.next(&m, CreationOutcome::Persisted, t0()),
+        CreationStep::Initialize {
+            reason: InitReason::FreshVm
+        }
+    );
+}
+
+#[test]
+fn an_existing_initialized_vm_is_adopted_without_initialization() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    let resp = GetMachineStatusResponse {
+        provider_id: "p1".into(),
+        node_name: "m1".into(),
+        addresses: identity("p1", "m1").addresses,
+    };
+    let step = f.next(&m, CreationOutcome::Probed(Ok(resp)), t0());
+    assert_eq!(step, CreationStep::PersistIdentity(identity("p1", "m1")));
+    assert_eq!(f.init_reason(), None);
+    assert!(matches!(
+        f.next(&m, CreationOutcome::Persisted, t0()),
+        CreationStep::MarkCreated { .. }
+    ));
+}
+
+#[test]
+fn an_uninitialized_vm_is_initialized_never_created_again() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    let step = f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::uninitialized("not yet", identity("p1", "m1")))),
+        t0(),
+    );
+    assert_eq!(step, CreationStep::PersistIdentity(identity("p1", "m1")));
+    assert_eq!(
+        f.next(&m, CreationOutcome::Persisted, t0()),
+        CreationStep::Initialize {
+            reason: InitReason::ProviderSaysUninitialized
+        }
+    );
+}
+
+#[test]
+fn a_failed_previous_initialization_is_retried_on_a_kept_vm() {
+    let mut m = view(Phase::CrashLoopBackOff);
+    m.provider_id = "p1".into();
+    m.node = Some("m1".into());
+    m.last_operation = Some((
+        format!("Provider error: x. {}", markers::INSTANCE_INITIALIZATION),
+        OpState::Failed,
+        OpType::Create,
+    ));
+    let mut f = CreationFlow::new(true);
+    let step = f.next(&m, CreationOutcome::Probed(Err(Status::unimplemented("n/a"))), t0());
+    assert!(matches!(step, CreationStep::PersistIdentity(ref id) if id.provider_id == "p1"));
+    assert_eq!(
+        f.next(&m, CreationOutcome::Persisted, t0()),
+        CreationStep::Initialize {
+            reason: InitReason::PreviousAttemptFailed
+        }
+    );
+}
+
+#[test]
+fn a_probe_error_fails_and_clears_last_known_state() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    let fl = failure(f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::new(Code::PermissionDenied, "denied"))),
+        at(1),
+    ));
+    assert_eq!(fl.call, "GetMachineStatus");
+    assert!(!fl.keep_last_known_state);
+    assert_eq!(fl.retry, RetryClass::Normal);
+    let t = fl.transition.unwrap_or_else(|| panic!("a status to write"));
+    assert_eq!(t.phase, Some(Phase::CrashLoopBackOff));
+    assert_eq!(t.operation.error_code.as_deref(), Some("PermissionDenied"));
+}
+
+#[test]
+fn a_throttled_create_keeps_last_known_state_and_backs_off_further() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    let fl = failure(f.next(
+        &m,
+        CreationOutcome::Created(Err(Status::new(Code::ResourceExhausted, "slow down"))),
+        at(1),
+    ));
+    assert_eq!(fl.call, "CreateMachine");
+    assert!(fl.keep_last_known_state);
+    assert_eq!(fl.retry, RetryClass::Throttled);
+}
+
+#[test]
+fn a_create_failure_after_the_creation_timeout_fails_the_machine() {
+    let m = view(Phase::CrashLoopBackOff);
+    let mut f = CreationFlow::new(true);
+    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), at(21));
+    let fl = failure(f.next(
+        &m,
+        CreationOutcome::Created(Err(Status::internal("boom"))),
+        at(21),
+    ));
+    assert_eq!(
+        fl.transition.and_then(|t| t.phase),
+        Some(Phase::Failed)
+    );
+}
+
+#[test]
+fn an_incomplete_identity_is_retried_without_writing_status() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    let fl = failure(f.next(&m, CreationOutcome::Created(Ok(created_resp("", "m1"))), t0()));
+    assert_eq!(fl.transition, None);
+    assert_eq!(fl.error.code, Code::Internal);
+    // Without a target cluster an empty node name is fine.
+    let mut f = CreationFlow::new(false);
+    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    assert!(matches!(
+        f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", ""))), t0()),
+        CreationStep::PersistIdentity(_)
+    ));
+}
+
+#[test]
+fn a_vm_whose_node_name_differs_is_checked_for_a_stale_node() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    assert_eq!(
+        f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "ip-10-0-0-1"))), t0()),
+        CreationStep::CheckStaleNode {
+            node_name: "ip-10-0-0-1".into()
+        }
+    );
+    assert_eq!(
+        f.next(&m, CreationOutcome::StaleNodeChecked(false), t0()),
+        CreationStep::PersistIdentity(identity("p1", "ip-10-0-0-1"))
+    );
+}
+
+#[test]
+fn a_stale_node_of_another_machine_deletes_the_new_vm_and_fails() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "old-node"))), t0());
+    assert_eq!(
+        f.next(&m, CreationOutcome::StaleNodeChecked(true), t0()),
+        CreationStep::DeleteStaleVm {
+            provider_id: "p1".into()
+        }
+    );
+    let fl = failure(f.next(&m, CreationOutcome::StaleVmDeleted(Ok(())), t0()));
+    assert_eq!(fl.transition, Some(stale_node()));
+}
+
+#[test]
+fn initialization_unimplemented_counts_as_done_and_marks_pending() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "m1"))), t0());
+    f.next(&m, CreationOutcome::Persisted, t0());
+    let step = f.next(
+        &m,
+        CreationOutcome::Initialized(Err(Status::unimplemented("n/a"))),
+        t0(),
+    );
+    assert_eq!(
+        step,
+        CreationStep::MarkCreated {
+            transition: created(true),
+            addresses: None
+        }
+    );
+    assert_eq!(f.next(&m, CreationOutcome::Marked, t0()), CreationStep::Done);
+}
+
+#[test]
+fn without_a_target_cluster_the_machine_becomes_available_with_initialized_addresses() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(false);
+    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "m1"))), t0());
+    f.next(&m, CreationOutcome::Persisted, t0());
+    let v6 = NodeAddress {
+        type_: "InternalIP".into(),
+        address: "fd00::1".into(),
+    };
+    let step = f.next(
+        &m,
+        CreationOutcome::Initialized(Ok(InitializeMachineResponse {
+            provider_id: "p1".into(),
+            node_name: "m1".into(),
+            addresses: vec![v6.clone()],
+        })),
+        t0(),
+    );
+    let CreationStep::MarkCreated {
+        transition,
+        addresses: Some(addresses),
+    } = step
+    else {
+        panic!("expected MarkCreated with addresses, got {step:?}");
+    };
+    assert_eq!(transition.phase, Some(Phase::Available));
+    assert_eq!(addresses[0].type_, "Hostname");
+    assert!(addresses.contains(&v6));
+}
+
+#[test]
+fn a_failed_initialization_is_crash_loop_then_failed_after_the_timeout() {
+    let m = view(Phase::Empty);
+    for (now, phase) in [(at(1), Phase::CrashLoopBackOff), (at(25), Phase::Failed)] {
+        let mut f = CreationFlow::new(true);
+        f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), now);
+        f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "m1"))), now);
+        f.next(&m, CreationOutcome::Persisted, now);
+        let fl = failure(f.next(
+            &m,
+            CreationOutcome::Initialized(Err(Status::internal("eni"))),
+            now,
+        ));
+        assert_eq!(fl.call, "InitializeMachine");
+        assert!(fl.keep_last_known_state);
+        let t = fl.transition.unwrap_or_else(|| panic!("a status"));
+        assert_eq!(t.phase, Some(phase));
+        assert!(t
+            .operation
+            .description
+            .ends_with(markers::INSTANCE_INITIALIZATION));
+    }
+}
+
+#[test]
+fn an_adopted_machine_that_already_has_a_phase_keeps_it() {
+    let mut m = view(Phase::Running);
+    m.provider_id = "p1".into();
+    let mut f = CreationFlow::new(true);
+    f.next(
+        &m,
+        CreationOutcome::Probed(Ok(GetMachineStatusResponse {
+            provider_id: "p1".into(),
+            node_name: "m1".into(),
+            addresses: vec![],
+        })),
+        t0(),
+    );
+    assert_eq!(f.next(&m, CreationOutcome::Persisted, t0()), CreationStep::Done);
+}

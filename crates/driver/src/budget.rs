@@ -1,0 +1,273 @@
+//! The cloud budget: client-side token buckets per cloud operation class.
+//!
+//! Clouds throttle per account (and region or project) with token buckets per
+//! class of operation: EC2's RunInstances bucket holds 5 requests and refills
+//! 2 per second, Compute Engine counts writes per minute, and so on. A driver
+//! keeps a local copy of those buckets, so that a scale-up waits in the
+//! controller instead of drawing throttling answers, and a throttled answer
+//! pauses the whole class for everyone in this process. Every provider crate
+//! uses this one mechanism with its cloud's published limits
+//! (see `docs/design/driver.md`, "Cloud budget").
+//!
+//! - [`TokenBucket`]: one bucket; callers reserve a token and sleep until it is
+//!   due, so waiting callers are served in arrival order and nobody polls.
+//! - [`Limiter`]: the buckets of one scope (account + region, project, ...),
+//!   one per operation class `C`.
+//! - [`Budget`]: the limiters of every scope a driver talks to, created on
+//!   first use and dropped when no call has used them for a while.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::Duration;
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+/// One token bucket's limits: burst capacity and refill rate (tokens per second).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BucketLimit {
+    /// Burst size.
+    pub capacity: u32,
+    /// Sustained rate, tokens per second.
+    pub refill_per_sec: f64,
+}
+
+impl BucketLimit {
+    /// A limit of `capacity` burst and `refill_per_sec` sustained.
+    pub const fn new(capacity: u32, refill_per_sec: f64) -> Self {
+        BucketLimit {
+            capacity,
+            refill_per_sec,
+        }
+    }
+
+    /// A limit given per minute, as Compute Engine and Azure publish theirs:
+    /// the whole minute's quota is the burst.
+    pub fn per_minute(per_minute: u32) -> Self {
+        BucketLimit {
+            capacity: per_minute.max(1),
+            refill_per_sec: f64::from(per_minute.max(1)) / 60.0,
+        }
+    }
+}
+
+struct BucketState {
+    /// Tokens available; negative when callers have reserved future tokens.
+    tokens: f64,
+    last: Instant,
+    /// No token is handed out before this instant (after a throttled answer).
+    paused_until: Instant,
+    /// Consecutive throttled answers, for the growing pause.
+    strikes: u32,
+}
+
+/// One token bucket.
+pub struct TokenBucket {
+    capacity: f64,
+    refill_per_sec: f64,
+    state: Mutex<BucketState>,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn new(limit: BucketLimit) -> Self {
+        let now = Instant::now();
+        let capacity = f64::from(limit.capacity.max(1));
+        let refill_per_sec = if limit.refill_per_sec.is_finite() {
+            limit.refill_per_sec.max(0.001)
+        } else {
+            0.001
+        };
+        TokenBucket {
+            capacity,
+            refill_per_sec,
+            state: Mutex::new(BucketState {
+                tokens: capacity,
+                last: now,
+                paused_until: now,
+                strikes: 0,
+            }),
+        }
+    }
+
+    fn refill(&self, s: &mut BucketState, now: Instant) {
+        let elapsed = now.saturating_duration_since(s.last).as_secs_f64();
+        s.tokens = (s.tokens + elapsed * self.refill_per_sec).min(self.capacity);
+        s.last = now;
+    }
+
+    /// Takes one token, waiting until it is available. Returns how long it waited.
+    pub async fn acquire(&self) -> Duration {
+        let wait = {
+            let mut s = self.state.lock().await;
+            let now = Instant::now();
+            self.refill(&mut s, now);
+            s.tokens -= 1.0;
+            let deficit = if s.tokens < 0.0 {
+                Duration::from_secs_f64(-s.tokens / self.refill_per_sec)
+            } else {
+                Duration::ZERO
+            };
+            deficit + s.paused_until.saturating_duration_since(now)
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        wait
+    }
+
+    /// How long a caller arriving now would wait for a token (without taking it).
+    pub async fn wait_estimate(&self) -> Duration {
+        let mut s = self.state.lock().await;
+        let now = Instant::now();
+        self.refill(&mut s, now);
+        let deficit = if s.tokens < 1.0 {
+            Duration::from_secs_f64((1.0 - s.tokens) / self.refill_per_sec)
+        } else {
+            Duration::ZERO
+        };
+        deficit + s.paused_until.saturating_duration_since(now)
+    }
+
+    /// Records a throttled answer: empties the bucket and pauses it for a
+    /// pause that doubles with every consecutive strike (capped), returning the pause.
+    pub async fn penalize(&self, base: Duration, max: Duration) -> Duration {
+        let mut s = self.state.lock().await;
+        let now = Instant::now();
+        self.refill(&mut s, now);
+        s.strikes = s.strikes.saturating_add(1);
+        let factor = 2u32.saturating_pow(s.strikes.saturating_sub(1).min(16));
+        let pause = base.saturating_mul(factor).min(max);
+        s.tokens = s.tokens.min(0.0);
+        let until = now + pause;
+        if until > s.paused_until {
+            s.paused_until = until;
+        }
+        pause
+    }
+
+    /// Records a successful answer (resets the strike count).
+    pub async fn succeeded(&self) {
+        let mut s = self.state.lock().await;
+        s.strikes = 0;
+    }
+}
+
+/// The buckets of one scope (e.g. one account and region), one per class `C`.
+/// A disabled limiter never waits.
+pub struct Limiter<C> {
+    buckets: Option<HashMap<C, TokenBucket>>,
+}
+
+impl<C: Copy + Eq + Hash> Limiter<C> {
+    /// Buckets with the given limits; a class without a limit is not limited.
+    pub fn new(limits: impl IntoIterator<Item = (C, BucketLimit)>) -> Self {
+        let buckets = limits
+            .into_iter()
+            .map(|(c, l)| (c, TokenBucket::new(l)))
+            .collect();
+        Limiter {
+            buckets: Some(buckets),
+        }
+    }
+
+    /// A limiter that never waits.
+    pub fn disabled() -> Self {
+        Limiter { buckets: None }
+    }
+
+    fn bucket(&self, class: C) -> Option<&TokenBucket> {
+        self.buckets.as_ref().and_then(|b| b.get(&class))
+    }
+
+    /// Takes a token of the class; returns how long it waited.
+    pub async fn acquire(&self, class: C) -> Duration {
+        match self.bucket(class) {
+            Some(b) => b.acquire().await,
+            None => Duration::ZERO,
+        }
+    }
+
+    /// How long a call of the class would wait now.
+    pub async fn wait_estimate(&self, class: C) -> Duration {
+        match self.bucket(class) {
+            Some(b) => b.wait_estimate().await,
+            None => Duration::ZERO,
+        }
+    }
+
+    /// Pauses the class after a throttled answer; returns the pause.
+    pub async fn penalize(&self, class: C, base: Duration, max: Duration) -> Duration {
+        match self.bucket(class) {
+            Some(b) => b.penalize(base, max).await,
+            None => base.min(max),
+        }
+    }
+
+    /// Records a success of the class.
+    pub async fn succeeded(&self, class: C) {
+        if let Some(b) = self.bucket(class) {
+            b.succeeded().await;
+        }
+    }
+}
+
+/// The limiters of every scope a driver talks to (accounts, regions,
+/// projects), created on first use with the same limits. A scope unused for
+/// [`Budget::IDLE`] is dropped at the next look-up, so credentials that come
+/// and go do not pile up.
+pub struct Budget<C> {
+    enabled: bool,
+    limits: Vec<(C, BucketLimit)>,
+    scopes: StdMutex<HashMap<String, Scope<C>>>,
+}
+
+/// A scope's limiter and when it was last used.
+type Scope<C> = (Arc<Limiter<C>>, Instant);
+
+impl<C: Copy + Eq + Hash> Budget<C> {
+    /// How long a scope is kept without use.
+    pub const IDLE: Duration = Duration::from_secs(3600);
+
+    /// A budget with these limits per scope; `enabled = false` never waits.
+    pub fn new(enabled: bool, limits: impl IntoIterator<Item = (C, BucketLimit)>) -> Self {
+        Budget {
+            enabled,
+            limits: limits.into_iter().collect(),
+            scopes: StdMutex::new(HashMap::new()),
+        }
+    }
+
+    /// The limiter of a scope (e.g. `"<access key>/<region>"`; hash secrets first).
+    pub fn scope(&self, key: &str) -> Arc<Limiter<C>> {
+        let now = Instant::now();
+        let mut scopes = match self.scopes.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        scopes.retain(|k, (l, used)| {
+            k == key || Arc::strong_count(l) > 1 || now.saturating_duration_since(*used) < Self::IDLE
+        });
+        let entry = scopes.entry(key.to_string()).or_insert_with(|| {
+            let limiter = if self.enabled {
+                Limiter::new(self.limits.iter().copied())
+            } else {
+                Limiter::disabled()
+            };
+            (Arc::new(limiter), now)
+        });
+        entry.1 = now;
+        entry.0.clone()
+    }
+
+    /// How many scopes are kept.
+    pub fn scope_count(&self) -> usize {
+        match self.scopes.lock() {
+            Ok(g) => g.len(),
+            Err(poisoned) => poisoned.into_inner().len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

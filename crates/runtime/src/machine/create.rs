@@ -1,0 +1,232 @@
+//! The creation flow's effects. Every decision is made by
+//! [`mcm_core::machine::CreationFlow`]; this file performs the one effect each
+//! step names and feeds the result back (see `docs/design/machine.md`, "Creation").
+
+use super::{Reconciler, Step, Stop};
+use crate::Error;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::ByteString;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::ResourceExt;
+use mcm_api::constants as c;
+use mcm_api::MachineClass;
+use mcm_core::machine::{self as decide, CreationFlow, CreationOutcome, CreationStep, MachineView};
+use mcm_driver::{Driver, MachineIdentity, MachineRequest};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Instant;
+use tracing::{debug, info, warn};
+
+/// A bound on the steps of one reconcile's flow (it has at most eight).
+const MAX_STEPS: usize = 16;
+
+impl Reconciler<'_> {
+    /// Runs the creation flow until it is done or a step fails.
+    pub(super) async fn create(
+        &mut self,
+        class: MachineClass,
+        secret: Secret,
+        driver: Arc<dyn Driver>,
+    ) -> Result<Action, Error> {
+        let provider = class.provider.clone();
+        let mut req = MachineRequest {
+            machine: self.machine.clone(),
+            machine_class: class,
+            secret,
+        };
+        let mut flow = CreationFlow::new(self.target());
+        let mut outcome = CreationOutcome::Start;
+        for _ in 0..MAX_STEPS {
+            let view = self.view();
+            let step = flow.next(&view, outcome, chrono::Utc::now());
+            debug!(?step, "creation step");
+            req.machine = self.machine.clone();
+            outcome = match step {
+                CreationStep::Probe => CreationOutcome::Probed(
+                    self.timed(
+                        "GetMachineStatus",
+                        &provider,
+                        driver.get_machine_status(&req),
+                    )
+                    .await,
+                ),
+                CreationStep::Create => {
+                    let create_req = match self.with_userdata(&req, &view).await? {
+                        Ok(r) => r,
+                        Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+                    };
+                    info!(
+                        init = flow.init_reason().map(|r| r.as_str()),
+                        "creating VM"
+                    );
+                    let started = Instant::now();
+                    let result = self
+                        .timed(
+                            "CreateMachine",
+                            &provider,
+                            driver.create_machine(&create_req),
+                        )
+                        .await;
+                    if let Ok(resp) = &result {
+                        info!(provider_id = %resp.provider_id, node = %resp.node_name,
+                            elapsed_ms = started.elapsed().as_millis() as u64, "VM created");
+                        self.event(
+                            EventType::Normal,
+                            "Created",
+                            format!("VM {} created", resp.provider_id),
+                        )
+                        .await;
+                    }
+                    CreationOutcome::Created(result)
+                }
+                CreationStep::CheckStaleNode { node_name } => {
+                    CreationOutcome::StaleNodeChecked(self.node_of_other_machine(&node_name).await?)
+                }
+                CreationStep::DeleteStaleVm { provider_id } => {
+                    warn!(%provider_id, "a node with the new VM's name belongs to another machine; deleting the VM");
+                    let mut doomed = req.clone();
+                    doomed.machine.spec.provider_id = provider_id;
+                    CreationOutcome::StaleVmDeleted(
+                        self.timed("DeleteMachine", &provider, driver.delete_machine(&doomed))
+                            .await
+                            .map(|_| ()),
+                    )
+                }
+                CreationStep::PersistIdentity(id) => {
+                    self.persist_identity(&id).await?;
+                    CreationOutcome::Persisted
+                }
+                CreationStep::Initialize { reason } => {
+                    info!(reason = reason.as_str(), "initializing VM");
+                    let result = self
+                        .timed(
+                            "InitializeMachine",
+                            &provider,
+                            driver.initialize_machine(&req),
+                        )
+                        .await;
+                    if result.is_ok() {
+                        self.event(
+                            EventType::Normal,
+                            "Initialized",
+                            "InitializeMachine succeeded".into(),
+                        )
+                        .await;
+                    }
+                    CreationOutcome::Initialized(result)
+                }
+                CreationStep::MarkCreated {
+                    transition,
+                    addresses,
+                } => {
+                    let extra = match addresses {
+                        Some(a) => json!({ "addresses": a }),
+                        None => json!({}),
+                    };
+                    self.write(&transition, extra).await?;
+                    CreationOutcome::Marked
+                }
+                CreationStep::Fail(failure) => {
+                    warn!(error = %failure.error, call = failure.call, "creation step failed");
+                    if let Some(t) = &failure.transition {
+                        let extra = if failure.keep_last_known_state {
+                            json!({})
+                        } else {
+                            json!({"lastKnownState": ""})
+                        };
+                        self.write(t, extra).await?;
+                        self.provider_failure(failure.call, &failure.error).await;
+                    }
+                    return Ok(Action::requeue(self.retry_after(failure.retry)));
+                }
+                CreationStep::Done => {
+                    self.ctx.reset_backoff(&self.key);
+                    return Ok(Action::requeue(self.ctx.config.short_retry));
+                }
+            };
+        }
+        Ok(Action::requeue(self.ctx.config.short_retry))
+    }
+
+    /// The request with the userdata's placeholders substituted (and, with a
+    /// target cluster, a bootstrap token made for the machine). Only
+    /// CreateMachine needs it.
+    async fn with_userdata(
+        &mut self,
+        req: &MachineRequest,
+        view: &MachineView,
+    ) -> Step<MachineRequest> {
+        let mut data = req.secret.data.clone().unwrap_or_default();
+        let Some(ud) = data.get("userData") else {
+            let e = decide::UserDataError::Missing(view.name.clone());
+            let stop = self.input_problem("UserDataMissing", e.to_string()).await?;
+            return Ok(Err(stop));
+        };
+        let ud = String::from_utf8_lossy(&ud.0).to_string();
+        let token = match &self.ctx.target {
+            Some(target) => Some(
+                crate::class::bootstrap_token(
+                    target,
+                    &self.machine,
+                    view.settings.creation_timeout,
+                    &self.ctx.config.bootstrap_token_auth_extra_groups,
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let substituted = decide::substitute_userdata(&ud, &view.name, token.as_deref());
+        data.insert("userData".into(), ByteString(substituted.into_bytes()));
+        let mut out = req.clone();
+        out.secret.data = Some(data);
+        Ok(Ok(out))
+    }
+
+    /// Whether a Node of that name exists and is labelled as another machine's.
+    async fn node_of_other_machine(&self, node_name: &str) -> Result<bool, Error> {
+        let Some(target) = &self.ctx.target else {
+            return Ok(false);
+        };
+        let nodes: Api<Node> = Api::all(target.clone());
+        let Some(node) = nodes.get_opt(node_name).await? else {
+            return Ok(false);
+        };
+        let owner = node.labels().get(c::MACHINE_NAME_NODE_LABEL).cloned();
+        Ok(owner.is_some_and(|o| o != self.name()))
+    }
+
+    /// Persists providerID, node label and priority annotation.
+    async fn persist_identity(&mut self, id: &MachineIdentity) -> Result<(), Error> {
+        let mut labels = serde_json::Map::new();
+        let mut annotations = serde_json::Map::new();
+        if self.target() && self.machine.labels().get(c::NODE_LABEL) != Some(&id.node_name) {
+            labels.insert(c::NODE_LABEL.into(), json!(id.node_name));
+        }
+        if !self
+            .machine
+            .annotations()
+            .contains_key(c::PRIORITY_ANNOTATION)
+        {
+            annotations.insert(
+                c::PRIORITY_ANNOTATION.into(),
+                json!(c::DEFAULT_MACHINE_PRIORITY),
+            );
+        }
+        let pid_changed = self.machine.spec.provider_id != id.provider_id;
+        if labels.is_empty() && annotations.is_empty() && !pid_changed {
+            return Ok(());
+        }
+        let patch = json!({
+            "metadata": {"labels": labels, "annotations": annotations},
+            "spec": {"providerID": id.provider_id},
+        });
+        self.machine = self
+            .api
+            .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        info!(provider_id = %id.provider_id, node = %id.node_name, "persisted providerID and node label");
+        Ok(())
+    }
+}

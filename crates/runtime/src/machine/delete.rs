@@ -1,0 +1,257 @@
+//! The deletion step machine's effects (decisions in `mcm_core::machine::deletion_step`).
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+impl Reconciler<'_> {
+    // ------------------------------------------------------------------
+    // Deletion
+
+    pub(super) async fn delete(&mut self) -> Result<Action, Error> {
+        let (class, secret, driver) = match self.inputs().await? {
+            Ok(x) => x,
+            Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+        };
+        let provider = class.provider.clone();
+        let mut req = MachineRequest {
+            machine: self.machine.clone(),
+            machine_class: class,
+            secret,
+        };
+        for _ in 0..12 {
+            let view = self.view();
+            let step = decide::deletion_step(&view);
+            debug!(?step, "deletion step");
+            match step {
+                DeletionStep::MissingFinalizer => return Ok(Action::await_change()),
+                DeletionStep::SetTerminating => {
+                    self.write(&decide::set_terminating(), json!({})).await?;
+                }
+                DeletionStep::GetVmStatus => {
+                    let t = self
+                        .get_vm_status_step(&view, &driver, &mut req, &provider)
+                        .await?;
+                    let failed = t.operation.state == mcm_api::MachineState::Failed;
+                    self.write(&t, json!({})).await?;
+                    if failed {
+                        return Ok(Action::requeue(
+                            self.ctx.failure_delay(&self.key, FailureKind::Normal),
+                        ));
+                    }
+                }
+                DeletionStep::Drain => {
+                    let plan = decide::plan_drain(&view, Utc::now());
+                    let (t, ok) = match (&self.ctx.target, &view.node) {
+                        (Some(target), Some(node)) => {
+                            let started = Instant::now();
+                            let opts = drain::DrainOptions::from_plan(&plan, &self.ctx.config);
+                            let r = drain::drain_node(target, node, &opts, driver.as_ref()).await;
+                            let ok = r.is_ok();
+                            if ok {
+                                self.ctx
+                                    .metrics
+                                    .drain_duration
+                                    .get_or_create(&crate::metrics::DrainLabels {
+                                        namespace: self.machine.namespace().unwrap_or_default(),
+                                        machine_deployment: self
+                                            .machine
+                                            .labels()
+                                            .get("name")
+                                            .cloned()
+                                            .unwrap_or_default(),
+                                    })
+                                    .set(started.elapsed().as_secs_f64().round());
+                            } else if let Err(e) = &r {
+                                self.event(EventType::Warning, "DrainFailed", e.to_string())
+                                    .await;
+                            }
+                            (
+                                decide::after_drain(&plan, true, r.map_err(|e| e.to_string())),
+                                ok || plan.force,
+                            )
+                        }
+                        _ => (decide::after_drain(&plan, false, Ok(())), true),
+                    };
+                    self.write(&t, json!({})).await?;
+                    if !ok {
+                        return Ok(Action::requeue(
+                            self.ctx.failure_delay(&self.key, FailureKind::Normal),
+                        ));
+                    }
+                }
+                DeletionStep::DeleteVolumeAttachments => {
+                    let node = view.node.clone().unwrap_or_default();
+                    if let Some(target) = &self.ctx.target {
+                        let vas: Api<VolumeAttachment> = Api::all(target.clone());
+                        let live: Vec<VolumeAttachment> = vas
+                            .list(&ListParams::default())
+                            .await?
+                            .items
+                            .into_iter()
+                            .filter(|v| {
+                                v.spec.node_name == node && v.meta().deletion_timestamp.is_none()
+                            })
+                            .collect();
+                        if !live.is_empty() {
+                            for v in &live {
+                                if let Err(e) =
+                                    vas.delete(&v.name_any(), &DeleteParams::default()).await
+                                {
+                                    debug!(error = %e, "deleting VolumeAttachment");
+                                }
+                            }
+                            return Ok(Action::requeue(self.ctx.config.short_retry));
+                        }
+                    }
+                    self.write(&decide::volume_attachments_gone(&node), json!({}))
+                        .await?;
+                }
+                DeletionStep::DeleteVm => {
+                    req.machine = self.machine.clone();
+                    let started = Instant::now();
+                    let result = self
+                        .timed("DeleteMachine", &provider, driver.delete_machine(&req))
+                        .await;
+                    let (t, quick) = decide::after_delete_vm(&result);
+                    let state = result
+                        .as_ref()
+                        .map(|r| r.last_known_state.clone())
+                        .unwrap_or_default();
+                    self.write(&t, json!({"lastKnownState": state})).await?;
+                    match result {
+                        Ok(_) => {
+                            info!(provider_id = %self.machine.spec.provider_id, "VM deleted");
+                            let labels = self.duration_labels();
+                            self.ctx
+                                .metrics
+                                .delete_duration
+                                .get_or_create(&labels)
+                                .set(started.elapsed().as_secs_f64().round());
+                        }
+                        Err(e) if e.code == Code::NotFound => {}
+                        Err(e) => {
+                            self.provider_failure("DeleteMachine", &e).await;
+                            let d = if quick {
+                                self.backoff_for(&e)
+                            } else {
+                                self.ctx.config.long_retry
+                            };
+                            return Ok(Action::requeue(d));
+                        }
+                    }
+                }
+                DeletionStep::DeleteNode => {
+                    let outcome = self.delete_node(&view).await?;
+                    let failed = matches!(outcome, NodeDeletion::Failed(..));
+                    self.write(&decide::after_delete_node(&view.name, &outcome), json!({}))
+                        .await?;
+                    if failed {
+                        return Ok(Action::requeue(
+                            self.ctx.failure_delay(&self.key, FailureKind::Normal),
+                        ));
+                    }
+                }
+                DeletionStep::RemoveFinalizer => {
+                    crate::finalizer::remove(&self.api, &self.machine, c::MCM_FINALIZER).await?;
+                    info!("machine deleted; finalizer removed");
+                    self.ctx.reset_backoff(&self.key);
+                    self.ctx.metrics.forget_machine(
+                        &self.machine.namespace().unwrap_or_default(),
+                        &self.name(),
+                    );
+                    return Ok(Action::await_change());
+                }
+            }
+        }
+        Ok(Action::requeue(self.ctx.config.short_retry))
+    }
+
+    async fn get_vm_status_step(
+        &mut self,
+        view: &MachineView,
+        driver: &Arc<dyn Driver>,
+        req: &mut MachineRequest,
+        provider: &str,
+    ) -> Result<Transition, Error> {
+        if !self.target() || view.node.is_some() {
+            return Ok(decide::after_get_vm_status(
+                self.target(),
+                view.node.is_some(),
+                None,
+            ));
+        }
+        // A Node that names this machine?
+        let me = self.name();
+        let from_cache = self
+            .ctx
+            .nodes
+            .state()
+            .into_iter()
+            .find(|n| n.labels().get(c::MACHINE_NAME_NODE_LABEL) == Some(&me))
+            .map(|n| n.name_any());
+        let (node, status) = match from_cache {
+            Some(n) => (Some(n), None),
+            None => {
+                req.machine = self.machine.clone();
+                let r = self
+                    .timed("GetMachineStatus", provider, driver.get_machine_status(req))
+                    .await;
+                let node = match &r {
+                    Ok(resp) if !resp.node_name.is_empty() => Some(resp.node_name.clone()),
+                    Err(e) => e
+                        .machine
+                        .as_ref()
+                        .map(|m| m.node_name.clone())
+                        .filter(|n| !n.is_empty()),
+                    _ => None,
+                };
+                (node, Some(r))
+            }
+        };
+        if let Some(node) = &node {
+            let patch = json!({"metadata": {"labels": {c::NODE_LABEL: node}}});
+            self.machine = self
+                .api
+                .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        Ok(decide::after_get_vm_status(true, false, status.as_ref()))
+    }
+
+    async fn delete_node(&self, view: &MachineView) -> Result<NodeDeletion, Error> {
+        let (Some(target), Some(node)) = (&self.ctx.target, &view.node) else {
+            return Ok(NodeDeletion::NoLabel);
+        };
+        let nodes: Api<Node> = Api::all(target.clone());
+        let Some(obj) = nodes.get_opt(node).await? else {
+            return Ok(NodeDeletion::NotFound(node.clone()));
+        };
+        if let Err(e) = crate::finalizer::remove(&nodes, &obj, c::NODE_FINALIZER).await {
+            return Ok(NodeDeletion::Failed(node.clone(), e.to_string()));
+        }
+        match nodes.delete(node, &DeleteParams::default()).await {
+            Ok(_) => Ok(NodeDeletion::Deleted(node.clone())),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(NodeDeletion::NotFound(node.clone())),
+            Err(e) => Ok(NodeDeletion::Failed(node.clone(), e.to_string())),
+        }
+    }
+}
+
+/// Deletes a VM that has no Machine (used by the orphan collector).
+pub async fn delete_orphan(
+    driver: &dyn Driver,
+    class: MachineClass,
+    secret: Secret,
+    provider_id: &str,
+    name: &str,
+) -> Result<(), Status> {
+    let mut machine = Machine::new(name, mcm_api::MachineSpec::default());
+    machine.metadata.namespace = class.metadata.namespace.clone();
+    machine.spec.provider_id = provider_id.into();
+    let req = MachineRequest {
+        machine,
+        machine_class: class,
+        secret,
+    };
+    driver.delete_machine(&req).await.map(|_| ())
+}

@@ -1,0 +1,141 @@
+//! The health check of a created machine and the sync of its Node.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+impl Reconciler<'_> {
+    // ------------------------------------------------------------------
+    // Health
+
+    pub(super) async fn health(&mut self, view: &MachineView) -> Step<Option<Duration>> {
+        let node_name = view.node.clone().unwrap_or_default();
+        let node = self.ctx.nodes.get(&ObjectRef::new(&node_name));
+        if let Some(node) = &node {
+            if node.meta().deletion_timestamp.is_some() {
+                info!(node = %node_name, "node is being deleted; deleting its machine");
+                self.api
+                    .delete(&self.name(), &DeleteParams::default())
+                    .await?;
+                return Ok(Err(Stop::After(self.ctx.config.short_retry)));
+            }
+        }
+        let node_view = node.as_ref().map(|n| decide::NodeView {
+            conditions: n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default(),
+            critical_components_not_ready: n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|ts| {
+                    ts.iter().any(|t| {
+                        t.key == c::CRITICAL_COMPONENTS_NOT_READY_TAINT && t.effect == "NoSchedule"
+                    })
+                }),
+        });
+        let now = Utc::now();
+        let d = decide::health(view, node_view.as_ref(), now);
+        if d.held_for_initialization {
+            let msg = format!(
+                "Node {node_name} is Ready, but InitializeMachine has not succeeded; the machine stays {} until it does",
+                view.phase
+            );
+            let already = view.last_operation.as_ref().is_some_and(|(desc, _, _)| {
+                desc.ends_with(mcm_api::constants::INSTANCE_INITIALIZATION)
+            });
+            if already {
+                self.event(EventType::Warning, "InitializationPending", msg)
+                    .await;
+            }
+        }
+        let conditions = d.conditions.clone();
+        if let Some(t) = &d.transition {
+            if d.rate_limited && !self.may_mark_failed().await? {
+                info!("not marking Failed: another machine of the deployment is being replaced");
+                return Ok(Err(Stop::After(self.ctx.config.short_retry)));
+            }
+            let extra = conditions.map_or(json!({}), |c| json!({"conditions": c}));
+            self.write(t, extra).await?;
+            if view.phase == Phase::Pending && t.phase == Some(Phase::Failed) {
+                let labels = self.duration_labels();
+                self.ctx.metrics.failed_join.get_or_create(&labels).inc();
+            }
+            if d.joined {
+                self.joined(now).await?;
+            }
+            return Ok(Err(Stop::After(self.ctx.config.short_retry)));
+        }
+        if let Some(c) = conditions {
+            let patch = json!({"status": {"conditions": c}});
+            self.machine = self
+                .api
+                .patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        Ok(Ok(d.recheck_after))
+    }
+
+    async fn may_mark_failed(&self) -> Result<bool, Error> {
+        let Some(group) = self.machine.labels().get("name").cloned() else {
+            return Ok(true);
+        };
+        let _permit = self.ctx.failed_permits.lock().await;
+        let siblings = self
+            .api
+            .list(&ListParams::default().labels(&format!("name={group}")))
+            .await?;
+        let me = self.name();
+        let phases: Vec<Phase> = siblings
+            .items
+            .iter()
+            .filter(|m| m.name_any() != me)
+            .map(|m| m.status.clone().unwrap_or_default().current_status.phase)
+            .collect();
+        Ok(decide::may_mark_failed(phases.iter()))
+    }
+
+    async fn joined(&mut self, now: chrono::DateTime<Utc>) -> Result<(), Error> {
+        let view = self.view();
+        let took = (now - view.created).to_std().unwrap_or_default();
+        let patch = json!({"metadata": {"annotations": {c::MACHINE_JOIN_DURATION_ANNOTATION: decide::format_go_duration(took)}}});
+        self.machine = self
+            .api
+            .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        if let Some(target) = &self.ctx.target {
+            crate::class::delete_bootstrap_token(target, &self.machine).await?;
+        }
+        let labels = self.duration_labels();
+        self.ctx
+            .metrics
+            .join_duration
+            .get_or_create(&labels)
+            .set(took.as_secs() as f64);
+        Ok(())
+    }
+
+    pub(super) fn duration_labels(&self) -> crate::metrics::DurationLabels {
+        crate::metrics::DurationLabels {
+            namespace: self.machine.namespace().unwrap_or_default(),
+            machine_deployment: self
+                .machine
+                .labels()
+                .get("name")
+                .cloned()
+                .unwrap_or_default(),
+            instance_type: String::new(),
+            zone: self
+                .machine
+                .spec
+                .node_template
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
+                .unwrap_or_default(),
+        }
+    }
+
+}

@@ -1,0 +1,459 @@
+//! The Machine controller: creation with post-creation initialization,
+//! health, and the deletion step machine, on kube-rs.
+//!
+//! Each reconcile reads the Machine (and from caches its Node), asks
+//! [`mcm_core::machine`] what to do, calls the provider driver, and persists the
+//! result. Steps that succeed run on in the same reconcile; every step's
+//! outcome is persisted before the next, so a crash resumes where it stopped.
+//! Failures are retried with per-machine exponential backoff and jitter.
+//!
+//! - [`create`]: the creation flow's effects (decisions in `mcm_core::machine::CreationFlow`);
+//! - [`health`]: the health check and the Node sync;
+//! - [`delete`]: the deletion step machine's effects;
+//! - [`triggers`]: which changes of Machines, classes and Nodes cause a reconcile.
+//!
+//! See `docs/design/machine.md`.
+
+mod create;
+mod delete;
+mod health;
+pub mod triggers;
+
+pub use delete::delete_orphan;
+
+use crate::{drain, Context, Error};
+use chrono::Utc;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{reflector, watcher, PredicateConfig, WatchStreamExt};
+use kube::{Resource, ResourceExt};
+use mcm_api::constants as c;
+use mcm_api::{Machine, MachineClass, MachinePhase as Phase};
+use mcm_core::backoff::FailureKind;
+use mcm_core::machine::{self as decide, DeletionStep, MachineView, NodeDeletion, RetryClass, Transition};
+use mcm_driver::{Code, Driver, MachineRequest, Status};
+use serde_json::json;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tracing::{debug, info, instrument, warn};
+
+/// Runs the Machine controller until `shutdown` completes.
+///
+/// A Machine is reconciled when something the controller acts on changes
+/// ([`triggers`]): not on its own status writes, so a failed call's backoff is
+/// not cut short by the status the failure wrote.
+pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let ns = ctx.config.namespace.clone();
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
+    let classes: Api<MachineClass> = Api::namespaced(ctx.client.clone(), &ns);
+    let (store, writer) = reflector::store();
+    let machine_events = reflector(writer, watcher(machines, watcher::Config::default()))
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(triggers::machine, PredicateConfig::default());
+    let controller = Controller::for_stream(machine_events, store.clone());
+    ctx.set_machine_store(store.clone());
+    let class_store = store.clone();
+    let class_events = watcher(classes, watcher::Config::default())
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(triggers::class, PredicateConfig::default());
+    let mut controller = controller
+        .watches_stream(class_events, move |class: MachineClass| {
+            let name = class.name_any();
+            class_store
+                .state()
+                .into_iter()
+                .filter(|m| m.spec.class.name == name)
+                .map(|m| ObjectRef::from_obj(&*m))
+                .collect::<Vec<_>>()
+        })
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(ctx.config.concurrent_syncs),
+        );
+    if let (Some(target), Some(writer)) = (ctx.target.clone(), ctx.take_node_writer()) {
+        let nodes: Api<Node> = Api::all(target);
+        let ns_for_nodes = ns.clone();
+        let stream = reflector(writer, watcher(nodes, watcher::Config::default()))
+            .default_backoff()
+            .applied_objects()
+            .predicate_filter(triggers::node, PredicateConfig::default());
+        controller = controller.watches_stream(stream, move |node: Node| {
+            node.labels()
+                .get(c::MACHINE_NAME_NODE_LABEL)
+                .map(|m| ObjectRef::new(m).within(&ns_for_nodes))
+        });
+    }
+    controller
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                debug!(error = %e, "machine reconcile error");
+            }
+        })
+        .await;
+}
+
+fn error_policy(m: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Action {
+    let key = key_of(&m);
+    warn!(machine = %m.name_any(), error = %err, "reconcile failed");
+    Action::requeue(ctx.failure_delay(&key, FailureKind::Normal))
+}
+
+fn key_of(m: &Machine) -> String {
+    format!("{}/{}", m.namespace().unwrap_or_default(), m.name_any())
+}
+
+/// The reconcile entry point.
+#[instrument(skip_all, fields(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default()))]
+pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let mut r = Reconciler::new(&m, &ctx);
+    let action = if m.meta().deletion_timestamp.is_some() {
+        r.delete().await?
+    } else {
+        r.reconcile().await?
+    };
+    ctx.metrics.items.set(ctx.machine_count());
+    debug!(?action, "reconciled");
+    Ok(action)
+}
+
+/// The outcome of a step that could not go on.
+enum Stop {
+    /// Requeue after this long.
+    After(Duration),
+}
+
+struct Reconciler<'a> {
+    ctx: &'a Context,
+    machine: Machine,
+    api: Api<Machine>,
+    key: String,
+}
+
+type Step<T> = Result<Result<T, Stop>, Error>;
+
+impl<'a> Reconciler<'a> {
+    fn new(m: &Machine, ctx: &'a Context) -> Self {
+        let ns = m
+            .namespace()
+            .unwrap_or_else(|| ctx.config.namespace.clone());
+        Reconciler {
+            ctx,
+            machine: m.clone(),
+            api: Api::namespaced(ctx.client.clone(), &ns),
+            key: key_of(m),
+        }
+    }
+
+    fn name(&self) -> String {
+        self.machine.name_any()
+    }
+
+    fn view(&self) -> MachineView {
+        MachineView::of(&self.machine, &self.ctx.config.default_settings())
+    }
+
+    fn target(&self) -> bool {
+        self.ctx.target.is_some()
+    }
+
+    // ------------------------------------------------------------------
+    // Events and status
+
+    async fn event(&self, type_: EventType, reason: &str, note: String) {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: reason.into(),
+            secondary: None,
+        };
+        if let Err(e) = self
+            .ctx
+            .recorder
+            .publish(&ev, &self.machine.object_ref(&()))
+            .await
+        {
+            debug!(error = %e, "could not publish event");
+        }
+    }
+
+    /// Writes a transition to the status subresource and emits an Event on a phase change.
+    async fn write(&mut self, t: &Transition, extra: serde_json::Value) -> Result<(), Error> {
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let old_phase = self.view().phase;
+        let mut status = json!({
+            "lastOperation": {
+                "description": t.operation.description,
+                "errorCode": t.operation.error_code.clone().unwrap_or_default(),
+                "lastUpdateTime": now,
+                "state": t.operation.state.as_str(),
+                "type": t.operation.kind.as_str(),
+            }
+        });
+        if let Some(phase) = &t.phase {
+            let mut cs = json!({"phase": phase.as_str(), "lastUpdateTime": now});
+            if let Some(active) = t.timeout_active {
+                cs["timeoutActive"] = json!(active);
+            }
+            if *phase == Phase::Terminating {
+                cs["preserveExpiryTime"] = serde_json::Value::Null;
+            }
+            status["currentStatus"] = cs;
+        }
+        if let (Some(obj), serde_json::Value::Object(more)) = (status.as_object_mut(), extra) {
+            obj.extend(more);
+        }
+        let patch = json!({"status": status});
+        self.machine = self
+            .api
+            .patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        if let Some(phase) = &t.phase {
+            self.ctx
+                .metrics
+                .phase
+                .get_or_create(&crate::metrics::MachineLabels {
+                    name: self.name(),
+                    namespace: self.machine.namespace().unwrap_or_default(),
+                })
+                .set(crate::metrics::Metrics::phase_value(phase));
+            if *phase != old_phase {
+                let warn = matches!(
+                    phase,
+                    Phase::Failed | Phase::CrashLoopBackOff | Phase::Unknown
+                );
+                info!(from = %old_phase, to = %phase, description = %t.operation.description, "phase changed");
+                self.event(
+                    if warn {
+                        EventType::Warning
+                    } else {
+                        EventType::Normal
+                    },
+                    phase.as_str(),
+                    format!(
+                        "{} -> {}: {}",
+                        display_phase(&old_phase),
+                        phase,
+                        t.operation.description
+                    ),
+                )
+                .await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a problem with the machine's inputs (class, secret, driver) in
+    /// status and as a Warning Event, without changing the phase.
+    async fn input_problem(&mut self, reason: &str, message: String) -> Result<Stop, Error> {
+        let view = self.view();
+        let already = view
+            .last_operation
+            .as_ref()
+            .is_some_and(|(d, _, _)| *d == message);
+        if !already {
+            warn!(reason, %message, "machine cannot be reconciled");
+            let kind = if view.deleting_since.is_some() {
+                mcm_api::MachineOperationType::Delete
+            } else {
+                mcm_api::MachineOperationType::Create
+            };
+            let t = Transition {
+                phase: None,
+                operation: decide::Operation {
+                    description: message.clone(),
+                    error_code: Some(Code::InvalidArgument.name()),
+                    state: mcm_api::MachineState::Failed,
+                    kind,
+                },
+                timeout_active: None,
+            };
+            self.write(&t, json!({})).await?;
+            self.event(EventType::Warning, reason, message).await;
+        }
+        Ok(Stop::After(
+            self.ctx.failure_delay(&self.key, FailureKind::Normal),
+        ))
+    }
+
+    async fn provider_failure(&self, op: &str, err: &Status) {
+        let provider = self.provider_name().await;
+        self.ctx
+            .metrics
+            .driver_failed
+            .get_or_create(&crate::metrics::DriverErrorLabels {
+                provider: crate::metrics::provider_label(&provider),
+                operation: crate::metrics::operation_label(op),
+                error_code: crate::metrics::error_code_label(err.code),
+            })
+            .inc();
+        self.event(EventType::Warning, &format!("{op}Failed"), err.to_string())
+            .await;
+    }
+
+    async fn provider_name(&self) -> String {
+        let classes: Api<MachineClass> = Api::namespaced(
+            self.ctx.client.clone(),
+            &self.machine.namespace().unwrap_or_default(),
+        );
+        classes
+            .get_opt(&self.machine.spec.class.name)
+            .await
+            .ok()
+            .flatten()
+            .map(|c| c.provider)
+            .unwrap_or_default()
+    }
+
+    /// The next retry's delay for a failure of that class (and counts the failure).
+    fn retry_after(&self, class: RetryClass) -> Duration {
+        let kind = match class {
+            RetryClass::Throttled => FailureKind::Throttled,
+            RetryClass::Normal => FailureKind::Normal,
+        };
+        self.ctx.failure_delay(&self.key, kind)
+    }
+
+    fn backoff_for(&self, err: &Status) -> Duration {
+        self.retry_after(RetryClass::of(err))
+    }
+
+    // ------------------------------------------------------------------
+    // Inputs: finalizers, class, secret, driver
+
+    async fn ensure_finalizer(&mut self) -> Result<(), Error> {
+        if let Some(m) = crate::finalizer::add(&self.api, &self.machine, c::MCM_FINALIZER).await? {
+            self.machine = m;
+        }
+        Ok(())
+    }
+
+    /// The class, the merged secret and the driver, or the reason they are unusable.
+    async fn inputs(&mut self) -> Step<(MachineClass, Secret, Arc<dyn Driver>)> {
+        let ns = self.machine.namespace().unwrap_or_default();
+        let class_spec = &self.machine.spec.class;
+        if class_spec.name.is_empty()
+            || (!class_spec.kind.is_empty() && class_spec.kind != "MachineClass")
+        {
+            let msg = format!(
+                "Invalid machine: spec.class must name a MachineClass (kind {:?}, name {:?})",
+                class_spec.kind, class_spec.name
+            );
+            let stop = self.input_problem("InvalidMachine", msg).await?;
+            return Ok(Err(stop));
+        }
+        let classes: Api<MachineClass> = Api::namespaced(self.ctx.client.clone(), &ns);
+        let Some(class) = classes.get_opt(&class_spec.name).await? else {
+            let msg = format!("MachineClass {ns}/{} not found", class_spec.name);
+            let stop = self.input_problem("MachineClassNotFound", msg).await?;
+            return Ok(Err(stop));
+        };
+        if let Err(errs) = mcm_api::validation::validate_machine_class(&class) {
+            let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
+            let msg = format!(
+                "Invalid MachineClass {}: {}",
+                class_spec.name,
+                text.join("; ")
+            );
+            let stop = self.input_problem("InvalidMachineClass", msg).await?;
+            return Ok(Err(stop));
+        }
+        if self.machine.meta().deletion_timestamp.is_none() {
+            crate::class::ensure_class_finalizer(&self.ctx.client, &class).await?;
+        }
+        let secret = match crate::class::merged_secret(&self.ctx.client, &class).await? {
+            Ok(s) => s,
+            Err(missing) => {
+                let msg = format!(
+                    "Secret {missing} referenced by MachineClass {} not found",
+                    class_spec.name
+                );
+                let stop = self.input_problem("SecretNotFound", msg).await?;
+                return Ok(Err(stop));
+            }
+        };
+        let Some(driver) = self.ctx.drivers.get(Some(&class.provider)) else {
+            let msg = format!(
+                "No driver for provider {:?} of MachineClass {} (compiled in: {})",
+                class.provider,
+                class_spec.name,
+                self.ctx.drivers.providers().join(", ")
+            );
+            let stop = self.input_problem("UnknownProvider", msg).await?;
+            return Ok(Err(stop));
+        };
+        Ok(Ok((class, secret, driver)))
+    }
+
+    // ------------------------------------------------------------------
+    // Main path
+
+    async fn reconcile(&mut self) -> Result<Action, Error> {
+        self.ensure_finalizer().await?;
+        if self.ctx.is_frozen() {
+            info!("machine controller is frozen (API server unreachable); not reconciling");
+            return Ok(Action::requeue(self.ctx.config.long_retry));
+        }
+        let (class, secret, driver) = match self.inputs().await? {
+            Ok(x) => x,
+            Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+        };
+        let view = self.view();
+        let mut recheck = None;
+        if self.target() && view.node.is_some() && !view.phase.is_empty() {
+            // Never fails, so it never holds up the health check.
+            crate::node_sync::sync_and_report(self.ctx, &self.machine, &class).await;
+            match self.health(&view).await? {
+                Ok(r) => recheck = r,
+                Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+            }
+        }
+        if self.view().needs_creation_flow() {
+            return self.create(class, secret, driver).await;
+        }
+        Ok(Action::requeue(
+            recheck.unwrap_or(self.ctx.config.long_retry),
+        ))
+    }
+
+    // ------------------------------------------------------------------
+    // Provider calls
+
+    async fn timed<T>(
+        &self,
+        op: &str,
+        provider: &str,
+        f: impl Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        let start = Instant::now();
+        let r = f.await;
+        self.ctx
+            .metrics
+            .driver_duration
+            .get_or_create(&crate::metrics::DriverLabels {
+                provider: crate::metrics::provider_label(provider),
+                operation: crate::metrics::operation_label(op),
+            })
+            .observe(start.elapsed().as_secs_f64());
+        r
+    }
+}
+
+fn display_phase(p: &Phase) -> &str {
+    if p.is_empty() {
+        "(none)"
+    } else {
+        p.as_str()
+    }
+}
+
