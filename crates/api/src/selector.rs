@@ -90,4 +90,3 @@ pub fn validate_selector(selector: &LabelSelector) -> Result<(), SelectorError> 
     }
     Ok(())
 }
-

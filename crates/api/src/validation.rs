@@ -323,9 +323,11 @@ fn validate_selector(
         ));
         return;
     }
-    let labels_match = selector.match_labels.iter().flatten().all(|(key, value)| {
-        labels.get(key) == Some(value)
-    });
+    let labels_match = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(key, value)| labels.get(key) == Some(value));
     if !labels_match {
         errors.push(FieldError::required(
             "spec.selector.matchLabels",

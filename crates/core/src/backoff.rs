@@ -158,7 +158,13 @@ mod tests {
             jitter: 5.0,
             throttle_boost: 3,
         };
-        assert_eq!(odd.delay(3, FailureKind::Normal, f64::NAN), Duration::from_secs(60));
-        assert_eq!(odd.delay(u32::MAX, FailureKind::Throttled, 0.5), Duration::from_secs(60));
+        assert_eq!(
+            odd.delay(3, FailureKind::Normal, f64::NAN),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            odd.delay(u32::MAX, FailureKind::Throttled, 0.5),
+            Duration::from_secs(60)
+        );
     }
 }

@@ -308,7 +308,9 @@ pub fn parse_rfc3339(s: &str) -> Option<DateTime<Utc>> {
 // Label selectors
 // ---------------------------------------------------------------------------
 
-pub use mcm_api::selector::{selector_is_empty, selector_matches, validate_selector, SelectorError};
+pub use mcm_api::selector::{
+    selector_is_empty, selector_matches, validate_selector, SelectorError,
+};
 
 /// Whether `labels` contains every entry of `required` (`fullyLabeledReplicas`,
 /// the safety loop's "carries the template labels").

@@ -246,7 +246,9 @@ impl<C: Copy + Eq + Hash> Budget<C> {
             Err(poisoned) => poisoned.into_inner(),
         };
         scopes.retain(|k, (l, used)| {
-            k == key || Arc::strong_count(l) > 1 || now.saturating_duration_since(*used) < Self::IDLE
+            k == key
+                || Arc::strong_count(l) > 1
+                || now.saturating_duration_since(*used) < Self::IDLE
         });
         let entry = scopes.entry(key.to_string()).or_insert_with(|| {
             let limiter = if self.enabled {

@@ -20,11 +20,11 @@
 pub mod budget;
 pub mod codes;
 pub mod conformance;
+#[cfg(test)]
+mod redaction_tests;
 pub mod status;
 #[cfg(feature = "testing")]
 pub mod testing;
-#[cfg(test)]
-mod redaction_tests;
 
 pub use codes::Code;
 pub use status::{MachineIdentity, ParseStatusError, Status};

@@ -7,7 +7,10 @@ const SENTINEL: &str = "SENTINEL-s3cr3t-value";
 
 fn secret() -> Secret {
     let mut data = BTreeMap::new();
-    data.insert("userData".to_string(), ByteString(SENTINEL.as_bytes().to_vec()));
+    data.insert(
+        "userData".to_string(),
+        ByteString(SENTINEL.as_bytes().to_vec()),
+    );
     let mut string_data = BTreeMap::new();
     string_data.insert("providerSecretAccessKey".to_string(), SENTINEL.to_string());
     Secret {

@@ -43,7 +43,7 @@ fn matches(item: &Value, q: &HashMap<String, String>) -> bool {
         .filter(|(k, _)| !matches!(k.as_str(), "limit" | "marker" | "fields"))
         .all(|(k, v)| match &item[k] {
             Value::String(s) => s == v,
-            Value::Bool(b) => b.to_string() == *v,
+            Value::Bool(b) => v.parse::<bool>().ok() == Some(*b),
             Value::Null => false,
             Value::Number(n) => n.to_string() == v.as_str(),
             _ => false,

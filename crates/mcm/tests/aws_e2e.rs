@@ -478,7 +478,7 @@ async fn mcm_run_on_moto_brings_3_aws_machines_to_available_initialized_and_scal
             std::fs::read_to_string(&mcm.log)
                 .ok()?
                 .lines()
-                .find(|l| l.contains("starting mcm"))
+                .find(|l| l.contains("starting") && l.contains("providers"))
                 .map(str::to_string)
         },
     )

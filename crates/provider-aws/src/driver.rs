@@ -151,7 +151,9 @@ impl AwsDriver {
             Arc::clone(
                 limiters
                     .entry((region.to_string(), identity))
-                    .or_insert_with(|| Arc::new(crate::ratelimit::limiter(&self.config.rate_limits))),
+                    .or_insert_with(|| {
+                        Arc::new(crate::ratelimit::limiter(&self.config.rate_limits))
+                    }),
             )
         };
         let client = self.build_client(region, creds);

@@ -35,7 +35,6 @@ impl ActionClass {
         ActionClass::AssignIpv6Addresses,
         ActionClass::NetworkInterfaces,
     ];
-
 }
 
 /// The buckets of one account and region: the shared cloud-budget limiter

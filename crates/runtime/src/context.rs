@@ -1,9 +1,9 @@
 //! What every reconcile shares: clients, caches, drivers, the event recorder,
 //! metrics and per-machine backoff state.
 
+use crate::events::Recorder;
 use crate::{metrics::Metrics, Config};
 use k8s_openapi::api::core::v1::Node;
-use crate::events::Recorder;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, Store};
 use kube::Client;

@@ -537,10 +537,8 @@ async fn deployment_whose_selector_does_not_select_its_template_creates_nothing(
     };
     let controllers = start(&env, config());
     let mut d = deployment("runaway", 2, "class-v1", rolling(1, 0));
-    d.spec.selector = serde_json::from_value(
-        json!({"matchLabels": {"test-label": "runaway"},
-               "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}]}),
-    )
+    d.spec.selector = serde_json::from_value(json!({"matchLabels": {"test-label": "runaway"},
+               "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}]}))
     .ok();
     create_deployment(&env, &d).await;
     let condition = must_eventually(WAIT, "an InvalidSpec ReplicaFailure condition", || async {

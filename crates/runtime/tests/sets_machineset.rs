@@ -327,7 +327,10 @@ async fn machineset_whose_selector_does_not_select_its_template_creates_no_machi
         "the condition names the field: {}",
         condition.message
     );
-    assert!(event_count(&env, "InvalidSpec").await >= 1, "an InvalidSpec Event");
+    assert!(
+        event_count(&env, "InvalidSpec").await >= 1,
+        "an InvalidSpec Event"
+    );
     // Several syncs later (the set is re-read on every Machine event and resync), still nothing.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(

@@ -210,7 +210,6 @@ pub fn stale_node() -> Transition {
     }
 }
 
-
 // ---------------------------------------------------------------------------
 // The step machine
 
@@ -352,7 +351,9 @@ impl CreationFlow {
                 match plan {
                     CreationPlan::Fail(err) => fail(m, "GetMachineStatus", err, now),
                     CreationPlan::Create => CreationStep::Create,
-                    CreationPlan::Adopt(id) | CreationPlan::Initialize(id) => self.identified(m, id),
+                    CreationPlan::Adopt(id) | CreationPlan::Initialize(id) => {
+                        self.identified(m, id)
+                    }
                     CreationPlan::KeepExisting => {
                         let id = MachineIdentity {
                             provider_id: m.provider_id.clone(),
@@ -370,9 +371,8 @@ impl CreationFlow {
                     node_name: resp.node_name,
                     addresses: resp.addresses,
                 };
-                let stale_check = self.target_cluster
-                    && !id.node_name.is_empty()
-                    && id.node_name != m.name;
+                let stale_check =
+                    self.target_cluster && !id.node_name.is_empty() && id.node_name != m.name;
                 let node_name = id.node_name.clone();
                 let step = self.identified(m, id);
                 if stale_check && matches!(step, CreationStep::PersistIdentity(_)) {

@@ -57,10 +57,7 @@ impl Reconciler<'_> {
                         Ok(r) => r,
                         Err(Stop::After(d)) => return Ok(Action::requeue(d)),
                     };
-                    info!(
-                        init = flow.init_reason().map(|r| r.as_str()),
-                        "creating VM"
-                    );
+                    info!(init = flow.init_reason().map(|r| r.as_str()), "creating VM");
                     let started = Instant::now();
                     let result = self
                         .timed(

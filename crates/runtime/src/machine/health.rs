@@ -137,5 +137,4 @@ impl Reconciler<'_> {
                 .unwrap_or_default(),
         }
     }
-
 }

@@ -36,7 +36,9 @@ use kube::{Resource, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachinePhase as Phase};
 use mcm_core::backoff::FailureKind;
-use mcm_core::machine::{self as decide, DeletionStep, MachineView, NodeDeletion, RetryClass, Transition};
+use mcm_core::machine::{
+    self as decide, DeletionStep, MachineView, NodeDeletion, RetryClass, Transition,
+};
 use mcm_driver::{Code, Driver, MachineRequest, Status};
 use serde_json::json;
 use std::future::Future;
@@ -456,4 +458,3 @@ fn display_phase(p: &Phase) -> &str {
         p.as_str()
     }
 }
-

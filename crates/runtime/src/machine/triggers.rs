@@ -30,7 +30,10 @@ fn hash_meta<K: Resource>(obj: &K, h: &mut DefaultHasher) {
     meta.labels.hash(h);
     meta.annotations.hash(h);
     meta.finalizers.hash(h);
-    meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(h);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(h);
 }
 
 /// The trigger hash of a Machine.
@@ -52,7 +55,11 @@ pub fn class(c: &MachineClass) -> Option<u64> {
     if c.meta().generation.is_none() {
         serde_json::to_string(c).ok().hash(&mut h);
     }
-    c.meta().deletion_timestamp.as_ref().map(|t| t.0.as_second()).hash(&mut h);
+    c.meta()
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
     finish(h)
 }
 
@@ -120,7 +127,9 @@ mod tests {
         let cond = |status: &str, beat: i64| NodeCondition {
             type_: "Ready".into(),
             status: status.into(),
-            last_heartbeat_time: k8s_openapi::jiff::Timestamp::from_second(beat).ok().map(Time),
+            last_heartbeat_time: k8s_openapi::jiff::Timestamp::from_second(beat)
+                .ok()
+                .map(Time),
             ..Default::default()
         };
         let node_with = |c: NodeCondition| Node {
@@ -141,7 +150,8 @@ mod tests {
         c.metadata.generation = Some(3);
         let base = class(&c);
         let mut with_finalizer = c.clone();
-        with_finalizer.metadata.finalizers = Some(vec!["machine.sapcloud.io/machine-controller-manager".into()]);
+        with_finalizer.metadata.finalizers =
+            Some(vec!["machine.sapcloud.io/machine-controller-manager".into()]);
         assert_eq!(class(&with_finalizer), base);
         let mut changed = c.clone();
         changed.metadata.generation = Some(4);

@@ -36,8 +36,7 @@ use mcm_core::deployment::{
 };
 use mcm_core::replicas::{
     claim, controller_ref, normalize, selector_is_empty, selector_matches, to_k8s_time,
-    validate_selector,
-    ClaimAction, Claimer, MachineView, Phase,
+    validate_selector, ClaimAction, Claimer, MachineView, Phase,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, HashSet};
@@ -113,7 +112,11 @@ async fn mark_invalid(
     });
     let patch = json!({ "status": { "conditions": conditions } });
     match api
-        .patch_status(&d.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(
+            &d.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await
     {
         Ok(_) => Ok(()),

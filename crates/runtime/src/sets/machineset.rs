@@ -96,7 +96,11 @@ async fn mark_invalid(api: &Api<MachineSet>, ms: &MachineSet, problem: &str) -> 
     });
     let patch = json!({ "status": { "machineSetCondition": conditions } });
     match api
-        .patch_status(&ms.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(
+            &ms.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await
     {
         Ok(_) => Ok(()),

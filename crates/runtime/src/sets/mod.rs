@@ -35,12 +35,12 @@ pub mod machineset;
 pub(crate) mod rollout_nodes;
 pub mod safety;
 
+use crate::events::Recorder;
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use crate::events::Recorder;
 use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};

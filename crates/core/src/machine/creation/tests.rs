@@ -85,8 +85,16 @@ fn no_vm_and_no_provider_id_creates() {
 fn a_fresh_vm_is_persisted_before_it_is_initialized() {
     let m = view(Phase::Empty);
     let mut f = CreationFlow::new(true);
-    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
-    let step = f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "m1"))), t0());
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
+    let step = f.next(
+        &m,
+        CreationOutcome::Created(Ok(created_resp("p1", "m1"))),
+        t0(),
+    );
     assert_eq!(step, CreationStep::PersistIdentity(identity("p1", "m1")));
     assert_eq!(
         f.next(&m, CreationOutcome::Persisted, t0()),
@@ -143,7 +151,11 @@ fn a_failed_previous_initialization_is_retried_on_a_kept_vm() {
         OpType::Create,
     ));
     let mut f = CreationFlow::new(true);
-    let step = f.next(&m, CreationOutcome::Probed(Err(Status::unimplemented("n/a"))), t0());
+    let step = f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::unimplemented("n/a"))),
+        t0(),
+    );
     assert!(matches!(step, CreationStep::PersistIdentity(ref id) if id.provider_id == "p1"));
     assert_eq!(
         f.next(&m, CreationOutcome::Persisted, t0()),
@@ -174,7 +186,11 @@ fn a_probe_error_fails_and_clears_last_known_state() {
 fn a_throttled_create_keeps_last_known_state_and_backs_off_further() {
     let m = view(Phase::Empty);
     let mut f = CreationFlow::new(true);
-    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
     let fl = failure(f.next(
         &m,
         CreationOutcome::Created(Err(Status::new(Code::ResourceExhausted, "slow down"))),
@@ -189,31 +205,48 @@ fn a_throttled_create_keeps_last_known_state_and_backs_off_further() {
 fn a_create_failure_after_the_creation_timeout_fails_the_machine() {
     let m = view(Phase::CrashLoopBackOff);
     let mut f = CreationFlow::new(true);
-    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), at(21));
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        at(21),
+    );
     let fl = failure(f.next(
         &m,
         CreationOutcome::Created(Err(Status::internal("boom"))),
         at(21),
     ));
-    assert_eq!(
-        fl.transition.and_then(|t| t.phase),
-        Some(Phase::Failed)
-    );
+    assert_eq!(fl.transition.and_then(|t| t.phase), Some(Phase::Failed));
 }
 
 #[test]
 fn an_incomplete_identity_is_retried_without_writing_status() {
     let m = view(Phase::Empty);
     let mut f = CreationFlow::new(true);
-    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
-    let fl = failure(f.next(&m, CreationOutcome::Created(Ok(created_resp("", "m1"))), t0()));
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
+    let fl = failure(f.next(
+        &m,
+        CreationOutcome::Created(Ok(created_resp("", "m1"))),
+        t0(),
+    ));
     assert_eq!(fl.transition, None);
     assert_eq!(fl.error.code, Code::Internal);
     // Without a target cluster an empty node name is fine.
     let mut f = CreationFlow::new(false);
-    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
     assert!(matches!(
-        f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", ""))), t0()),
+        f.next(
+            &m,
+            CreationOutcome::Created(Ok(created_resp("p1", ""))),
+            t0()
+        ),
         CreationStep::PersistIdentity(_)
     ));
 }
@@ -222,9 +255,17 @@ fn an_incomplete_identity_is_retried_without_writing_status() {
 fn a_vm_whose_node_name_differs_is_checked_for_a_stale_node() {
     let m = view(Phase::Empty);
     let mut f = CreationFlow::new(true);
-    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
     assert_eq!(
-        f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "ip-10-0-0-1"))), t0()),
+        f.next(
+            &m,
+            CreationOutcome::Created(Ok(created_resp("p1", "ip-10-0-0-1"))),
+            t0()
+        ),
         CreationStep::CheckStaleNode {
             node_name: "ip-10-0-0-1".into()
         }
@@ -239,8 +280,16 @@ fn a_vm_whose_node_name_differs_is_checked_for_a_stale_node() {
 fn a_stale_node_of_another_machine_deletes_the_new_vm_and_fails() {
     let m = view(Phase::Empty);
     let mut f = CreationFlow::new(true);
-    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
-    f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "old-node"))), t0());
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
+    f.next(
+        &m,
+        CreationOutcome::Created(Ok(created_resp("p1", "old-node"))),
+        t0(),
+    );
     assert_eq!(
         f.next(&m, CreationOutcome::StaleNodeChecked(true), t0()),
         CreationStep::DeleteStaleVm {
@@ -255,8 +304,16 @@ fn a_stale_node_of_another_machine_deletes_the_new_vm_and_fails() {
 fn initialization_unimplemented_counts_as_done_and_marks_pending() {
     let m = view(Phase::Empty);
     let mut f = CreationFlow::new(true);
-    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
-    f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "m1"))), t0());
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
+    f.next(
+        &m,
+        CreationOutcome::Created(Ok(created_resp("p1", "m1"))),
+        t0(),
+    );
     f.next(&m, CreationOutcome::Persisted, t0());
     let step = f.next(
         &m,
@@ -270,15 +327,26 @@ fn initialization_unimplemented_counts_as_done_and_marks_pending() {
             addresses: None
         }
     );
-    assert_eq!(f.next(&m, CreationOutcome::Marked, t0()), CreationStep::Done);
+    assert_eq!(
+        f.next(&m, CreationOutcome::Marked, t0()),
+        CreationStep::Done
+    );
 }
 
 #[test]
 fn without_a_target_cluster_the_machine_becomes_available_with_initialized_addresses() {
     let m = view(Phase::Empty);
     let mut f = CreationFlow::new(false);
-    f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), t0());
-    f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "m1"))), t0());
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
+    f.next(
+        &m,
+        CreationOutcome::Created(Ok(created_resp("p1", "m1"))),
+        t0(),
+    );
     f.next(&m, CreationOutcome::Persisted, t0());
     let v6 = NodeAddress {
         type_: "InternalIP".into(),
@@ -310,8 +378,16 @@ fn a_failed_initialization_is_crash_loop_then_failed_after_the_timeout() {
     let m = view(Phase::Empty);
     for (now, phase) in [(at(1), Phase::CrashLoopBackOff), (at(25), Phase::Failed)] {
         let mut f = CreationFlow::new(true);
-        f.next(&m, CreationOutcome::Probed(Err(Status::not_found("none"))), now);
-        f.next(&m, CreationOutcome::Created(Ok(created_resp("p1", "m1"))), now);
+        f.next(
+            &m,
+            CreationOutcome::Probed(Err(Status::not_found("none"))),
+            now,
+        );
+        f.next(
+            &m,
+            CreationOutcome::Created(Ok(created_resp("p1", "m1"))),
+            now,
+        );
         f.next(&m, CreationOutcome::Persisted, now);
         let fl = failure(f.next(
             &m,
@@ -343,5 +419,8 @@ fn an_adopted_machine_that_already_has_a_phase_keeps_it() {
         })),
         t0(),
     );
-    assert_eq!(f.next(&m, CreationOutcome::Persisted, t0()), CreationStep::Done);
+    assert_eq!(
+        f.next(&m, CreationOutcome::Persisted, t0()),
+        CreationStep::Done
+    );
 }
