@@ -4,7 +4,7 @@ use super::*;
 use chrono::TimeZone;
 use mcm_driver::MachineIdentity;
 
-fn t0() -> DateTime<Utc> {
+pub(super) fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0)
         .single()
         .unwrap_or_default()
@@ -14,7 +14,7 @@ fn mins(n: i64) -> chrono::Duration {
     chrono::Duration::minutes(n)
 }
 
-fn view(phase: Phase) -> MachineView {
+pub(super) fn view(phase: Phase) -> MachineView {
     MachineView {
         name: "m1".into(),
         created: t0(),

@@ -86,43 +86,29 @@ async fn mark_invalid(
     problem: &str,
 ) -> Result<(), Error> {
     use mcm_api::MachineDeploymentCondition;
-    let reason = super::machineset::INVALID_SPEC;
-    let mut conditions = d
+    let current = d
         .status
         .as_ref()
-        .map(|s| s.conditions.clone())
+        .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    let already = conditions.iter().any(|c| {
-        c.type_ == MachineDeploymentConditionType::ReplicaFailure
-            && c.reason == reason
-            && c.message == problem
-    });
-    if already {
-        return Ok(());
-    }
-    conditions.retain(|c| c.type_ != MachineDeploymentConditionType::ReplicaFailure);
     let now = to_k8s_time(Utc::now());
-    conditions.push(MachineDeploymentCondition {
+    let condition = MachineDeploymentCondition {
         type_: MachineDeploymentConditionType::ReplicaFailure,
         status: ConditionStatus::True,
         last_update_time: Some(now.clone()),
         last_transition_time: Some(now),
-        reason: reason.to_string(),
+        reason: super::machineset::INVALID_SPEC.to_string(),
         message: problem.to_string(),
-    });
-    let patch = json!({ "status": { "conditions": conditions } });
-    match api
-        .patch_status(
-            &d.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    };
+    let Some(conditions) = super::replace_failure_condition(
+        current,
+        |c| c.type_ == MachineDeploymentConditionType::ReplicaFailure,
+        |c| c.reason == condition.reason && c.message == condition.message,
+        condition.clone(),
+    ) else {
+        return Ok(());
+    };
+    super::patch_status(api, &d.name_any(), json!({ "conditions": conditions })).await
 }
 
 async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {

@@ -73,40 +73,32 @@ pub(crate) fn invalid_set(ms: &MachineSet) -> Option<String> {
 /// Records why an invalid set is not acted upon: a `ReplicaFailure` condition
 /// with reason `InvalidSpec` (kept once written, so repeated syncs write nothing).
 async fn mark_invalid(api: &Api<MachineSet>, ms: &MachineSet, problem: &str) -> Result<(), Error> {
-    let mut conditions = ms
+    let current = ms
         .status
         .as_ref()
-        .map(|s| s.conditions.clone())
+        .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    let already = conditions.iter().any(|c| {
-        c.type_ == MachineSetConditionType::ReplicaFailure
-            && c.reason == INVALID_SPEC
-            && c.message == problem
-    });
-    if already {
-        return Ok(());
-    }
-    conditions.retain(|c| c.type_ != MachineSetConditionType::ReplicaFailure);
-    conditions.push(MachineSetCondition {
+    let condition = MachineSetCondition {
         type_: MachineSetConditionType::ReplicaFailure,
         status: ConditionStatus::True,
         last_transition_time: Some(to_k8s_time(Utc::now())),
         reason: INVALID_SPEC.to_string(),
         message: problem.to_string(),
-    });
-    let patch = json!({ "status": { "machineSetCondition": conditions } });
-    match api
-        .patch_status(
-            &ms.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    };
+    let Some(conditions) = super::replace_failure_condition(
+        current,
+        |c| c.type_ == MachineSetConditionType::ReplicaFailure,
+        |c| c.reason == condition.reason && c.message == condition.message,
+        condition.clone(),
+    ) else {
+        return Ok(());
+    };
+    super::patch_status(
+        api,
+        &ms.name_any(),
+        json!({ "machineSetCondition": conditions }),
+    )
+    .await
 }
 
 /// The reason of the Event and condition of a set that is not acted upon.

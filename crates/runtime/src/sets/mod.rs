@@ -248,6 +248,42 @@ pub(crate) async fn publish<K: Resource<DynamicType = ()>>(
     }
 }
 
+/// The conditions with the failure condition replaced by `new`, or `None`
+/// when an equal one (`same`) is already there, so repeated syncs write nothing.
+pub(crate) fn replace_failure_condition<C: Clone>(
+    current: &[C],
+    is_failure: impl Fn(&C) -> bool,
+    same: impl Fn(&C) -> bool,
+    new: C,
+) -> Option<Vec<C>> {
+    if current.iter().any(|c| is_failure(c) && same(c)) {
+        return None;
+    }
+    let mut out: Vec<C> = current.iter().filter(|c| !is_failure(c)).cloned().collect();
+    out.push(new);
+    Some(out)
+}
+
+/// Merge-patches `status` of an object; a vanished object is fine.
+pub(crate) async fn patch_status<K>(
+    api: &Api<K>,
+    name: &str,
+    status: serde_json::Value,
+) -> Result<(), Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let patch = json!({ "status": status });
+    match api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// The controller ownerReference pointing at `owner`.
 pub(crate) fn owner_reference<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
     OwnerReference {

@@ -1,35 +1,10 @@
 //! One test per transition of the creation step machine.
 
-use super::super::{MachineView, Settings};
+use super::super::tests::{t0, view};
 use super::*;
-use chrono::TimeZone;
-
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0)
-        .single()
-        .unwrap_or_default()
-}
 
 fn at(minutes: i64) -> DateTime<Utc> {
     t0() + chrono::Duration::minutes(minutes)
-}
-
-fn view(phase: Phase) -> MachineView {
-    MachineView {
-        name: "m1".into(),
-        created: t0(),
-        deleting_since: None,
-        provider_id: String::new(),
-        node: None,
-        phase,
-        phase_since: Some(t0()),
-        last_operation: None,
-        conditions: vec![],
-        has_finalizer: true,
-        has_priority: false,
-        force_deletion: false,
-        settings: Settings::default(),
-    }
 }
 
 fn identity(pid: &str, node: &str) -> MachineIdentity {
