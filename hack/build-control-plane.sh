@@ -16,7 +16,16 @@ if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-control
   echo "$BIN"; exit 0
 fi
 command -v go >/dev/null || { log "go is not installed: it is needed to build the test control plane"; exit 1; }
-mkdir -p "$BIN.tmp"
+# One builder at a time (several test environments may start at once): the others
+# wait for the lock and then reuse what the first one built.
+mkdir -p "$(dirname "$BIN")"
+exec 9>"$BIN.lock"
+flock 9
+if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ] && [ -x "$BIN/kube-controller-manager" ]; then
+  log "reusing binaries another build just finished in $BIN"
+  echo "$BIN"; exit 0
+fi
+rm -rf "$BIN.tmp"; mkdir -p "$BIN.tmp"
 export GOWORK=off GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 VER="-X k8s.io/component-base/version.gitVersion=$K8S -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$MINOR"
 cd "$W"
@@ -31,6 +40,7 @@ log "downloading modules"; go mod download
 build etcd go.etcd.io/etcd/server/v3 ""
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$VER"
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager "$VER"
-rm -rf "$BIN"; mv "$BIN.tmp" "$BIN"
+[ -e "$BIN" ] && rm -rf "$BIN"
+mv "$BIN.tmp" "$BIN"
 log "control plane built in $((SECONDS - T0)) s into $BIN"
 echo "$BIN"
