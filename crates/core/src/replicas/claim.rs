@@ -1,0 +1,55 @@
+//! Claiming: adopt, keep, release or ignore an object by selector and controller reference.
+
+use super::*;
+
+/// The owner that claims (a MachineSet claiming Machines, a MachineDeployment claiming MachineSets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claimer<'a> {
+    /// The owner's UID.
+    pub uid: &'a str,
+    /// The owner has a deletion timestamp.
+    pub deleting: bool,
+}
+
+/// What to do with one candidate object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimAction {
+    /// Already ours and matching: it is claimed, nothing to write.
+    Keep,
+    /// An orphan that matches: set our controller ownerReference, then it is claimed.
+    Adopt,
+    /// Ours but no longer matching: remove our ownerReference (for real: the
+    /// reference's merge patch with `$patch: delete` leaves it in place, §19
+    /// quirk 2). Not claimed.
+    Release,
+    /// Not ours to touch (another controller, or not matching, or being deleted).
+    Ignore,
+}
+
+impl ClaimAction {
+    /// Whether the object belongs to the claimer after the action succeeded.
+    pub fn is_claimed(self) -> bool {
+        matches!(self, ClaimAction::Keep | ClaimAction::Adopt)
+    }
+}
+
+/// The claim decision for one object (`ClaimObject`).
+///
+/// `controller` is the object's controller ownerReference, `matches` whether
+/// the claimer's selector matches the object's labels, `object_deleting`
+/// whether the object has a deletion timestamp.
+pub fn claim(
+    claimer: Claimer<'_>,
+    controller: Option<&ControllerRef>,
+    matches: bool,
+    object_deleting: bool,
+) -> ClaimAction {
+    match controller {
+        Some(c) if c.uid != claimer.uid => ClaimAction::Ignore,
+        Some(_) if matches => ClaimAction::Keep,
+        Some(_) if claimer.deleting => ClaimAction::Ignore,
+        Some(_) => ClaimAction::Release,
+        None if claimer.deleting || !matches || object_deleting => ClaimAction::Ignore,
+        None => ClaimAction::Adopt,
+    }
+}

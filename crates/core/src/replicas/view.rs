@@ -1,0 +1,277 @@
+//! The machine view of the set controllers, the label keys they use, and time conversions.
+
+use super::*;
+
+/// Label and annotation keys and values used by the MachineSet logic (spec §6),
+/// taken from [`mcm_api::constants`].
+pub mod keys {
+    use mcm_api::constants as c;
+    /// Machine annotation: deletion priority, `"1"` is deleted first, default 3.
+    pub const MACHINE_PRIORITY: &str = c::PRIORITY_ANNOTATION;
+    /// The priority a machine has without (or with an unparsable) annotation.
+    pub const DEFAULT_MACHINE_PRIORITY: i64 = 3;
+    /// Machine annotation: RFC 3339 time at which a scaler marked the machine.
+    pub const MARKED_FOR_DELETION_TIME: &str = c::MARKED_FOR_DELETION_TIME_ANNOTATION;
+    /// MachineDeployment (copied to the new MachineSet) annotation: RFC 3339
+    /// time of the last replica change made by a scaler.
+    pub const SCALER_CHANGE_TIME: &str = c::LAST_REPLICA_CHANGE_BY_SCALER_TIME_ANNOTATION;
+    /// MachineSet / MachineDeployment label set by the safety loop.
+    pub const FREEZE_LABEL: &str = c::FREEZE_LABEL;
+    /// Value of [`FREEZE_LABEL`] meaning "frozen".
+    pub const FREEZE_VALUE: &str = c::FREEZE_LABEL_VALUE;
+    /// MachineSet label (any value): never create machines (old sets of an in-place rollout).
+    pub const SCALE_UP_DISABLED: &str = c::SCALE_UP_DISABLED_LABEL;
+    /// Machine label of the in-place update protocol.
+    pub const UPDATE_RESULT: &str = c::NODE_UPDATE_RESULT_LABEL;
+    /// Value of [`UPDATE_RESULT`] for a machine updated in place.
+    pub const UPDATE_RESULT_SUCCESSFUL: &str = c::NODE_UPDATE_RESULT_SUCCESSFUL;
+    /// Machine / Node annotation asking for preservation.
+    pub const PRESERVE: &str = c::PRESERVE_ANNOTATION;
+    /// Machine annotation: the last node preserve value applied.
+    pub const LAST_APPLIED_NODE_PRESERVE: &str = c::LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION;
+    /// [`PRESERVE`] value: preserve now.
+    pub const PRESERVE_NOW: &str = c::PRESERVE_VALUE_NOW;
+    /// [`PRESERVE`] value: preserve once the machine fails.
+    pub const PRESERVE_WHEN_FAILED: &str = c::PRESERVE_VALUE_WHEN_FAILED;
+    /// [`PRESERVE`] value: preserved by the MachineSet's auto-preservation.
+    pub const PRESERVE_AUTO: &str = c::PRESERVE_VALUE_AUTO_PRESERVED;
+    /// [`PRESERVE`] value: do not preserve.
+    pub const PRESERVE_FALSE: &str = c::PRESERVE_VALUE_FALSE;
+    /// MachineSet annotation copied to new machines and overriding `creationTimeout`.
+    pub const EFFECTIVE_CREATION_TIMEOUT: &str = c::EFFECTIVE_CREATION_TIMEOUT_ANNOTATION;
+    /// The template-hash label written by the MachineDeployment controller.
+    pub const TEMPLATE_HASH: &str = c::TEMPLATE_HASH_LABEL;
+}
+
+/// At most this many machines are created or deleted in one pass (`BurstReplicas`).
+pub const BURST_REPLICAS: usize = 100;
+/// The first slow-start batch creates this many machines.
+pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
+/// How long a recorded expectation is trusted before it is dropped (the reference's 5 min).
+pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A machine phase (`status.currentStatus.phase`), parsed leniently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Phase {
+    /// No phase yet: creation not attempted or not finished.
+    #[default]
+    None,
+    /// `Pending`.
+    Pending,
+    /// `Available` (created, no target cluster).
+    Available,
+    /// `Running`.
+    Running,
+    /// `Terminating`.
+    Terminating,
+    /// `Unknown`.
+    Unknown,
+    /// `Failed`.
+    Failed,
+    /// `CrashLoopBackOff`.
+    CrashLoopBackOff,
+    /// `InPlaceUpdating`.
+    InPlaceUpdating,
+    /// `InPlaceUpdateSuccessful`.
+    InPlaceUpdateSuccessful,
+    /// `InPlaceUpdateFailed`.
+    InPlaceUpdateFailed,
+    /// Any other string.
+    Other,
+}
+
+impl Phase {
+    /// Parses the phase string of a machine's status (`None` or `""` → [`Phase::None`]).
+    pub fn parse(s: Option<&str>) -> Phase {
+        match s.unwrap_or("") {
+            "" => Phase::None,
+            "Pending" => Phase::Pending,
+            "Available" => Phase::Available,
+            "Running" => Phase::Running,
+            "Terminating" => Phase::Terminating,
+            "Unknown" => Phase::Unknown,
+            "Failed" => Phase::Failed,
+            "CrashLoopBackOff" => Phase::CrashLoopBackOff,
+            "InPlaceUpdating" => Phase::InPlaceUpdating,
+            "InPlaceUpdateSuccessful" => Phase::InPlaceUpdateSuccessful,
+            "InPlaceUpdateFailed" => Phase::InPlaceUpdateFailed,
+            _ => Phase::Other,
+        }
+    }
+
+    /// The rank in the deletion order: lower ranks are deleted first (§9.7).
+    ///
+    /// Phases the reference's map does not list (no phase, the in-place
+    /// phases) rank 0 there (Go map zero value), i.e. like Terminating. That
+    /// is kept: a machine that never got a phase is the cheapest to lose.
+    pub fn deletion_rank(self) -> u8 {
+        match self {
+            Phase::Terminating => 0,
+            Phase::Failed => 1,
+            Phase::CrashLoopBackOff => 2,
+            Phase::Unknown => 3,
+            Phase::Pending => 4,
+            Phase::Available => 5,
+            Phase::Running => 6,
+            Phase::None
+            | Phase::InPlaceUpdating
+            | Phase::InPlaceUpdateSuccessful
+            | Phase::InPlaceUpdateFailed
+            | Phase::Other => 0,
+        }
+    }
+
+    /// `Available` or `Running`: counts as an available replica (§9.9).
+    pub fn is_available(self) -> bool {
+        matches!(self, Phase::Available | Phase::Running)
+    }
+
+    /// Neither Failed nor Terminating (`IsMachineActive`).
+    pub fn is_active(self) -> bool {
+        !matches!(self, Phase::Failed | Phase::Terminating)
+    }
+}
+
+/// The controller ownerReference of an object, reduced to what claiming needs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ControllerRef {
+    /// `kind` of the owner.
+    pub kind: String,
+    /// `name` of the owner.
+    pub name: String,
+    /// `uid` of the owner.
+    pub uid: String,
+}
+
+/// What the MachineSet logic needs to know about one Machine.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MachineView {
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.creationTimestamp`.
+    pub created: Option<DateTime<Utc>>,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `status.currentStatus.phase`.
+    pub phase: Phase,
+    /// The controller ownerReference, if any.
+    pub controller: Option<ControllerRef>,
+    /// `status.currentStatus.preserveExpiryTime`.
+    pub preserve_expiry: Option<DateTime<Utc>>,
+    /// `status.lastOperation.state == "Failed"`.
+    pub last_operation_failed: bool,
+    /// The `preserve` annotation of the machine's Node, when the caller could
+    /// look at the node (`None`: unknown, no target cluster).
+    pub node_preserve: Option<String>,
+}
+
+impl MachineView {
+    /// Terminating for replica counting: phase `Terminating` **or** a deletion
+    /// timestamp. The reference looks at the phase only, so a machine whose
+    /// DELETE went through but whose phase write failed keeps counting as a
+    /// live replica and the set deletes another healthy machine; mcm-rs
+    /// counts it as gone.
+    pub fn is_terminating(&self) -> bool {
+        self.deleting || self.phase == Phase::Terminating
+    }
+
+    /// The `machinepriority` annotation, default 3 when missing or unparsable.
+    pub fn priority(&self) -> i64 {
+        self.annotations
+            .get(keys::MACHINE_PRIORITY)
+            .filter(|v| !v.is_empty())
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(keys::DEFAULT_MACHINE_PRIORITY)
+    }
+
+    /// The parsed `marked-for-deletion-time` annotation.
+    pub fn marked_for_deletion_time(&self) -> Option<DateTime<Utc>> {
+        self.annotations
+            .get(keys::MARKED_FOR_DELETION_TIME)
+            .and_then(|v| parse_rfc3339(v))
+    }
+
+    /// Preserved: a preserve expiry time in the future.
+    pub fn is_preserved(&self, now: DateTime<Utc>) -> bool {
+        self.preserve_expiry.is_some_and(|t| t > now)
+    }
+
+    /// Carries `preserve=auto-preserved`.
+    pub fn is_auto_preserved(&self) -> bool {
+        self.annotations.get(keys::PRESERVE).map(String::as_str) == Some(keys::PRESERVE_AUTO)
+    }
+
+    /// Carries `update-result=successful` (moved here by an in-place rollout).
+    pub fn is_update_successful(&self) -> bool {
+        self.labels.get(keys::UPDATE_RESULT).map(String::as_str)
+            == Some(keys::UPDATE_RESULT_SUCCESSFUL)
+    }
+}
+
+impl MachineView {
+    /// The view of an API Machine. `node_preserve` is left unknown.
+    pub fn from_machine(m: &mcm_api::Machine) -> MachineView {
+        let meta = &m.metadata;
+        let status = m.status.as_ref();
+        MachineView {
+            name: meta.name.clone().unwrap_or_default(),
+            labels: meta.labels.clone().unwrap_or_default(),
+            annotations: meta.annotations.clone().unwrap_or_default(),
+            created: meta.creation_timestamp.as_ref().map(from_k8s_time),
+            deleting: meta.deletion_timestamp.is_some(),
+            phase: Phase::parse(status.map(|s| s.current_status.phase.as_str())),
+            controller: controller_ref(meta),
+            preserve_expiry: status
+                .and_then(|s| s.current_status.preserve_expiry_time.as_ref())
+                .map(from_k8s_time),
+            last_operation_failed: status
+                .is_some_and(|s| s.last_operation.state == mcm_api::MachineState::Failed),
+            node_preserve: None,
+        }
+    }
+}
+
+/// The controller ownerReference of an object's metadata.
+pub fn controller_ref(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<ControllerRef> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| ControllerRef {
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+            uid: o.uid.clone(),
+        })
+}
+
+/// A Kubernetes time as a chrono time (out-of-range values clamp to the epoch).
+pub fn from_k8s_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> DateTime<Utc> {
+    let ts = t.0;
+    DateTime::from_timestamp(
+        ts.as_second(),
+        u32::try_from(ts.subsec_nanosecond()).unwrap_or(0),
+    )
+    .unwrap_or_default()
+}
+
+/// A chrono time as a Kubernetes time, truncated to whole seconds (the API
+/// server stores seconds; truncating avoids status writes that only differ
+/// in sub-second noise).
+pub fn to_k8s_time(t: DateTime<Utc>) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    let ts = k8s_openapi::jiff::Timestamp::from_second(t.timestamp())
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ts)
+}
+
+/// Parses an RFC 3339 time (the format of the scaler annotations).
+pub fn parse_rfc3339(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s.trim())
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
