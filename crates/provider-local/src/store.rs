@@ -99,7 +99,8 @@ impl Store {
         }
     }
 
-    fn load(&self) -> Result<Loaded, StoreError> {
+    /// Everything the store holds (what a restarted server starts from).
+    pub fn load(&self) -> Result<Loaded, StoreError> {
         let txn = self.db.begin_read().map_err(|e| self.err(e))?;
         let table = txn.open_table(INSTANCES).map_err(|e| self.err(e))?;
         let mut instances = Vec::new();
@@ -153,5 +154,12 @@ impl Store {
         };
         txn.commit().map_err(|e| self.err(e))?;
         Ok(existed)
+    }
+
+    /// Starts a write transaction and keeps it open (tests: every other write
+    /// waits until it is aborted).
+    #[cfg(test)]
+    pub(crate) fn hold_writes(&self) -> redb::WriteTransaction {
+        self.db.begin_write().expect("a write transaction")
     }
 }
