@@ -9,7 +9,6 @@
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::NodeCondition;
 use mcm_api::{MachineOperationType as OpType, MachinePhase as Phase, MachineState as OpState};
-use mcm_driver::{Code, GetMachineStatusResponse, Status};
 use std::time::Duration;
 
 /// Deletion-step markers kept in `lastOperation.description` (contract), from the API crate.
@@ -258,6 +257,8 @@ fn elapsed(since: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
 
 mod creation;
 pub use creation::*;
+mod deletion;
+pub use deletion::*;
 
 // ---------------------------------------------------------------------------
 // Health
@@ -545,47 +546,6 @@ pub fn set_terminating() -> Transition {
     }
 }
 
-/// Step GetVmStatus: the next operation, from whether there is a target
-/// cluster, a node label, and else the GetMachineStatus answer.
-pub fn after_get_vm_status(
-    target_cluster: bool,
-    has_node: bool,
-    status: Option<&Result<GetMachineStatusResponse, Status>>,
-) -> Transition {
-    use markers::*;
-    if !target_cluster {
-        return delete_op(
-            format!("Running without target cluster, skipping node drain and volume attachment deletion. {INITIATE_VM_DELETION}"),
-            OpState::Processing,
-        );
-    }
-    if has_node {
-        return delete_op(INITIATE_DRAIN.to_string(), OpState::Processing);
-    }
-    match status {
-        None | Some(Ok(_)) => delete_op(INITIATE_DRAIN.to_string(), OpState::Processing),
-        Some(Err(e)) => match e.code {
-            Code::Unimplemented => delete_op(INITIATE_DRAIN.to_string(), OpState::Processing),
-            Code::NotFound => delete_op(
-                format!("VM was not found at provider. Moving forward to node drain. {INITIATE_DRAIN}"),
-                OpState::Processing,
-            ),
-            Code::Uninitialized => delete_op(
-                format!("VM instance was not initialized. Moving forward to node drain. {INITIATE_DRAIN}"),
-                OpState::Processing,
-            ),
-            c if c.is_transient() => delete_op(
-                format!("Error occurred with decoding machine error status while getting VM status, aborting with retry. {GET_VM_STATUS}"),
-                OpState::Failed,
-            ),
-            _ => delete_op(
-                format!("Error occurred with decoding machine error status while getting VM status, aborting without retry. machine code: {e} {GET_VM_STATUS}"),
-                OpState::Failed,
-            ),
-        },
-    }
-}
-
 /// The drain mode for a machine being deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DrainPlan {
@@ -672,42 +632,6 @@ pub fn volume_attachments_gone(node: &str) -> Transition {
         ),
         OpState::Processing,
     )
-}
-
-/// Step DeleteVm: the next operation from DeleteMachine's answer, and whether
-/// the retry should be quick.
-pub fn after_delete_vm<T>(result: &Result<T, Status>) -> (Transition, bool) {
-    use markers::*;
-    match result {
-        Ok(_) => (
-            delete_op(
-                format!("VM deletion was successful. {INITIATE_NODE_DELETION}"),
-                OpState::Processing,
-            ),
-            true,
-        ),
-        Err(e) if e.code == Code::NotFound => (
-            delete_op(
-                format!("VM not found. Continuing deletion flow. {INITIATE_NODE_DELETION}"),
-                OpState::Processing,
-            ),
-            true,
-        ),
-        Err(e) if e.code.is_transient() => (
-            delete_op(
-                format!("VM deletion failed due to - {e}. However, will re-try in the next resync. {INITIATE_VM_DELETION}"),
-                OpState::Failed,
-            ),
-            true,
-        ),
-        Err(e) => (
-            delete_op(
-                format!("VM deletion failed due to - {e}. Aborting operation. {INITIATE_VM_DELETION}"),
-                OpState::Failed,
-            ),
-            false,
-        ),
-    }
 }
 
 /// Outcome of the node-deletion step.

@@ -2,7 +2,7 @@
 
 use super::*;
 use chrono::TimeZone;
-use mcm_driver::MachineIdentity;
+use mcm_driver::{Code, GetMachineStatusResponse, MachineIdentity, Status};
 
 pub(super) fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0)
@@ -500,30 +500,32 @@ fn deletion_steps_dispatch_on_the_description_markers_in_order() {
 
 #[test]
 fn get_vm_status_step_texts() {
-    assert!(after_get_vm_status(false, false, None)
+    assert!(after_get_vm_status(false, false, None, VmRecord::HasVm)
         .operation
         .description
         .ends_with("Initiate VM deletion"));
     assert_eq!(
-        after_get_vm_status(true, true, None).operation.description,
+        after_get_vm_status(true, true, None, VmRecord::HasVm)
+            .operation
+            .description,
         "Initiate node drain"
     );
     let uninit = Err(Status::new(Code::Uninitialized, "x"));
     assert_eq!(
-        after_get_vm_status(true, false, Some(&uninit))
+        after_get_vm_status(true, false, Some(&uninit), VmRecord::HasVm)
             .operation
             .description,
         "VM instance was not initialized. Moving forward to node drain. Initiate node drain"
     );
     let nf = Err(Status::not_found("x"));
     assert_eq!(
-        after_get_vm_status(true, false, Some(&nf))
+        after_get_vm_status(true, false, Some(&nf), VmRecord::HasVm)
             .operation
             .description,
         "VM was not found at provider. Moving forward to node drain. Initiate node drain"
     );
     let transient = Err(Status::new(Code::Unavailable, "x"));
-    let t = after_get_vm_status(true, false, Some(&transient));
+    let t = after_get_vm_status(true, false, Some(&transient), VmRecord::HasVm);
     assert_eq!(t.operation.state, OpState::Failed);
     assert!(t.operation.description.contains(markers::GET_VM_STATUS));
 }
@@ -597,23 +599,28 @@ fn drain_outcomes_lead_to_the_right_next_step() {
 
 #[test]
 fn vm_deletion_outcomes() {
-    let (ok, quick) = after_delete_vm::<()>(&Ok(()));
+    let (ok, quick) = after_delete_vm::<()>(&Ok(()), VmRecord::HasVm);
     assert_eq!(
         ok.operation.description,
         "VM deletion was successful. Initiate node object deletion"
     );
     assert!(quick);
-    let (nf, _) = after_delete_vm::<()>(&Err(Status::not_found("x")));
+    let (nf, _) = after_delete_vm::<()>(&Err(Status::not_found("x")), VmRecord::HasVm);
     assert_eq!(
         nf.operation.description,
         "VM not found. Continuing deletion flow. Initiate node object deletion"
     );
-    let (tr, quick) = after_delete_vm::<()>(&Err(Status::new(Code::Unavailable, "x")));
+    let (tr, quick) =
+        after_delete_vm::<()>(&Err(Status::new(Code::Unavailable, "x")), VmRecord::HasVm);
     assert!(tr.operation.description.ends_with("Initiate VM deletion"));
     assert!(quick);
-    let (hard, quick) = after_delete_vm::<()>(&Err(Status::new(Code::PermissionDenied, "x")));
-    assert!(hard.operation.description.contains("Aborting operation"));
-    assert!(!quick);
+    let (hard, quick) = after_delete_vm::<()>(
+        &Err(Status::new(Code::PermissionDenied, "x")),
+        VmRecord::HasVm,
+    );
+    assert_eq!(hard.operation.state, OpState::Failed);
+    assert!(hard.operation.description.ends_with("Initiate VM deletion"));
+    assert!(quick, "a blocked VM deletion is retried with backoff");
 }
 
 #[test]

@@ -57,6 +57,7 @@ impl Reconciler<'_> {
                         Ok(r) => r,
                         Err(Stop::After(d)) => return Ok(Action::requeue(d)),
                     };
+                    self.record_create_attempt().await?;
                     info!(init = flow.init_reason().map(|r| r.as_str()), "creating VM");
                     let started = Instant::now();
                     let result = self
@@ -179,6 +180,23 @@ impl Reconciler<'_> {
         let mut out = req.clone();
         out.secret.data = Some(data);
         Ok(Ok(out))
+    }
+
+    /// Records, before the first CreateMachine call, that a VM may exist from
+    /// now on (the deletion relies on it: `VmRecord`). A failed write means no
+    /// create.
+    async fn record_create_attempt(&mut self) -> Result<(), Error> {
+        if !decide::must_record_create_attempt(&self.machine) {
+            return Ok(());
+        }
+        let patch = json!({"metadata": {"annotations": {
+            decide::CLOUD_CREATE_ANNOTATION: decide::CLOUD_CREATE_ATTEMPTED,
+        }}});
+        self.machine = self
+            .api
+            .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
     }
 
     /// Whether a Node of that name exists and is labelled as another machine's.

@@ -8,10 +8,90 @@ impl Reconciler<'_> {
     // Deletion
 
     pub(super) async fn delete(&mut self) -> Result<Action, Error> {
-        let (class, secret, driver) = match self.inputs().await? {
-            Ok(x) => x,
+        let inputs = match self.inputs().await? {
+            Ok(x) => Some(x),
+            // A machine whose creation never reached the cloud is deleted
+            // without its class, secret or driver (they may be gone or
+            // broken); one that may have a VM waits for them.
+            Err(Stop::After(_)) if VmRecord::of(&self.machine).no_vm_possible() => None,
             Err(Stop::After(d)) => return Ok(Action::requeue(d)),
         };
+        match inputs {
+            Some((class, secret, driver)) => self.delete_steps(class, secret, driver).await,
+            None => self.delete_without_provider().await,
+        }
+    }
+
+    /// The deletion of a machine that never had a VM and whose inputs are
+    /// unusable: no provider call; drain and VM deletion are skipped.
+    async fn delete_without_provider(&mut self) -> Result<Action, Error> {
+        for _ in 0..8 {
+            let view = self.view();
+            let step = decide::deletion_step(&view);
+            debug!(?step, "deletion step (no VM was ever created)");
+            match step {
+                DeletionStep::MissingFinalizer => return Ok(Action::await_change()),
+                DeletionStep::SetTerminating => {
+                    self.write(&decide::set_terminating(), json!({})).await?;
+                }
+                DeletionStep::GetVmStatus
+                | DeletionStep::Drain
+                | DeletionStep::DeleteVolumeAttachments
+                | DeletionStep::DeleteVm => {
+                    let t = decide::no_vm_ever_created(
+                        "the machine's class, secret or provider is unusable, see the events",
+                    );
+                    self.event(
+                        EventType::Normal,
+                        "NoVmToDelete",
+                        t.operation.description.clone(),
+                    )
+                    .await;
+                    self.write(&t, json!({})).await?;
+                }
+                DeletionStep::DeleteNode | DeletionStep::RemoveFinalizer => {
+                    if let Some(a) = self.node_and_finalizer_steps(step, &view).await? {
+                        return Ok(a);
+                    }
+                }
+            }
+        }
+        Ok(Action::requeue(self.ctx.config.short_retry))
+    }
+
+    /// The last two steps, shared by both deletion paths. `Some` ends the reconcile.
+    async fn node_and_finalizer_steps(
+        &mut self,
+        step: DeletionStep,
+        view: &MachineView,
+    ) -> Result<Option<Action>, Error> {
+        if step == DeletionStep::DeleteNode {
+            let outcome = self.delete_node(view).await?;
+            let failed = matches!(outcome, NodeDeletion::Failed(..));
+            self.write(&decide::after_delete_node(&view.name, &outcome), json!({}))
+                .await?;
+            if failed {
+                return Ok(Some(Action::requeue(
+                    self.ctx.failure_delay(&self.key, FailureKind::Normal),
+                )));
+            }
+            return Ok(None);
+        }
+        crate::finalizer::remove(&self.api, &self.machine, c::MCM_FINALIZER).await?;
+        info!("machine deleted; finalizer removed");
+        self.ctx.reset_backoff(&self.key);
+        self.ctx
+            .metrics
+            .forget_machine(&self.machine.namespace().unwrap_or_default(), &self.name());
+        Ok(Some(Action::await_change()))
+    }
+
+    async fn delete_steps(
+        &mut self,
+        class: MachineClass,
+        secret: Secret,
+        driver: Arc<dyn Driver>,
+    ) -> Result<Action, Error> {
         let provider = class.provider.clone();
         let mut req = MachineRequest {
             machine: self.machine.clone(),
@@ -34,6 +114,12 @@ impl Reconciler<'_> {
                     let failed = t.operation.state == mcm_api::MachineState::Failed;
                     self.write(&t, json!({})).await?;
                     if failed {
+                        self.event(
+                            EventType::Warning,
+                            "DeletionBlocked",
+                            t.operation.description.clone(),
+                        )
+                        .await;
                         return Ok(Action::requeue(
                             self.ctx.failure_delay(&self.key, FailureKind::Normal),
                         ));
@@ -112,7 +198,7 @@ impl Reconciler<'_> {
                     let result = self
                         .timed("DeleteMachine", &provider, driver.delete_machine(&req))
                         .await;
-                    let (t, quick) = decide::after_delete_vm(&result);
+                    let (t, quick) = decide::after_delete_vm(&result, VmRecord::of(&self.machine));
                     let state = result
                         .as_ref()
                         .map(|r| r.last_known_state.clone())
@@ -129,6 +215,9 @@ impl Reconciler<'_> {
                                 .set(started.elapsed().as_secs_f64().round());
                         }
                         Err(e) if e.code == Code::NotFound => {}
+                        Err(_) if t.operation.state != mcm_api::MachineState::Failed => {
+                            info!("no VM was ever created for this machine; nothing to delete");
+                        }
                         Err(e) => {
                             self.provider_failure("DeleteMachine", &e).await;
                             let d = if quick {
@@ -140,26 +229,10 @@ impl Reconciler<'_> {
                         }
                     }
                 }
-                DeletionStep::DeleteNode => {
-                    let outcome = self.delete_node(&view).await?;
-                    let failed = matches!(outcome, NodeDeletion::Failed(..));
-                    self.write(&decide::after_delete_node(&view.name, &outcome), json!({}))
-                        .await?;
-                    if failed {
-                        return Ok(Action::requeue(
-                            self.ctx.failure_delay(&self.key, FailureKind::Normal),
-                        ));
+                DeletionStep::DeleteNode | DeletionStep::RemoveFinalizer => {
+                    if let Some(a) = self.node_and_finalizer_steps(step, &view).await? {
+                        return Ok(a);
                     }
-                }
-                DeletionStep::RemoveFinalizer => {
-                    crate::finalizer::remove(&self.api, &self.machine, c::MCM_FINALIZER).await?;
-                    info!("machine deleted; finalizer removed");
-                    self.ctx.reset_backoff(&self.key);
-                    self.ctx.metrics.forget_machine(
-                        &self.machine.namespace().unwrap_or_default(),
-                        &self.name(),
-                    );
-                    return Ok(Action::await_change());
                 }
             }
         }
@@ -173,11 +246,13 @@ impl Reconciler<'_> {
         req: &mut MachineRequest,
         provider: &str,
     ) -> Result<Transition, Error> {
+        let record = VmRecord::of(&self.machine);
         if !self.target() || view.node.is_some() {
             return Ok(decide::after_get_vm_status(
                 self.target(),
                 view.node.is_some(),
                 None,
+                record,
             ));
         }
         // A Node that names this machine?
@@ -215,7 +290,13 @@ impl Reconciler<'_> {
                 .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
         }
-        Ok(decide::after_get_vm_status(true, false, status.as_ref()))
+        let record = VmRecord::of(&self.machine);
+        Ok(decide::after_get_vm_status(
+            true,
+            false,
+            status.as_ref(),
+            record,
+        ))
     }
 
     async fn delete_node(&self, view: &MachineView) -> Result<NodeDeletion, Error> {

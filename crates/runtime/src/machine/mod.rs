@@ -37,7 +37,7 @@ use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachinePhase as Phase};
 use mcm_core::backoff::FailureKind;
 use mcm_core::machine::{
-    self as decide, DeletionStep, MachineView, NodeDeletion, RetryClass, Transition,
+    self as decide, DeletionStep, MachineView, NodeDeletion, RetryClass, Transition, VmRecord,
 };
 use mcm_driver::{Code, Driver, MachineRequest, Status};
 use serde_json::json;
@@ -334,6 +334,23 @@ impl<'a> Reconciler<'a> {
     // Inputs: finalizers, class, secret, driver
 
     async fn ensure_finalizer(&mut self) -> Result<(), Error> {
+        if decide::record_never_created(&self.machine) {
+            // A fresh machine: record, with its finalizer, that no VM was
+            // created for it yet, so that its deletion can finish without the
+            // provider if its creation never reaches the cloud.
+            let mut finalizers = self.machine.finalizers().to_vec();
+            finalizers.push(c::MCM_FINALIZER.to_string());
+            let patch = json!({"metadata": {
+                "finalizers": finalizers,
+                "annotations": {decide::CLOUD_CREATE_ANNOTATION: decide::CLOUD_CREATE_NEVER},
+                "resourceVersion": self.machine.resource_version(),
+            }});
+            self.machine = self
+                .api
+                .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            return Ok(());
+        }
         if let Some(m) = crate::finalizer::add(&self.api, &self.machine, c::MCM_FINALIZER).await? {
             self.machine = m;
         }

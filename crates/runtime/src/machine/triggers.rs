@@ -44,7 +44,20 @@ pub fn machine(m: &Machine) -> Option<u64> {
     if m.meta().generation.is_none() {
         serde_json::to_string(&m.spec).ok().hash(&mut h);
     }
-    hash_meta(m, &mut h);
+    // The controller's own record of a create attempt is not a trigger: it is
+    // written just before CreateMachine, and a re-trigger would cut a failed
+    // create's backoff short.
+    let mut meta = m.meta().clone();
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove(mcm_core::machine::CLOUD_CREATE_ANNOTATION);
+    }
+    meta.labels.hash(&mut h);
+    meta.annotations.hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
     finish(h)
 }
 
