@@ -228,6 +228,16 @@ impl CommonFlags {
                 self.leader_elect_resource_lock
             ));
         }
+        if self.leader_elect {
+            let durations = mcm_runtime::leader::election::Durations {
+                lease_duration: self.leader_elect_lease_duration,
+                renew_deadline: self.leader_elect_renew_deadline,
+                retry_period: self.leader_elect_retry_period,
+            };
+            if let Err(e) = durations.validate() {
+                errs.push(e.to_string());
+            }
+        }
         if self.min_retry_period > self.max_retry_period {
             errs.push("--min-retry-period must not exceed --max-retry-period".into());
         }
@@ -326,6 +336,57 @@ mod tests {
         assert!(log_filter(3, "").contains("mcm_runtime=debug"));
         assert!(log_filter(5, "").contains("mcm_runtime=trace"));
         assert!(log_filter(0, "mcm_core=4").ends_with(",mcm_core=debug"));
+    }
+
+    fn common(args: &[&str]) -> CommonFlags {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            common: CommonFlags,
+        }
+        let argv = std::iter::once("mcm").chain(args.iter().copied());
+        match <Cli as clap::Parser>::try_parse_from(argv) {
+            Ok(cli) => cli.common,
+            Err(e) => panic!("flags {args:?}: {e}"),
+        }
+    }
+
+    #[test]
+    fn leader_election_durations_are_checked_at_start_up_like_client_go() {
+        assert!(common(&[]).validate().is_ok(), "15s / 10s / 2s");
+        let err = common(&["--leader-elect-renew-deadline=20s"])
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("--leader-elect-lease-duration (15s) must be greater than --leader-elect-renew-deadline (20s)"),
+            "{err}"
+        );
+        let err = common(&["--leader-elect-retry-period=9s"])
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("--leader-elect-retry-period (9s) times 1.2"),
+            "{err}"
+        );
+        let err = common(&["--leader-elect-retry-period=0s"])
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("--leader-elect-retry-period must be greater than zero"),
+            "{err}"
+        );
+        assert!(
+            common(&["--leader-elect=false", "--leader-elect-renew-deadline=20s"])
+                .validate()
+                .is_ok(),
+            "without leader election the durations are unused"
+        );
     }
 
     #[test]
