@@ -9,22 +9,33 @@
 //!
 //! Each half only touches what the reference's half touches, so either can
 //! run next to the reference's other half.
+//!
+//! Leader election, probes and metrics caches: docs/design/leader-election.md
+//! and docs/design/process-contract.md.
 
 use crate::flags::{log_filter, CommonFlags, MachineFlags, SetFlags};
 use crate::kubeclient;
 use anyhow::Context as _;
 use clap::Args;
-use kube::Client;
-use mcm_runtime::metrics::{Metrics, ProcessMetrics, ScrapeMetrics, SetMetrics};
+use kube::{Api, Client};
+use mcm_api::{Machine, MachineDeployment, MachineSet};
+use mcm_runtime::health::{self, Half, Health, HealthConfig};
+use mcm_runtime::metrics::{cache, Cache, Metrics, ProcessMetrics, ScrapeMetrics, SetMetrics};
 use mcm_runtime::{leader, safety, Context};
 use prometheus_client::registry::Registry;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{error, info, warn};
+
+/// How long the controllers may take to stop after SIGTERM before they are
+/// dropped (then the Leases are released).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How often a running half proves it is polled (`/healthz`).
+const HEARTBEAT: Duration = Duration::from_secs(5);
 
 /// The name (and Lease) of the MachineSet/MachineDeployment half.
 pub const MANAGER: &str = "machine-controller-manager";
@@ -124,37 +135,36 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     .await
 }
 
-/// What `/metrics` collects on every scrape.
+/// What `/metrics` collects on every scrape: from the caches, no API call.
 struct Scrape {
     registry: Registry,
-    client: Client,
     namespace: String,
-    machines: Option<Arc<Metrics>>,
-    sets: Option<Arc<SetMetrics>>,
+    machines: Option<(Arc<Metrics>, Cache<Machine>)>,
+    sets: Option<(Arc<SetMetrics>, Cache<MachineSet>, Cache<MachineDeployment>)>,
     process: ProcessMetrics,
     misc: ScrapeMetrics,
 }
 
 impl Scrape {
-    async fn render(&self) -> String {
+    fn render(&self) -> String {
         self.misc.begin();
-        let text = self.collect().await;
+        let text = self.collect();
         self.misc.end(200);
         text
     }
 
-    async fn collect(&self) -> String {
-        if let Some(m) = &self.machines {
-            if let Err(e) = m.refresh(&self.client, &self.namespace).await {
-                warn!(error = %e, "collecting Machine metrics failed");
-                self.misc
-                    .failed("Machine-count", "machine-controller-manager-provider");
+    /// Per-object series come from the caches once they are synced (while
+    /// this replica leads); a standby reports the families without series.
+    fn collect(&self) -> String {
+        if let Some((m, machines)) = &self.machines {
+            if let Some(machines) = machines.state() {
+                m.fill(&machines, &self.namespace);
             }
         }
-        if let Some(s) = &self.sets {
-            if let Err(e) = s.refresh(&self.client, &self.namespace).await {
-                warn!(error = %e, "collecting MachineSet/MachineDeployment metrics failed");
-                self.misc.failed("Machineset-count", MANAGER);
+        if let Some((m, sets, deployments)) = &self.sets {
+            match (sets.state(), deployments.state()) {
+                (Some(sets), Some(deployments)) => m.fill(&sets, &deployments, &self.namespace),
+                _ => m.flush_counters(),
             }
         }
         self.process.refresh();
@@ -165,19 +175,22 @@ impl Scrape {
 async fn serve_http(
     addr: SocketAddr,
     scrape: Arc<Scrape>,
-    healthy: Arc<AtomicBool>,
+    health: Arc<Health>,
 ) -> anyhow::Result<()> {
     use axum::http::{header, StatusCode};
     use axum::routing::get;
-    let health = move || {
-        let healthy = healthy.clone();
-        async move {
-            if healthy.load(Ordering::Relaxed) {
-                (StatusCode::OK, "OK")
-            } else {
-                (StatusCode::INTERNAL_SERVER_ERROR, "Unhealthy")
-            }
-        }
+    let answer = |r: Result<(), String>| match r {
+        Ok(()) => (StatusCode::OK, "OK".to_string()),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+    };
+    let live = health.clone();
+    let healthz = move || {
+        let live = live.clone();
+        async move { answer(live.liveness()) }
+    };
+    let readyz = move || {
+        let health = health.clone();
+        async move { answer(health.readiness()) }
     };
     let app = axum::Router::new()
         .route(
@@ -190,13 +203,13 @@ async fn serve_http(
                             header::CONTENT_TYPE,
                             "text/plain; version=0.0.4; charset=utf-8",
                         )],
-                        scrape.render().await,
+                        scrape.render(),
                     )
                 }
             }),
         )
-        .route("/healthz", get(health.clone()))
-        .route("/readyz", get(health));
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -247,15 +260,26 @@ fn identity() -> String {
     format!("{host}_{:08x}", rand::random::<u32>())
 }
 
-/// Runs `work` under the Lease `lease` (or directly without leader election).
+/// Runs `work` under the Lease `lease` (or directly without leader election)
+/// until it ends, leadership is lost or `shutdown` completes (then the work
+/// gets [`SHUTDOWN_GRACE`] and the Lease is released).
 async fn lead(
     common: &CommonFlags,
     control: Client,
     lease: &str,
     work: Work,
+    leading: Arc<AtomicBool>,
+    shutdown: impl Future<Output = ()>,
 ) -> Result<(), leader::LeaderError> {
     if !common.leader_elect {
-        work.await;
+        use std::sync::atomic::Ordering;
+        leading.store(true, Ordering::SeqCst);
+        tokio::pin!(work);
+        tokio::select! {
+            _ = &mut work => {}
+            _ = shutdown => { let _ = tokio::time::timeout(SHUTDOWN_GRACE, &mut work).await; }
+        }
+        leading.store(false, Ordering::SeqCst);
         return Ok(());
     }
     let lc = leader::LeaderConfig {
@@ -263,19 +287,41 @@ async fn lead(
         lease_duration: common.leader_elect_lease_duration,
         renew_deadline: common.leader_elect_renew_deadline,
         retry_period: common.leader_elect_retry_period,
+        shutdown_grace: SHUTDOWN_GRACE,
+        leading,
         ..leader::LeaderConfig::new(&common.namespace, &identity())
     };
-    leader::run_as_leader(control, lc, work).await
+    leader::lead(control, lc, work, shutdown).await.map(|_| ())
+}
+
+/// Runs `controllers` with `companions` (cache watches, the heartbeat) that
+/// never end on their own: the work ends when the controllers do.
+fn with_companions(
+    controllers: impl Future<Output = ()> + Send + 'static,
+    companions: Vec<Work>,
+) -> Work {
+    Box::pin(async move {
+        tokio::select! {
+            _ = controllers => {}
+            _ = futures::future::join_all(companions) => {}
+        }
+    })
 }
 
 async fn serve(plan: Plan) -> anyhow::Result<()> {
     let common = &plan.common;
-    common.validate()?;
-    if let Some(s) = &plan.sets {
-        s.validate()?;
-    }
-    if let Some(m) = &plan.machines {
-        m.validate()?;
+    // Every invalid flag at once, each named, before anything connects.
+    let problems: Vec<String> = [
+        Some(common.validate()),
+        plan.sets.as_ref().map(SetFlags::validate),
+        plan.machines.as_ref().map(MachineFlags::validate),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|r| r.err().map(|e| e.to_string()))
+    .collect();
+    if !problems.is_empty() {
+        return Err(crate::flags::InvalidFlags(problems.join("; ")).into());
     }
     let (control_src, target_src) =
         kubeclient::resolve(&common.control_kubeconfig, &common.target_kubeconfig)?;
@@ -297,7 +343,8 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     let process = ProcessMetrics::new(&mut registry);
     let misc = ScrapeMetrics::new(&mut registry);
     let (tx, rx) = tokio::sync::watch::channel(false);
-    let mut halves: Vec<(&'static str, Work)> = Vec::new();
+    let mut halves: Vec<(&'static str, Work, Arc<AtomicBool>)> = Vec::new();
+    let health = Health::new(HealthConfig::default());
     let mut machine_metrics = None;
     let mut set_metrics = None;
 
@@ -312,7 +359,6 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             ),
         };
         let metrics = Arc::new(Metrics::new(&mut registry));
-        machine_metrics = Some(metrics.clone());
         let config = mcm_runtime::Config {
             namespace: ns.clone(),
             creation_timeout: mf.machine_creation_timeout,
@@ -331,33 +377,44 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         };
         let drivers = crate::drivers::registry(&mf.providers)?;
         info!(half = CONTROLLER, providers = ?drivers.providers(), namespace = %ns, target = target.is_some(), "starting");
-        let ctx = Context::new(control.clone(), target, config, drivers, metrics);
+        let ctx = Context::new(control.clone(), target, config, drivers, metrics.clone());
         let safety_cfg = safety::SafetyConfig {
             orphan_period: mf.machine_safety_orphan_vms_period,
             orphan_grace: mf.machine_safety_orphan_vms_grace,
             apiserver_check_period: mf.machine_safety_apiserver_statuscheck_period,
         };
         let (machines_stop, classes_stop, safety_stop) = (stopper(&rx), stopper(&rx), stopper(&rx));
+        let (machine_cache, fill) = cache::watch(Api::<Machine>::namespaced(control.clone(), &ns));
+        let leading = Arc::new(AtomicBool::new(false));
+        let half = Half::new(
+            CONTROLLER,
+            leading.clone(),
+            vec![machine_cache.synced_flag()],
+        );
+        health.add(half.clone());
+        machine_metrics = Some((metrics, machine_cache));
         let control = control.clone();
         let ns = ns.clone();
+        let controllers = async move {
+            let machines = mcm_runtime::machine::run(ctx.clone(), machines_stop);
+            let classes = mcm_runtime::class::run(control, ns, classes_stop);
+            let safety_loop = async {
+                tokio::select! {
+                    _ = safety::run(ctx.clone(), safety_cfg) => {},
+                    _ = safety_stop => {},
+                }
+            };
+            tokio::join!(machines, classes, safety_loop);
+        };
+        let companions: Vec<Work> = vec![Box::pin(fill), Box::pin(half.heartbeat(HEARTBEAT))];
         halves.push((
             CONTROLLER,
-            Box::pin(async move {
-                let machines = mcm_runtime::machine::run(ctx.clone(), machines_stop);
-                let classes = mcm_runtime::class::run(control, ns, classes_stop);
-                let safety_loop = async {
-                    tokio::select! {
-                        _ = safety::run(ctx.clone(), safety_cfg) => {},
-                        _ = safety_stop => {},
-                    }
-                };
-                tokio::join!(machines, classes, safety_loop);
-            }),
+            with_companions(controllers, companions),
+            leading,
         ));
     }
     if let Some(sf) = &plan.sets {
         let metrics = SetMetrics::new(&mut registry);
-        set_metrics = Some(metrics);
         let config = mcm_runtime::sets::SetsConfig {
             concurrent_syncs,
             safety_up: sf.safety_up,
@@ -382,19 +439,30 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         };
         info!(half = MANAGER, namespace = %ns, target = target.is_some(), "starting");
         let stop = stopper(&rx);
-        let (control, ns) = (control.clone(), ns.clone());
-        halves.push((
+        let (set_cache, fill_sets) =
+            cache::watch(Api::<MachineSet>::namespaced(control.clone(), &ns));
+        let (deployment_cache, fill_deployments) =
+            cache::watch(Api::<MachineDeployment>::namespaced(control.clone(), &ns));
+        let leading = Arc::new(AtomicBool::new(false));
+        let half = Half::new(
             MANAGER,
-            Box::pin(mcm_runtime::sets::run_with_target(
-                control, target, ns, config, stop,
-            )),
-        ));
+            leading.clone(),
+            vec![set_cache.synced_flag(), deployment_cache.synced_flag()],
+        );
+        health.add(half.clone());
+        set_metrics = Some((metrics, set_cache, deployment_cache));
+        let (control, ns) = (control.clone(), ns.clone());
+        let controllers = mcm_runtime::sets::run_with_target(control, target, ns, config, stop);
+        let companions: Vec<Work> = vec![
+            Box::pin(fill_sets),
+            Box::pin(fill_deployments),
+            Box::pin(half.heartbeat(HEARTBEAT)),
+        ];
+        halves.push((MANAGER, with_companions(controllers, companions), leading));
     }
 
-    let healthy = Arc::new(AtomicBool::new(true));
     let scrape = Arc::new(Scrape {
         registry,
-        client: control.clone(),
         namespace: ns.clone(),
         machines: machine_metrics,
         sets: set_metrics,
@@ -404,23 +472,30 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     let addr: SocketAddr = format!("{}:{}", common.address, port)
         .parse()
         .context("--address/--port")?;
-    let http = tokio::spawn(serve_http(addr, scrape, healthy.clone()));
+    let http = tokio::spawn(serve_http(addr, scrape, health.clone()));
+    let probe = tokio::spawn(health::probe_api(control.clone(), health.clone()));
     info!(name = plan.name, %addr, "started");
 
-    let led = futures::future::join_all(halves.into_iter().map(|(lease, work)| {
+    let led = futures::future::join_all(halves.into_iter().map(|(lease, work, leading)| {
         let control = control.clone();
-        async move { (lease, lead(common, control, lease, work).await) }
+        let shutdown = stopper(&rx);
+        async move {
+            (
+                lease,
+                lead(common, control, lease, work, leading, shutdown).await,
+            )
+        }
     }));
     tokio::pin!(led);
-    tokio::select! {
+    let outcome = tokio::select! {
         results = &mut led => {
             let lost: Vec<String> = results.into_iter().filter_map(|(lease, r)| r.err().map(|e| format!("{lease}: {e}"))).collect();
             if lost.is_empty() {
                 warn!("controllers stopped");
                 Ok(())
             } else {
-                error!(lost = ?lost, "lost leadership: exiting");
-                Err(anyhow::anyhow!("lost leadership ({})", lost.join(", ")))
+                error!(lost = ?lost, "leader election ended the controllers: exiting");
+                Err(anyhow::anyhow!("leader election: {}", lost.join(", ")))
             }
         }
         r = http => {
@@ -431,11 +506,17 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             }
         }
         _ = shutdown_signal() => {
-            info!("shutting down: letting reconciles in flight finish");
-            healthy.store(false, Ordering::Relaxed);
+            info!("shutting down: letting reconciles in flight finish, then releasing the leases");
+            health.stopping();
             let _ = tx.send(true);
-            let _ = tokio::time::timeout(Duration::from_secs(10), &mut led).await;
+            // Each half: the grace, then the release (bounded by the renew deadline).
+            let bound = SHUTDOWN_GRACE + common.leader_elect_renew_deadline + Duration::from_secs(1);
+            if tokio::time::timeout(bound, &mut led).await.is_err() {
+                warn!("the controllers did not stop in time");
+            }
             Ok(())
         }
-    }
+    };
+    probe.abort();
+    outcome
 }

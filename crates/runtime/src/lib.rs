@@ -7,6 +7,7 @@
 //! - [`machine`]: the Machine controller (creation, initialization, health, deletion).
 //! - [`drain`]: cordon and drain of a Node before its VM is deleted.
 //! - [`leader`]: Lease-based leader election, so two replicas never reconcile at once.
+//! - [`health`]: what `/healthz` and `/readyz` answer.
 //! - [`metrics`]: Prometheus metrics with the reference's names and labels.
 //! - [`class`]: finalizers on MachineClasses and their Secrets.
 //! - [`node_sync`]: the Machine's node template and the class's virtual capacity on its Node.
@@ -17,6 +18,7 @@ pub mod context;
 pub mod drain;
 pub mod events;
 pub mod finalizer;
+pub mod health;
 pub mod leader;
 pub mod machine;
 pub mod metrics;

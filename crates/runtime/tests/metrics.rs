@@ -1,10 +1,12 @@
-//! MachineSet / MachineDeployment metrics are collected on scrape from the API.
+//! MachineSet / MachineDeployment metrics are collected on scrape from a
+//! cache kept by a watch (no API call per scrape).
 
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use mcm_api::MachineSet;
-use mcm_runtime::metrics::{encode, SetMetrics};
-use mcm_testenv::TestEnv;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use mcm_api::{MachineDeployment, MachineSet};
+use mcm_runtime::metrics::{cache, encode, SetMetrics};
+use mcm_testenv::{must_eventually, TestEnv};
 use serde_json::json;
+use std::time::Duration;
 
 #[tokio::test]
 async fn set_metrics_report_status_replicas_and_conditions_of_each_machine_set() {
@@ -30,11 +32,28 @@ async fn set_metrics_report_status_replicas_and_conditions_of_each_machine_set()
     )
     .await
     .expect("status");
+    let (sets_cache, fill_sets) = cache::watch(sets.clone());
+    let (deployments_cache, fill_deployments) = cache::watch(env.api::<MachineDeployment>());
+    let watches = tokio::spawn(async move { futures::join!(fill_sets, fill_deployments) });
     let mut registry = prometheus_client::registry::Registry::default();
     let m = SetMetrics::new(&mut registry);
-    m.refresh(&env.client, &env.namespace)
-        .await
-        .expect("refresh");
+    // A scrape: the cached objects, no request.
+    let scrape = |m: &SetMetrics| match (sets_cache.state(), deployments_cache.state()) {
+        (Some(s), Some(d)) => {
+            m.fill(&s, &d, &env.namespace);
+            true
+        }
+        _ => false,
+    };
+    must_eventually(
+        Duration::from_secs(20),
+        "the cache holds s1's status",
+        || async {
+            (scrape(&m) && encode(&registry).contains("mcm_machine_set_status_replicas{"))
+                .then_some(())
+        },
+    )
+    .await;
     let text = encode(&registry);
     let ns = &env.namespace;
     assert!(text.contains("mcm_machine_set_items_total 1"), "{text}");
@@ -47,4 +66,13 @@ async fn set_metrics_report_status_replicas_and_conditions_of_each_machine_set()
     assert!(text.contains(&format!(
         "mcm_machine_set_status_condition{{name=\"s1\",namespace=\"{ns}\",condition=\"Frozen\"}} 1"
     )));
+    sets.delete("s1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    must_eventually(Duration::from_secs(20), "s1's series are gone", || async {
+        (scrape(&m) && !encode(&registry).contains("name=\"s1\"")).then_some(())
+    })
+    .await;
+    assert!(encode(&registry).contains("mcm_machine_set_items_total 0"));
+    watches.abort();
 }

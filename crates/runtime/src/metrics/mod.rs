@@ -2,7 +2,8 @@
 //! existing dashboards, ServiceMonitor keep-lists and alerts keep working.
 //!
 //! - this module: the machine controller's series (`pkg/util/provider/metrics`
-//!   in the reference), per-machine series refilled on every scrape;
+//!   in the reference), per-machine series refilled on every scrape from a
+//!   [`cache`] (a watch kept while this replica leads, never a LIST per scrape);
 //! - [`sets`]: the MachineSet / MachineDeployment series (`pkg/metrics`);
 //! - [`process`]: `process_*` and `mcm_misc_scrape_failure_total`.
 //!
@@ -11,9 +12,11 @@
 //! machine's series are removed. [`encode`] writes the Prometheus text format
 //! (0.0.4) with the reference's sample names.
 
+pub mod cache;
 pub mod process;
 pub mod sets;
 
+pub use cache::Cache;
 pub use process::{ProcessMetrics, ScrapeMetrics};
 pub use sets::SetMetrics;
 
@@ -319,18 +322,16 @@ impl Metrics {
     }
 
     /// Refills the per-machine series (`items`, phase, info, conditions) from
-    /// the Machines of `namespace`: every machine has its series on every
-    /// scrape, and a deleted machine's are gone.
-    pub async fn refresh(&self, client: &kube::Client, namespace: &str) -> Result<(), kube::Error> {
-        use kube::api::{Api, ListParams};
+    /// the Machines of `namespace` (from the metrics cache, no API call):
+    /// every machine has its series on every scrape, and a deleted machine's
+    /// are gone.
+    pub fn fill(&self, machines: &[std::sync::Arc<mcm_api::Machine>], namespace: &str) {
         use kube::ResourceExt;
-        let api: Api<mcm_api::Machine> = Api::namespaced(client.clone(), namespace);
-        let machines = api.list(&ListParams::default()).await?.items;
         self.phase.clear();
         self.info.clear();
         self.condition.clear();
         self.items.set(machines.len() as i64);
-        for m in &machines {
+        for m in machines {
             let name = m.name_any();
             let status = m.status.clone().unwrap_or_default();
             self.phase
@@ -370,7 +371,6 @@ impl Metrics {
                     .set(condition_value(c.status.as_str()));
             }
         }
-        Ok(())
     }
 
     /// The numeric value the reference uses for a phase.

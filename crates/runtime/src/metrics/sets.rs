@@ -336,17 +336,23 @@ impl SetMetrics {
         self.deployment_failed.clear();
     }
 
-    /// Refills the series from the MachineSets and MachineDeployments of `namespace`.
-    pub async fn refresh(&self, client: &kube::Client, namespace: &str) -> Result<(), kube::Error> {
-        use kube::api::{Api, ListParams};
-        use kube::ResourceExt;
+    /// Adds the stale-machine removals counted since the last scrape (for a
+    /// scrape of a replica whose caches are not filled: a standby).
+    pub fn flush_counters(&self) {
         self.stale
             .inc_by(self.stale_removed.swap(0, Ordering::Relaxed));
-        let sets: Api<mcm_api::MachineSet> = Api::namespaced(client.clone(), namespace);
-        let deployments: Api<mcm_api::MachineDeployment> =
-            Api::namespaced(client.clone(), namespace);
-        let sets = sets.list(&ListParams::default()).await?.items;
-        let deployments = deployments.list(&ListParams::default()).await?.items;
+    }
+
+    /// Refills the series from the MachineSets and MachineDeployments of
+    /// `namespace` (from the metrics caches, no API call).
+    pub fn fill(
+        &self,
+        sets: &[std::sync::Arc<mcm_api::MachineSet>],
+        deployments: &[std::sync::Arc<mcm_api::MachineDeployment>],
+        namespace: &str,
+    ) {
+        use kube::ResourceExt;
+        self.flush_counters();
         self.clear();
         let ns = namespace;
         let per = |name: &str| SetGaugeLabels {
@@ -354,7 +360,7 @@ impl SetMetrics {
             namespace: ns.into(),
         };
         self.set_items.set(sets.len() as i64);
-        for s in &sets {
+        for s in sets {
             let name = s.name_any();
             let l = per(&name);
             let status = s.status.clone().unwrap_or_default();
@@ -403,7 +409,7 @@ impl SetMetrics {
             }
         }
         self.deployment_items.set(deployments.len() as i64);
-        for d in &deployments {
+        for d in deployments {
             let name = d.name_any();
             let l = per(&name);
             let spec = &d.spec;
@@ -478,6 +484,5 @@ impl SetMetrics {
                     .set(1);
             }
         }
-        Ok(())
     }
 }
