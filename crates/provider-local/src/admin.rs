@@ -92,7 +92,9 @@ impl AdminClient {
         action: InstanceAction,
     ) -> Result<Instance, Error> {
         let url = self.url(&format!("admin/instances/{id}/{}", action.as_str()))?;
-        self.send(self.http.post(url)).await
+        // The cloud takes JSON bodies only (a cross-site form cannot send one).
+        self.send(self.http.post(url).json(&serde_json::json!({})))
+            .await
     }
 
     /// `GET /admin/instances`: every instance.

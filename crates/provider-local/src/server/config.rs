@@ -41,6 +41,10 @@ pub struct ServeArgs {
         default_value = "127.0.0.1"
     )]
     pub listen_address: IpAddr,
+    /// A host name requests may use besides loopback names and addresses and
+    /// the listen address (repeatable; requests naming another Host are refused).
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    pub allowed_hosts: Vec<String>,
     /// The port to listen on (0 picks a free one).
     #[arg(long, env = "MCM_LOCAL_CLOUD_PORT", default_value_t = DEFAULT_PORT)]
     pub port: u16,
@@ -112,6 +116,7 @@ impl ServeArgs {
         }
         Ok(CloudConfig {
             listen: SocketAddr::new(self.listen_address, self.port),
+            allowed_hosts: self.allowed_hosts.clone(),
             store_path: self.store.clone(),
             zone: self.zone.clone(),
             target_kubeconfig: self
@@ -134,6 +139,8 @@ fn millis(d: Duration) -> u64 {
 pub struct CloudConfig {
     /// Where to listen (port 0 picks a free one).
     pub listen: SocketAddr,
+    /// Host names requests may use besides loopback ones and the listen address.
+    pub allowed_hosts: Vec<String>,
     /// The redb store file.
     pub store_path: PathBuf,
     /// The zone of instances whose spec names none.
@@ -153,6 +160,7 @@ impl CloudConfig {
     pub fn new(store_path: impl Into<PathBuf>) -> Self {
         CloudConfig {
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+            allowed_hosts: Vec::new(),
             store_path: store_path.into(),
             zone: DEFAULT_ZONE.to_string(),
             target_kubeconfig: None,

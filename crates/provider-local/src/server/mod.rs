@@ -24,17 +24,22 @@
 //! | `POST /admin/instances/{id}/stop`, `.../kill`, `.../start` | operator actions on one instance |
 //! | `GET /healthz` | `ok` |
 //!
+//! Every request must name a loopback Host (or the listen address, or an
+//! `--allowed-host`), and `POST`/`PUT`/`PATCH` must send `application/json`:
+//! 403 and 415 otherwise (`guard`).
+//!
 //! Errors are `{code, message}` with a machine code name (`NotFound`,
 //! `InvalidArgument`, `ResourceExhausted`, ...) and a matching HTTP status.
-
 //!
-//! The module is split by concern: [`config`] (flags and configuration),
+//! The module is split by concern: `config` (flags and configuration),
 //! `error` (the API's error answers), `state` (the shared state, its store
-//! and the per-call gate), `ops` (the cloud operations), `routes` (the HTTP
+//! and the per-call gate), `ops` (the cloud operations), `guard` (the Host
+//! and Content-Type checks every request passes), `routes` (the HTTP
 //! handlers and the router); this file starts and stops the server.
 
 mod config;
 mod error;
+mod guard;
 mod ops;
 mod routes;
 mod state;
@@ -158,7 +163,7 @@ pub async fn spawn(config: CloudConfig) -> Result<(SocketAddr, ServerHandle), Er
         source,
     })?;
     let (tx, rx) = oneshot::channel::<()>();
-    let app = router(shared);
+    let app = router(shared, guard::Guard::new(addr.ip(), &config.allowed_hosts));
     let server = tokio::spawn(async move {
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {

@@ -1,6 +1,7 @@
 //! The HTTP side: one handler per route, and the router.
 
 use super::error::{parse_body, ApiError};
+use super::guard::Guard;
 use super::state::{lock, Shared};
 use crate::tunables::{Op, Tunables};
 use crate::wire::InstanceList;
@@ -110,7 +111,7 @@ async fn not_found() -> Response {
     ApiError::new(Code::NotFound, "no such endpoint").into_response()
 }
 
-pub(super) fn router(shared: Arc<Shared>) -> Router {
+pub(super) fn router(shared: Arc<Shared>, guard: Guard) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/v1/instances", post(create).get(list))
@@ -125,5 +126,9 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .route("/admin/instances", get(admin_instances))
         .route("/admin/instances/{id}/{action}", post(admin_action))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(guard),
+            super::guard::check,
+        ))
         .with_state(shared)
 }
