@@ -1,0 +1,302 @@
+//! Deleting Machines whose class cannot be used (issue 17, finding 10),
+//! against the real control plane: a Machine whose creation never reached the
+//! cloud is deletable; one whose VM may exist keeps its finalizer and says
+//! what to fix until the class is repaired.
+//!
+//! The driver is the scriptable test driver behind a wrapper that refuses
+//! every call with `InvalidArgument` for a class whose providerSpec says
+//! `"broken": true`, as a real provider does for a spec it cannot decode.
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use mcm_api::{Machine, MachineClass, MachinePhase};
+use mcm_core::machine::{CLOUD_CREATE_ANNOTATION, CLOUD_CREATE_NEVER};
+use mcm_driver::testing::{Script, ScriptedDriver};
+use mcm_driver::*;
+use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_testenv::{must_eventually, TestEnv};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// The scripted driver, refusing classes whose providerSpec has `broken: true`.
+struct Strict(Arc<ScriptedDriver>);
+
+fn check(class: &MachineClass) -> Result<(), Status> {
+    if class.provider_spec.get("broken") == Some(&json!(true)) {
+        return Err(Status::invalid_argument(
+            "providerSpec: cannot decode the providerSpec: unknown field `broken`",
+        ));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Driver for Strict {
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        check(&req.machine_class)?;
+        self.0.create_machine(req).await
+    }
+    async fn initialize_machine(
+        &self,
+        req: &InitializeMachineRequest,
+    ) -> DriverResult<InitializeMachineResponse> {
+        check(&req.machine_class)?;
+        self.0.initialize_machine(req).await
+    }
+    async fn delete_machine(
+        &self,
+        req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
+        check(&req.machine_class)?;
+        self.0.delete_machine(req).await
+    }
+    async fn get_machine_status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        check(&req.machine_class)?;
+        self.0.get_machine_status(req).await
+    }
+    async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        check(&req.machine_class)?;
+        self.0.list_machines(req).await
+    }
+}
+
+struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+    }
+}
+
+fn start(env: &TestEnv, driver: Arc<ScriptedDriver>, target: bool) -> Running {
+    let mut drivers = DriverRegistry::new();
+    drivers.register("scripted", Arc::new(Strict(driver)));
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Arc::new(Metrics::new(&mut registry));
+    let cfg = Config {
+        namespace: env.namespace.clone(),
+        short_retry: Duration::from_millis(200),
+        long_retry: Duration::from_secs(2),
+        ..Config::default()
+    };
+    let target = target.then(|| env.client.clone());
+    let ctx = Context::new(env.client.clone(), target, cfg, drivers, metrics);
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(machine::run(ctx, async move {
+        let _ = rx.await;
+    }));
+    Running { stop: tx, task }
+}
+
+async fn setup(test: &str) -> Option<TestEnv> {
+    let env = TestEnv::new(test).await?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "stringData": {"userData": "#!/bin/sh\necho <<MACHINE_NAME>>"}
+    }))
+    .expect("secret");
+    env.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create secret");
+    Some(env)
+}
+
+async fn create_class(env: &TestEnv, name: &str, spec: serde_json::Value) {
+    let class: MachineClass = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+        "metadata": {"name": name},
+        "provider": "scripted",
+        "providerSpec": spec,
+        "secretRef": {"name": "creds", "namespace": env.namespace},
+    }))
+    .expect("class");
+    env.api::<MachineClass>()
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create class");
+}
+
+async fn set_class_spec(env: &TestEnv, name: &str, spec: serde_json::Value) {
+    let patch = json!({"providerSpec": spec});
+    env.api::<MachineClass>()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("patch class");
+}
+
+async fn create_machine(env: &TestEnv, name: &str, class: &str) {
+    let m: Machine = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": name},
+        "spec": {"class": {"kind": "MachineClass", "name": class}},
+    }))
+    .expect("machine");
+    env.api::<Machine>()
+        .create(&PostParams::default(), &m)
+        .await
+        .expect("create machine");
+}
+
+async fn get(env: &TestEnv, name: &str) -> Option<Machine> {
+    env.api::<Machine>()
+        .get_opt(name)
+        .await
+        .expect("get machine")
+}
+
+fn last_op(m: &Machine) -> mcm_api::LastOperation {
+    m.status.clone().unwrap_or_default().last_operation
+}
+
+async fn delete(env: &TestEnv, name: &str) {
+    env.api::<Machine>()
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete machine");
+}
+
+async fn wait_gone(env: &TestEnv, name: &str) {
+    must_eventually(WAIT, &format!("machine {name} gone"), || async {
+        get(env, name).await.is_none().then_some(())
+    })
+    .await;
+}
+
+async fn event_reasons(env: &TestEnv) -> Vec<String> {
+    env.api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+/// The user's story: an undecodable class and a machine using it; the status
+/// says InvalidArgument; deleting the machine removes it.
+///
+/// Machine names are unique across the test files: Nodes are cluster-wide,
+/// and a Node labelled with this machine's name would (rightly) mean a VM.
+async fn undecodable_class_story(test: &str, target: bool) {
+    let Some(env) = setup(test).await else {
+        return;
+    };
+    create_class(&env, "broken", json!({"broken": true})).await;
+    let driver = Arc::new(ScriptedDriver::new(Script::default()));
+    let ctl = start(&env, driver.clone(), target);
+    create_machine(&env, "del-m1", "broken").await;
+    let m = must_eventually(WAIT, "InvalidArgument in status", || async {
+        get(&env, "del-m1")
+            .await
+            .filter(|m| last_op(m).error_code == "InvalidArgument")
+    })
+    .await;
+    assert_eq!(
+        m.annotations()
+            .get(CLOUD_CREATE_ANNOTATION)
+            .map(String::as_str),
+        Some(CLOUD_CREATE_NEVER),
+        "the machine records that no VM was created"
+    );
+    delete(&env, "del-m1").await;
+    wait_gone(&env, "del-m1").await;
+    assert_eq!(ScriptedDriver::count(&driver.calls.create), 0);
+    assert_eq!(driver.vm_count(), 0);
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_machine_of_an_undecodable_class_can_be_deleted() {
+    undecodable_class_story("del-broken", true).await;
+}
+
+#[tokio::test]
+async fn a_machine_of_an_undecodable_class_can_be_deleted_without_a_target_cluster() {
+    undecodable_class_story("del-broken-nt", false).await;
+}
+
+#[tokio::test]
+async fn a_machine_of_a_missing_class_can_be_deleted() {
+    let Some(env) = setup("del-noclass").await else {
+        return;
+    };
+    let driver = Arc::new(ScriptedDriver::new(Script::default()));
+    let ctl = start(&env, driver.clone(), true);
+    create_machine(&env, "del-m2", "does-not-exist").await;
+    must_eventually(WAIT, "the missing class in status", || async {
+        get(&env, "del-m2")
+            .await
+            .filter(|m| last_op(m).description.contains("not found"))
+    })
+    .await;
+    delete(&env, "del-m2").await;
+    wait_gone(&env, "del-m2").await;
+    assert_eq!(ScriptedDriver::count(&driver.calls.create), 0);
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_machine_whose_class_broke_after_its_vm_was_made_is_kept_until_the_class_is_fixed() {
+    let Some(env) = setup("del-broke-later").await else {
+        return;
+    };
+    create_class(&env, "c", json!({"image": "x"})).await;
+    let driver = Arc::new(ScriptedDriver::new(Script::default()));
+    let ctl = start(&env, driver.clone(), false);
+    create_machine(&env, "del-m3", "c").await;
+    must_eventually(WAIT, "machine Available", || async {
+        get(&env, "del-m3").await.filter(|m| {
+            m.status.clone().unwrap_or_default().current_status.phase == MachinePhase::Available
+        })
+    })
+    .await;
+    assert!(driver.vm("del-m3").is_some());
+    set_class_spec(&env, "c", json!({"image": "x", "broken": true})).await;
+    delete(&env, "del-m3").await;
+    let m = must_eventually(WAIT, "the blocked deletion in status", || async {
+        get(&env, "del-m3")
+            .await
+            .filter(|m| last_op(m).description.contains("fix the MachineClass"))
+    })
+    .await;
+    let op = last_op(&m);
+    assert_eq!(op.state, mcm_api::MachineState::Failed);
+    assert_eq!(op.error_code, "InvalidArgument");
+    assert!(
+        event_reasons(&env)
+            .await
+            .iter()
+            .any(|r| r == "DeleteMachineFailed"),
+        "a Warning event says why"
+    );
+    // Retried, never given up: the machine and its VM stay while the class is broken.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(get(&env, "del-m3").await.is_some(), "the finalizer is kept");
+    assert!(driver.vm("del-m3").is_some(), "the VM lives");
+    set_class_spec(&env, "c", json!({"image": "x", "broken": false})).await;
+    wait_gone(&env, "del-m3").await;
+    assert!(
+        driver.vm("del-m3").is_none(),
+        "the VM is deleted once the class is fixed"
+    );
+    ctl.stop().await;
+}
