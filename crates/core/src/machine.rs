@@ -92,7 +92,8 @@ impl Default for Settings {
 }
 
 /// Splits a comma-separated condition list, trimming blanks (the reference does
-/// not trim, so `"A, B"` silently ignored `B`: §13 item 21, fixed).
+/// not trim, so `"A, B"` silently ignored `B`; design: machine.md, "Where mcm-rs
+/// differs from the reference", item 21).
 pub fn split_conditions(list: &str) -> Vec<String> {
     list.split(',')
         .map(str::trim)
@@ -151,7 +152,8 @@ impl MachineView {
     }
 
     /// Whether the creation flow must run: no providerID, no phase yet, or CrashLoopBackOff.
-    /// Unlike the reference (§13 item 5), a `Failed` machine never re-enters the
+    /// Unlike the reference (design: machine.md, "Where mcm-rs differs from the
+    /// reference", item 5), a `Failed` machine never re-enters the
     /// creation flow: it waits for its MachineSet to replace it, so no further VM is made.
     pub fn needs_creation_flow(&self) -> bool {
         if self.phase == Phase::Failed {
@@ -325,10 +327,12 @@ fn describe_conditions(conditions: &[NodeCondition]) -> String {
     format!("[{}]", parts.join(" "))
 }
 
-/// The health check (§3) for a machine that has a node label and a phase.
+/// The health check (design: machine.md, "Health check") for a machine that has a
+/// node label and a phase.
 ///
 /// Departures from the reference: a machine in CrashLoopBackOff or Failed is never
-/// promoted to Running by its node turning Ready (§13 item 2): a CrashLoopBackOff
+/// promoted to Running by its node turning Ready (design: machine.md, "Where mcm-rs
+/// differs from the reference", item 2): a CrashLoopBackOff
 /// machine whose initialization has not succeeded is held, with
 /// `held_for_initialization` set so the runtime records why.
 pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> HealthDecision {
@@ -479,7 +483,8 @@ pub fn may_mark_failed<'a>(sibling_phases: impl IntoIterator<Item = &'a Phase>) 
 // ---------------------------------------------------------------------------
 // Deletion
 
-/// The deletion step, decided from the phase and the marker in the description (§4.2).
+/// The deletion step, decided from the phase and the marker in the description
+/// (design: machine.md, "Deletion").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeletionStep {
     /// The finalizer is gone: nothing to do.
@@ -557,7 +562,7 @@ pub struct DrainPlan {
     pub max_evict_retries: i32,
 }
 
-/// Plans the drain (§4.2 step 5): forced when the `force-deletion` label is set,
+/// Plans the drain (design: machine.md, "Drain"): forced when the `force-deletion` label is set,
 /// when the drain timeout (from the deletion time) has passed, or when the node
 /// has been NotReady or ReadonlyFilesystem for more than 5 minutes.
 pub fn plan_drain(m: &MachineView, now: DateTime<Utc>) -> DrainPlan {
@@ -726,8 +731,9 @@ fn query_escape(s: &str) -> String {
 
 /// The bootstrap token ID for a machine: 6 lowercase hex characters.
 ///
-/// The reference derives it from three bytes of the name (§13 item 10: collisions
-/// between machines, and a panic for names shorter than 5 bytes). mcm-rs hashes
+/// The reference derives it from three bytes of the name (collisions between
+/// machines, and a panic for names shorter than 5 bytes; design: machine.md,
+/// "Where mcm-rs differs from the reference", item 10). mcm-rs hashes
 /// the whole name and the machine's UID (FNV-1a), so IDs are stable for a machine
 /// and differ between machines with similar names.
 pub fn bootstrap_token_id(machine_name: &str, uid: &str) -> String {

@@ -1,5 +1,5 @@
-//! The reference's integration scenarios (`pkg/test/integration/common`,
-//! spec §17), end to end on the `local` provider: the real `mcm run` binary
+//! The reference's integration scenarios (its `pkg/test/integration/common`),
+//! end to end on the `local` provider: the real `mcm run` binary
 //! against the real control plane, with an in-process local cloud whose
 //! simulated kubelets register Ready Nodes.
 //!

@@ -1,6 +1,6 @@
 //! Errors of the OpenStack calls and their machine error codes.
 //!
-//! The mapping follows the reference (§5.4 of the behaviour notes): not found
+//! The mapping follows the reference (design: providers/openstack.md, "Errors"): not found
 //! → `NotFound`, several found → `OutOfRange`, HTTP 401 → `Unauthenticated`,
 //! 403 → `PermissionDenied`, a flavor that does not exist or Nova's "No valid
 //! host was found" → `ResourceExhausted`, the rest → `Internal`. On top of it,

@@ -1,6 +1,6 @@
 //! The machine controller's safety loops: orphan-VM collection, the freeze
 //! while an API server is unreachable, and the annotation of Nodes that no
-//! Machine manages (`sets-deployments-safety.md` §12).
+//! Machine manages (design: safety.md).
 //!
 //! Orphan collection is deliberately conservative: it never runs while the
 //! controller is frozen, it never touches a VM whose machine is still being

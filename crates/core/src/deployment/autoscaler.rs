@@ -77,7 +77,8 @@ pub fn trigger_deletion_plan(value: &str, lookup: impl Fn(&str) -> TriggerTarget
 
 /// What a rollout does with the cluster-autoscaler scale-down annotations of
 /// one Node (`cluster-autoscaler.kubernetes.io/scale-down-disabled` and its
-/// `-by-mcm` marker, §10.6 steps 3 and 6).
+/// `-by-mcm` marker; design: sets-and-deployments.md, "Cluster-autoscaler
+/// annotations").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScaleDownDisabledChange {
     /// Put both annotations on the node.

@@ -1,8 +1,7 @@
 //! # MachineDeployment rollout arithmetic, without I/O
 //!
-//! The decisions of the MachineDeployment controller (spec
-//! `sets-deployments-safety.md` §10) and of the overshoot safety loop (§11) as
-//! pure functions:
+//! The decisions of the MachineDeployment controller and of the overshoot
+//! safety loop (design: sets-and-deployments.md) as pure functions:
 //!
 //! - strategy and fence-posts: [`resolve_strategy`], [`Strategy::max_surge`],
 //!   [`Strategy::max_unavailable`] (maxSurge rounds up, maxUnavailable rounds
@@ -26,7 +25,10 @@
 //! - the safety loop: [`overshoot_count`], [`overshoot_thresholds`],
 //!   [`overshoot_decision`], [`deployment_should_be_frozen`].
 //!
-//! ## Quirks of the reference (§19): fixed or kept
+//! ## Quirks of the reference: fixed or kept
+//!
+//! Numbered as in sets-and-deployments.md, "Where mcm-rs differs from the
+//! reference".
 //!
 //! Fixed, each with a test:
 //! - **2** (release by merge patch is a no-op): [`crate::replicas::claim`]
@@ -59,18 +61,18 @@
 //!   [`crate::replicas::Expectations`] gates the replica manager
 //!   (`expectations_hold_until_creations_and_deletions_are_observed`,
 //!   runtime test `deployment_scales_0_1_6_2_with_exact_machine_counts`).
-//! - (found while porting) the new set's `revision-history` got the current
+//! - **15** (found while porting) the new set's `revision-history` got the current
 //!   revision appended whenever MachineDeployment annotations were copied,
 //!   even without a revision change; here only a real revision raise appends
 //!   (`revision_history_grows_only_when_the_revision_is_raised`).
-//! - (found while porting) proportional scaling divided by a zero
+//! - **16** (found while porting) proportional scaling divided by a zero
 //!   `max-replicas` fallback (Go: float division by zero); here such a set
 //!   gets no proportional share (`proportional_scaling_survives_missing_max_replicas`).
-//! - (found while porting) machines with a deletion timestamp but a stale
+//! - **17** (found while porting) machines with a deletion timestamp but a stale
 //!   phase counted as live replicas (see
 //!   [`crate::replicas::MachineView::is_terminating`],
 //!   `terminating_machines_do_not_count_as_replicas`).
-//! - (found while porting) a new set with more available machines than its
+//! - **18** (found while porting) a new set with more available machines than its
 //!   spec (being scaled down) gave old sets a negative "unavailable" and so
 //!   extra scale-down budget; it is clamped at 0
 //!   (`old_sets_keep_their_machines_while_the_new_set_sheds_surplus`).

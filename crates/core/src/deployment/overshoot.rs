@@ -21,7 +21,8 @@ pub fn overshoot_count<'a>(
 
 /// The maxSurge the safety loop uses for a parent deployment: rollingUpdate's,
 /// else inPlaceUpdate's, rounded up; none at all (e.g. Recreate) counts as 0
-/// (the reference errors out and skips the rest of its pass, §19 quirk 6).
+/// (the reference errors out and skips the rest of its pass; design:
+/// sets-and-deployments.md, "Where mcm-rs differs from the reference", item 6).
 pub fn safety_surge(spec: &MachineDeploymentSpec) -> i32 {
     let v = spec
         .strategy

@@ -80,7 +80,8 @@ pub(super) fn proportion(
     }
 }
 
-/// The sizes the scaling path writes (`scale`, §10.5), as `(set index, size)`.
+/// The sizes the scaling path writes (`scale`; design: sets-and-deployments.md,
+/// "Proportional scaling"), as `(set index, size)`.
 ///
 /// Every listed set is written (the size and the replica annotations),
 /// unchanged sizes included, so that stale `desired-replicas` annotations are
@@ -180,7 +181,8 @@ pub fn scale_targets(
 /// most `replicas + maxSurge − current`, and not beyond `replicas`, where
 /// `current` counts each set as `max(spec.replicas, status.replicas)`: the
 /// reference counts `status.replicas` only, so while the new set's status
-/// lags behind its spec, every pass surges again (§19 quirk 5, fixed).
+/// lags behind its spec, every pass surges again (fixed; design:
+/// sets-and-deployments.md, "Where mcm-rs differs from the reference", item 5).
 /// Recreate: `replicas`. InPlaceUpdate Manual: 0.
 pub fn new_set_replicas(
     strategy: &Strategy,
@@ -311,7 +313,8 @@ pub fn rolling_scale_down(
         .collect()
 }
 
-/// One step of a Recreate rollout (§10.7).
+/// One step of a Recreate rollout (design: sets-and-deployments.md, "MachineDeployment
+/// rollouts").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecreateStep {
     /// Scale these active old sets to 0.
@@ -356,13 +359,15 @@ pub fn recreate_step(
 
 /// Whether every old set is scaled to zero: no replicas asked and no machine
 /// left. The reference calls a set "scaled to zero" as soon as any one of
-/// five counters is 0 (§19 quirk 7, fixed).
+/// five counters is 0 (fixed; design: sets-and-deployments.md, "Where mcm-rs
+/// differs from the reference", item 7).
 pub fn sets_scaled_to_zero<'a>(sets: impl IntoIterator<Item = &'a SetView>) -> bool {
     sets.into_iter()
         .all(|s| s.replicas == 0 && s.status.replicas == 0)
 }
 
-/// Old sets to delete by the revision-history limit (§10.12): oldest first,
+/// Old sets to delete by the revision-history limit (design: sets-and-deployments.md,
+/// "Revisions, rollback and history cleanup"): oldest first,
 /// at most `count − limit`, skipping sets that still have replicas (spec or
 /// status), an unobserved generation or a deletion timestamp.
 pub fn history_cleanup(limit: Option<i32>, sets: &[SetView], part: &Partition) -> Vec<usize> {

@@ -109,7 +109,8 @@ pub struct Partition {
     pub old: Vec<usize>,
 }
 
-/// Splits the owned sets into new and old (§10.3).
+/// Splits the owned sets into new and old (design: sets-and-deployments.md, "New and
+/// old MachineSets").
 pub fn partition(template: &MachineTemplateSpec, sets: &[SetView]) -> Partition {
     let mut order: Vec<usize> = (0..sets.len()).collect();
     order.sort_by(|&a, &b| by_creation(&sets[a], &sets[b]));

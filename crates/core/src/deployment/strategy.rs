@@ -139,7 +139,8 @@ pub fn template_without_hash(t: &MachineTemplateSpec) -> MachineTemplateSpec {
 
 /// The part of a template whose change starts a rollout, as normalized JSON:
 /// everything except the hash label, `spec.nodeTemplate`, the inline machine
-/// configuration and `spec.class.kind` (those are propagated in place, §9.4).
+/// configuration and `spec.class.kind` (those are propagated in place; design:
+/// sets-and-deployments.md, "Template propagation").
 pub(super) fn rollout_relevant(t: &MachineTemplateSpec) -> serde_json::Value {
     let mut t = template_without_hash(t);
     t.spec.node_template = Default::default();
@@ -202,7 +203,8 @@ pub(super) fn fnv1a32(bytes: &[u8], mut h: u32) -> u32 {
 ///
 /// The Go reference hashes a go-spew dump, so the numbers differ from Go's;
 /// that only affects names of newly created sets, because the new set is
-/// found by template equality, never by hash (§10.3).
+/// found by template equality, never by hash (design: sets-and-deployments.md,
+/// "New and old MachineSets").
 pub fn template_hash(t: &MachineTemplateSpec, collision_count: Option<i32>) -> u32 {
     let mut s = String::new();
     let v = serde_json::to_value(template_without_hash(t)).unwrap_or(serde_json::Value::Null);

@@ -203,7 +203,7 @@ fn template_hash_is_stable_ignores_hash_label_and_changes_with_collisions() {
 
 #[test]
 fn set_name_suffix_uses_the_safe_alphabet_like_the_reference() {
-    // §20: hash 2817305596 → suffix 6d5c7.
+    // The reference's own example: hash 2817305596 → suffix 6d5c7.
     assert_eq!(hash_suffix(2_817_305_596), "6d5c7");
     assert_eq!(new_set_name("pool", 2_817_305_596), "pool-6d5c7");
     assert_eq!(hash_suffix(7), "c");

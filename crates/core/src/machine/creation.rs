@@ -34,10 +34,11 @@ pub enum CreationPlan {
     Fail(Status),
 }
 
-/// Decides the creation step from the GetMachineStatus answer (§2.4 step 2).
+/// Decides the creation step from the GetMachineStatus answer (design: machine.md, "Creation").
 ///
-/// `Uninitialized` without an identity (a nil response in the reference: §13
-/// item 1, a panic there) falls back to what the machine already records, and
+/// `Uninitialized` without an identity (a nil response in the reference, a
+/// panic there; design: machine.md, "Where mcm-rs differs from the reference",
+/// item 1) falls back to what the machine already records, and
 /// to a failure when it records nothing.
 pub fn plan_creation(
     m: &MachineView,

@@ -19,8 +19,9 @@ pub enum ClaimAction {
     /// An orphan that matches: set our controller ownerReference, then it is claimed.
     Adopt,
     /// Ours but no longer matching: remove our ownerReference (for real: the
-    /// reference's merge patch with `$patch: delete` leaves it in place, §19
-    /// quirk 2). Not claimed.
+    /// reference's merge patch with `$patch: delete` leaves it in place; design:
+    /// sets-and-deployments.md, "Where mcm-rs differs from the reference", item 2).
+    /// Not claimed.
     Release,
     /// Not ours to touch (another controller, or not matching, or being deleted).
     Ignore,

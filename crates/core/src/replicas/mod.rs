@@ -1,26 +1,28 @@
 //! # MachineSet replica management, without I/O
 //!
-//! The decisions of the MachineSet controller (spec `sets-deployments-safety.md`
-//! §9) as pure functions of what the controller observed:
+//! The decisions of the MachineSet controller (design: sets-and-deployments.md)
+//! as pure functions of what the controller observed:
 //!
 //! - [`claim`]: adopt / keep / release / ignore a Machine (or a MachineSet, for
 //!   the MachineDeployment controller) by selector and controller
-//!   ownerReference (§9.3).
+//!   ownerReference ("Claiming").
 //! - [`manage_replicas`]: how many machines to create (in growing
 //!   [`slow_start_batches`], capped by [`BURST_REPLICAS`]) or which ones to
-//!   delete, in the deletion order of [`deletion_order`] (§9.5, §9.7),
+//!   delete, in the deletion order of [`deletion_order`] ("Replica management",
+//!   "Deletion order"),
 //!   including Failed machines that are not preserved and machines the
 //!   cluster-autoscaler marked; the `freeze` label and `scale-up-disabled`
 //!   label block creations.
 //! - [`auto_preservation`]: which Failed machines get or lose the
-//!   `preserve=auto-preserved` annotation (§9.6).
-//! - [`set_status`] / [`replica_failure`]: the MachineSet status (§9.9).
+//!   `preserve=auto-preserved` annotation ("Auto-preservation").
+//! - [`set_status`] / [`replica_failure`]: the MachineSet status ("MachineSet status").
 //! - [`Expectations`]: creations and deletions this controller has made and
 //!   not yet seen in its cache (the reference records them but never looks,
-//!   §19 quirk 11; mcm-rs waits for them, so a stale cache never doubles a
+//!   "Where mcm-rs differs from the reference", item 11; mcm-rs waits for
+//!   them, so a stale cache never doubles a
 //!   scale-up).
 //! - [`propagate_template`]: nodeTemplate / machine configuration /
-//!   `class.kind` changes pushed into existing machines (§9.4).
+//!   `class.kind` changes pushed into existing machines ("Template propagation").
 //!
 //! The runtime converts API objects into the small views of this module
 //! ([`MachineView`]) and carries out the decisions.

@@ -15,13 +15,14 @@ pub const MACHINE_CONFIGURATION_FIELDS: [&str; 8] = [
 ];
 
 /// The machine spec after pushing the set template's in-place fields into it,
-/// or `None` when nothing changes (§9.4).
+/// or `None` when nothing changes (design: sets-and-deployments.md, "Template propagation").
 ///
 /// `spec.nodeTemplate` is pushed into machines that are neither Failed nor
 /// Terminating, the inline machine configuration likewise, `spec.class.kind`
 /// into every machine. Both specs are the JSON form of a MachineSpec; the
 /// comparison treats `null`, `{}` and `[]` as absent. The reference mutates
-/// its informer cache while doing this (§19 quirk 10); here the caller gets a
+/// its informer cache while doing this (design: sets-and-deployments.md,
+/// "Where mcm-rs differs from the reference", item 10); here the caller gets a
 /// fresh value and writes it with a resourceVersion precondition.
 pub fn propagate_template(
     template_spec: &serde_json::Value,

@@ -28,8 +28,9 @@ pub(super) fn count_i32(n: usize) -> i32 {
 
 /// The MachineSet status counters (`calculateMachineSetStatus`).
 ///
-/// Availability is phase-based only: `minReadySeconds` is not honoured (§19
-/// quirk 3, kept: machines have no "ready since" time to measure it from,
+/// Availability is phase-based only: `minReadySeconds` is not honoured (kept on
+/// purpose, design: sets-and-deployments.md, "Where mcm-rs differs from the
+/// reference", item 3: machines have no "ready since" time to measure it from,
 /// and the MachineDeployment maths must agree with the reference's counts).
 pub fn set_status(
     template_labels: &BTreeMap<String, String>,

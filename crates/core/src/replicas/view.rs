@@ -2,7 +2,7 @@
 
 use super::*;
 
-/// Label and annotation keys and values used by the MachineSet logic (spec §6),
+/// Label and annotation keys and values used by the MachineSet logic,
 /// taken from [`mcm_api::constants`].
 pub mod keys {
     use mcm_api::constants as c;
@@ -99,7 +99,8 @@ impl Phase {
         }
     }
 
-    /// The rank in the deletion order: lower ranks are deleted first (§9.7).
+    /// The rank in the deletion order: lower ranks are deleted first (design:
+    /// sets-and-deployments.md, "Deletion order").
     ///
     /// Phases the reference's map does not list (no phase, the in-place
     /// phases) rank 0 there (Go map zero value), i.e. like Terminating. That
@@ -121,7 +122,8 @@ impl Phase {
         }
     }
 
-    /// `Available` or `Running`: counts as an available replica (§9.9).
+    /// `Available` or `Running`: counts as an available replica (design:
+    /// sets-and-deployments.md, "MachineSet status").
     pub fn is_available(self) -> bool {
         matches!(self, Phase::Available | Phase::Running)
     }

@@ -1,4 +1,5 @@
-//! The MachineDeployment controller (spec §10): rolls MachineSets out.
+//! The MachineDeployment controller (design: sets-and-deployments.md, "The
+//! MachineDeployment pass"): rolls MachineSets out.
 //!
 //! One reconcile: re-read the deployment; validate; ensure the finalizer;
 //! claim MachineSets; on deletion delete them and drop the finalizer once
@@ -226,7 +227,8 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     }
 }
 
-/// Claims the MachineSets of the cache for this deployment (§10.2 step 7).
+/// Claims the MachineSets of the cache for this deployment (design:
+/// sets-and-deployments.md, "Claiming").
 async fn claim_sets(
     ctx: &Ctx,
     d: &MachineDeployment,
@@ -436,7 +438,8 @@ impl Pass<'_> {
         Ok(from != size)
     }
 
-    /// Deletion: delete the sets, drop the finalizer once they are gone (§10.13).
+    /// Deletion: delete the sets, drop the finalizer once they are gone (design:
+    /// sets-and-deployments.md, "Deleting sets and deployments").
     async fn delete(mut self) -> Result<Action, Error> {
         if !has_finalizer(&self.d) {
             return Ok(Action::await_change());
@@ -466,7 +469,7 @@ impl Pass<'_> {
         Ok(requeue(self.ctx, Some(SHORTLY)))
     }
 
-    /// `checkPausedConditions` (§10.10).
+    /// `checkPausedConditions` (design: sets-and-deployments.md, "Pause").
     async fn paused_conditions(&mut self) -> Result<(), Error> {
         let mut st = self.status();
         if let Some(cond) = paused_condition(self.d.spec.paused, &st.conditions, self.now) {
@@ -476,7 +479,8 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// The cluster-autoscaler's `trigger-deletion-by-mcm` annotation (§10.14);
+    /// The cluster-autoscaler's `trigger-deletion-by-mcm` annotation (design:
+    /// sets-and-deployments.md, "Cluster-autoscaler annotations");
     /// answers whether machines were marked in this pass.
     async fn autoscaler_annotations(&mut self) -> Result<bool, Error> {
         let value = self
@@ -572,7 +576,8 @@ impl Pass<'_> {
         Ok(marked)
     }
 
-    /// Refreshes the existing new set (§10.3, last bullet).
+    /// Refreshes the existing new set (design: sets-and-deployments.md, "New and
+    /// old MachineSets").
     async fn sync_new_set(&mut self) -> Result<(), Error> {
         let Some(n) = self.part.new else {
             return Ok(());
@@ -666,7 +671,8 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// Creates the new MachineSet (§10.3); answers the created set's name.
+    /// Creates the new MachineSet (design: sets-and-deployments.md, "New and old
+    /// MachineSets"); answers the created set's name.
     async fn create_new_set(&mut self) -> Result<(), Error> {
         let st = self.status();
         let hash = template_hash(&self.d.spec.template, st.collision_count);
@@ -791,7 +797,8 @@ impl Pass<'_> {
         }
     }
 
-    /// Old sets beyond `revisionHistoryLimit` (§10.12).
+    /// Old sets beyond `revisionHistoryLimit` (design: sets-and-deployments.md,
+    /// "Revisions, rollback and history cleanup").
     async fn cleanup(&self) -> Result<(), Error> {
         let api = self.ctx.sets();
         for i in history_cleanup(self.d.spec.revision_history_limit, &self.views, &self.part) {
@@ -807,7 +814,8 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// The scaling / paused path (`sync`, §10.5).
+    /// The scaling / paused path (`sync`; design: sets-and-deployments.md,
+    /// "Proportional scaling" and "Pause").
     async fn sync(mut self) -> Result<Action, Error> {
         let targets = scale_targets(
             self.replicas(),
@@ -826,7 +834,8 @@ impl Pass<'_> {
         Ok(requeue(self.ctx, None))
     }
 
-    /// Rollback to `spec.rollbackTo.revision` (§10.9).
+    /// Rollback to `spec.rollbackTo.revision` (design: sets-and-deployments.md,
+    /// "Revisions, rollback and history cleanup").
     async fn rollback(mut self) -> Result<Action, Error> {
         let to = self.d.spec.rollback_to.as_ref().map_or(0, |r| r.revision);
         let decision = plan::rollback_decision(
@@ -877,7 +886,7 @@ impl Pass<'_> {
         Ok(requeue(self.ctx, Some(SHORTLY)))
     }
 
-    /// One RollingUpdate step (§10.6).
+    /// One RollingUpdate step (design: sets-and-deployments.md, "MachineDeployment rollouts").
     async fn rolling(mut self) -> Result<Action, Error> {
         let Some(n) = self.part.new else {
             self.create_new_set().await?;
@@ -913,7 +922,7 @@ impl Pass<'_> {
         self.sync_rollout_status().await
     }
 
-    /// One Recreate step (§10.7).
+    /// One Recreate step (design: sets-and-deployments.md, "MachineDeployment rollouts").
     async fn recreate(mut self) -> Result<Action, Error> {
         let new_uid = self.part.new.map(|n| self.views[n].uid.clone());
         let old_machines_exist = self

@@ -1,4 +1,5 @@
-//! The MachineSet controller (spec §9): keeps `spec.replicas` machines of the
+//! The MachineSet controller (design: sets-and-deployments.md, "The MachineSet
+//! pass"): keeps `spec.replicas` machines of the
 //! set's template.
 //!
 //! One reconcile: re-read the set; validate it; ensure the finalizer; claim
@@ -208,7 +209,7 @@ fn expectations_satisfied(ctx: &Ctx, key: &str) -> bool {
     }
 }
 
-/// Claims the machines of the cache for this set (§9.3).
+/// Claims the machines of the cache for this set (design: sets-and-deployments.md, "Claiming").
 async fn claim_machines(
     ctx: &Ctx,
     ms: &MachineSet,
@@ -282,7 +283,8 @@ async fn recheck_owner(api: &Api<MachineSet>, ms: &MachineSet) -> Result<(), Err
     }
 }
 
-/// Pushes in-place template fields into the claimed machines (§9.4).
+/// Pushes in-place template fields into the claimed machines (design:
+/// sets-and-deployments.md, "Template propagation").
 async fn propagate(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>]) {
     let Ok(template) = serde_json::to_value(&ms.spec.template.spec) else {
         return;
@@ -317,7 +319,8 @@ async fn propagate(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>]) {
     }
 }
 
-/// The auto-preservation annotations (§9.6); the views follow the writes that succeeded.
+/// The auto-preservation annotations (design: sets-and-deployments.md,
+/// "Auto-preservation"); the views follow the writes that succeeded.
 async fn auto_preserve(
     ctx: &Ctx,
     ms: &MachineSet,
@@ -371,7 +374,7 @@ async fn auto_preserve(
     done.apply(views);
 }
 
-/// Creates or deletes machines as decided (§9.5).
+/// Creates or deletes machines as decided (design: sets-and-deployments.md, "Replica management").
 async fn manage(
     ctx: &Ctx,
     ms: &MachineSet,
@@ -420,7 +423,8 @@ async fn manage(
     }
 }
 
-/// A Machine for the set's template (§9.10).
+/// A Machine for the set's template (design: sets-and-deployments.md, "Creating and
+/// deleting machines").
 pub(crate) fn machine_from_template(ms: &MachineSet) -> Result<Machine, String> {
     let t = &ms.spec.template;
     let labels = t.metadata.labels.clone().unwrap_or_default();
@@ -518,7 +522,8 @@ async fn create_machines(
     Ok(())
 }
 
-/// Deletes the listed machines in parallel (§9.8); failures are reported, not returned.
+/// Deletes the listed machines in parallel (design: sets-and-deployments.md, "Creating
+/// and deleting machines"); failures are reported, not returned.
 async fn delete_machines(
     ctx: &Ctx,
     ms: &MachineSet,
@@ -607,7 +612,8 @@ async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
     }
 }
 
-/// Computes and writes the status (§9.9) when something relevant changed.
+/// Computes and writes the status (design: sets-and-deployments.md, "MachineSet
+/// status") when something relevant changed.
 async fn write_status(
     api: &Api<MachineSet>,
     ms: &MachineSet,

@@ -1,7 +1,7 @@
 //! # MachineSet and MachineDeployment controllers, and the overshoot safety loop
 //!
-//! The provider-independent half of machine-controller-manager (spec
-//! `sets-deployments-safety.md` §8-§11, §14) on kube-rs. All decisions are
+//! The provider-independent half of machine-controller-manager (design:
+//! sets-and-deployments.md) on kube-rs. All decisions are
 //! made by [`mcm_core::replicas`] and [`mcm_core::deployment`]; this module
 //! reads the world and carries them out:
 //!
@@ -354,7 +354,8 @@ where
 }
 
 /// Removes the ownerReference with `owner_uid` from `obj` (for real: the
-/// reference's `$patch: delete` inside a merge patch is a no-op, §19 quirk 2).
+/// reference's `$patch: delete` inside a merge patch is a no-op; design:
+/// sets-and-deployments.md, "Where mcm-rs differs from the reference", item 2).
 pub(crate) async fn release<K>(api: &Api<K>, obj: &K, owner_uid: &str) -> Result<(), kube::Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,

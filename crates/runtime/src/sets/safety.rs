@@ -1,4 +1,4 @@
-//! The overshoot safety loop (spec §11).
+//! The overshoot safety loop (design: sets-and-deployments.md, "Overshoot safety").
 //!
 //! Every `overshooting_period`, and soon after any Machine, MachineSet or
 //! MachineDeployment change, each MachineSet's machines are counted (machines
@@ -12,7 +12,8 @@
 //!
 //! Unlike the reference, every set is checked in every pass (the reference
 //! stops after the first freeze or unfreeze), and a deployment without any
-//! maxSurge counts as surge 0 instead of aborting the pass (§19 quirk 6).
+//! maxSurge counts as surge 0 instead of aborting the pass (design:
+//! sets-and-deployments.md, "Where mcm-rs differs from the reference", item 6).
 
 use super::{publish, Ctx};
 use chrono::Utc;
