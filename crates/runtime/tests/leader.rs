@@ -139,6 +139,7 @@ async fn a_standby_takes_over_at_once_when_the_holder_releases_on_shutdown() {
     );
     let a_stopped = a.stopped().expect("a's work ended");
     let b_started = started(&b, "b takes over").await;
+    eprintln!("b took over {:?} after a released", b_started - a_stopped);
     assert!(b_started > a_stopped, "b starts only after a stopped");
     assert!(
         b_started - a_stopped < Duration::from_secs(10),
@@ -179,6 +180,11 @@ async fn a_holder_that_cannot_renew_stops_its_work_before_another_may_take_over(
         a_stopped - cut
     );
     let b_started = started(&b, "b takes over").await;
+    eprintln!(
+        "a stopped {:?} after the cut; b started {:?} after a stopped",
+        a_stopped - cut,
+        b_started - a_stopped
+    );
     assert!(
         b_started > a_stopped,
         "never two leaders: b started after a stopped"
