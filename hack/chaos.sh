@@ -1,0 +1,628 @@
+#!/usr/bin/env bash
+# The chaos suite: failure injection against the real control plane, `mcm run` and the
+# `local` cloud. A benchmark-style scenario script, never part of `cargo test`.
+#
+#   bash hack/chaos.sh                 every case
+#   bash hack/chaos.sh kill9 pdb       only the named cases (names: see CASES below)
+#
+# Each case runs in a namespace of its own with `mcm run` processes of its own, is bounded in
+# time and in machine count, cleans up after itself and prints one line. At the end a summary
+# table (cases passed, VMs leaked, duplicate VMs, panics, secrets leaked) is printed and written
+# to docs/chaos-report.md (MCM_CHAOS_REPORT=none: not written). Exit code 0 only when every
+# case passed and every counter is 0. What each case proves is in docs/design/chaos.md.
+#
+# Environment:
+#   MCM_CHAOS_PROFILE  debug (default) | release
+#   MCM_CHAOS_WORK     the work folder (default: a new /tmp/mcm-chaos.XXXXXX, kept for its logs)
+#   MCM_CHAOS_REPORT   the report file (default docs/chaos-report.md; "none" = do not write)
+set -euo pipefail
+main() {
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+ALL_CASES="selector kill9 delete_during_create huge_replicas strategy_edges durations provider_spec sentinel apiserver_down cloud_down two_namespaces leader_stop pdb"
+CASES=${*:-$ALL_CASES}
+PROFILE=${MCM_CHAOS_PROFILE:-debug}
+REPORT=${MCM_CHAOS_REPORT:-$ROOT/docs/chaos-report.md}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mcm-rs/target}
+export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+KUBECTL=${KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
+T_START=$SECONDS
+SENTINEL="chaos-sentinel-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+
+say() { printf '[chaos %5ss] %s\n' "$((SECONDS - T_START))" "$*" >&2; }
+die() { say "FAILED: $*"; exit 1; }
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+for tool in python3 jq curl "$KUBECTL"; do command -v "$tool" >/dev/null || die "$tool is required"; done
+for c in $CASES; do case " $ALL_CASES " in *" $c "*) ;; *) die "unknown case $c (cases: $ALL_CASES)" ;; esac; done
+
+case "$PROFILE" in
+  release) CARGO_PROFILE_ARGS=(--release); PROFILE_DIR=release ;;
+  debug) CARGO_PROFILE_ARGS=(); PROFILE_DIR=debug ;;
+  *) die "MCM_CHAOS_PROFILE must be debug or release" ;;
+esac
+
+WORK=${MCM_CHAOS_WORK:-$(mktemp -d /tmp/mcm-chaos.XXXXXX)}
+mkdir -p "$WORK/logs" "$WORK/pids" "$WORK/dumps"
+ENV_DIR=$WORK/testenv
+say "work folder: $WORK"
+
+TESTENV_STARTED=""
+stop_pid() { # pid
+  local pid=$1
+  [ -n "$pid" ] || return 0
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -CONT "$pid" 2>/dev/null || true
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+stop_all() { for f in "$WORK"/pids/*; do case "$f" in *.port) rm -f "$f"; continue ;; esac; [ -e "$f" ] && { stop_pid "$(cat "$f")"; rm -f "$f"; }; done; return 0; }
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  [ -n "${APISERVER_PID:-}" ] && kill -CONT "$APISERVER_PID" 2>/dev/null
+  stop_all
+  if [ -n "$TESTENV_STARTED" ]; then MCM_TESTENV_DIR=$ENV_DIR bash "$ROOT/hack/testenv.sh" down >/dev/null 2>&1 || true; fi
+  rm -f "$WORK/mcm"
+  say "finished with exit code $rc after $((SECONDS - T_START)) s (logs in $WORK/logs)"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------------------
+# Build and start the shared parts.
+
+say "building mcm ($PROFILE, local provider only)"
+cargo build ${CARGO_PROFILE_ARGS[@]+"${CARGO_PROFILE_ARGS[@]}"} -p mcm --no-default-features --quiet
+cp "$CARGO_TARGET_DIR/$PROFILE_DIR/mcm" "$WORK/mcm"
+MCM=$WORK/mcm
+
+say "starting a control plane of its own"
+TESTENV_STARTED=1
+MCM_TESTENV_DIR=$ENV_DIR bash "$ROOT/hack/testenv.sh" up 2> "$WORK/logs/testenv-up.log" \
+  || { cat "$WORK/logs/testenv-up.log" >&2; die "hack/testenv.sh up"; }
+KC=$ENV_DIR/kubeconfig
+APISERVER_PID=$(cat "$ENV_DIR/kube-apiserver.pid")
+k() { "$KUBECTL" --kubeconfig "$KC" --cache-dir "$WORK/kube-cache" --request-timeout 30s "$@"; }
+"$MCM" crds | k apply --server-side -f - >/dev/null
+k wait --for condition=established --timeout=60s crd/machines.machine.sapcloud.io \
+  crd/machinesets.machine.sapcloud.io crd/machinedeployments.machine.sapcloud.io \
+  crd/machineclasses.machine.sapcloud.io >/dev/null
+
+CLOUD_PORT=$(free_port)
+CLOUD_URL=http://127.0.0.1:$CLOUD_PORT
+CLOUD_LOG_N=0
+start_cloud() {
+  CLOUD_LOG_N=$((CLOUD_LOG_N + 1))
+  NO_COLOR=1 "$MCM" local-cloud serve --port "$CLOUD_PORT" --store "$WORK/cloud.redb" \
+    --target-kubeconfig "$KC" --boot-delay 1s > "$WORK/logs/local-cloud-$CLOUD_LOG_N.log" 2>&1 &
+  echo $! > "$WORK/pids/cloud"
+  for _ in $(seq 1 100); do
+    curl -sf "$CLOUD_URL/admin/stats" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  die "the local cloud did not start"
+}
+say "starting the local cloud on $CLOUD_URL"
+start_cloud
+faults() { "$MCM" local-cloud faults --local-cloud-url "$CLOUD_URL" "$@" >/dev/null; }
+faults --replace '{}'
+
+# ---------------------------------------------------------------------------
+# Helpers of the cases.
+
+CASE=""
+# mcm run in the case's namespace; the name tells the pid file and the log apart. Without
+# leader election unless LEADER_ELECT=true: a process killed by a case would otherwise wait a
+# lease duration after its restart, and one cut off from the API server exits (a kubelet would
+# restart it; this script does not).
+start_mcm() { # name namespace [extra args...]
+  local name=$1 ns=$2; shift 2
+  local port; port=$(free_port)
+  echo "$port" > "$WORK/pids/$name.port"
+  NO_COLOR=1 RUST_LOG=${MCM_RUST_LOG:-info,kube=warn,hyper=warn} "$MCM" run \
+    --control-kubeconfig "$KC" --target-kubeconfig "$KC" --namespace "$ns" \
+    --local-cloud-url "$CLOUD_URL" --address 127.0.0.1 --port "$port" --leader-elect="${LEADER_ELECT:-false}" \
+    --machine-safety-orphan-vms-period 15s --machine-safety-orphan-vms-grace 10s \
+    --min-retry-period 1s --max-retry-period 20s "$@" \
+    >> "$WORK/logs/$CASE-$name.log" 2>&1 &
+  echo $! > "$WORK/pids/$name"
+}
+pid_of() { cat "$WORK/pids/$1"; }
+alive() { kill -0 "$(pid_of "$1")" 2>/dev/null; }
+stop_mcm() { [ -e "$WORK/pids/$1" ] && { stop_pid "$(pid_of "$1")"; rm -f "$WORK/pids/$1" "$WORK/pids/$1.port"; }; return 0; }
+
+# The class and its Secret in a namespace (the Secret's userData and a credential carry the sentinel).
+apply_class() { # namespace [cluster tag]
+  local ns=$1 tag=${2:-shoot--chaos-$1}
+  k create namespace "$ns" --dry-run=client -o yaml | k apply -f - >/dev/null
+  k apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Secret
+metadata: {name: chaos-secret, namespace: $ns}
+type: Opaque
+stringData:
+  userData: "#cloud-config\nruncmd: [echo $SENTINEL]"
+  token: "$SENTINEL"
+---
+apiVersion: machine.sapcloud.io/v1alpha1
+kind: MachineClass
+metadata: {name: chaos-class, namespace: $ns}
+provider: local
+providerSpec:
+  image: local-ubuntu
+  instanceType: small
+  tags: {kubernetes.io/cluster/$tag: "1", kubernetes.io/role/node: "1"}
+secretRef: {name: chaos-secret, namespace: $ns}
+EOF
+}
+# A MachineDeployment of the chaos class.
+apply_deployment() { # namespace name replicas [maxSurge maxUnavailable] [creationTimeout]
+  local ns=$1 name=$2 replicas=$3 surge=${4:-10} unavail=${5:-0} ct=${6:-5m}
+  k apply -f - >/dev/null <<EOF
+apiVersion: machine.sapcloud.io/v1alpha1
+kind: MachineDeployment
+metadata: {name: $name, namespace: $ns}
+spec:
+  replicas: $replicas
+  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: $surge, maxUnavailable: $unavail}}
+  selector: {matchLabels: {chaos: $name}}
+  template:
+    metadata: {labels: {chaos: $name}}
+    spec:
+      class: {kind: MachineClass, name: chaos-class}
+      creationTimeout: $ct
+      drainTimeout: 30s
+EOF
+}
+scale() { k -n "$1" patch mcd "$2" --type merge -p "{\"spec\":{\"replicas\":$3}}" >/dev/null; }
+machines() { k -n "$1" get machines.machine.sapcloud.io -o json 2>/dev/null || echo '{"items":[]}'; }
+count_machines() { machines "$1" | jq '.items | length'; }
+count_running() { machines "$1" | jq '[.items[] | select(.status.currentStatus.phase == "Running")] | length'; }
+instances() { curl -sf --max-time 10 "$CLOUD_URL/admin/instances" || echo '{"instances":[]}'; }
+# Live (not terminated) VMs whose cluster tag belongs to the namespace's class.
+live_vms() { # tag
+  instances | jq --arg t "kubernetes.io/cluster/$1" '[.instances[] | select(.tags[$t] != null)] | length'
+}
+# Machine names that got more than one VM launched, from the cloud's own log (deleted VMs
+# leave its instance list).
+duplicates() {
+  cat "$WORK"/logs/local-cloud-*.log 2>/dev/null | sed -E 's/\x1b\[[0-9;]*m//g' | grep 'instance launched' \
+    | grep -oE 'machine=[^ ]+' | sort | uniq -d | wc -l || true
+}
+wait_for() { # seconds description command...
+  local limit=$1 what=$2; shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@"; do
+    [ "$SECONDS" -lt "$deadline" ] || { FAIL="timeout after ${limit}s waiting for $what"; return 1; }
+    sleep 1
+  done
+}
+eq() { [ "$($1 "$2")" = "$3" ]; }
+# Removes everything of a namespace and waits until its VMs are gone.
+teardown() { # namespace tag
+  local ns=$1 tag=$2
+  k -n "$ns" delete machinedeployments.machine.sapcloud.io,machinesets.machine.sapcloud.io --all --wait=false >/dev/null 2>&1 || true
+  k -n "$ns" delete machines.machine.sapcloud.io --all --wait=false >/dev/null 2>&1 || true
+  local deadline=$((SECONDS + 120))
+  while [ "$(count_machines "$ns")" != "0" ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 1; done
+  deadline=$((SECONDS + 60))
+  while [ "$(live_vms "$tag")" != "0" ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 1; done
+}
+# Everything a case leaves that a user or monitoring can read, for the sentinel check.
+dump_observable() {
+  local d=$WORK/dumps/$CASE
+  mkdir -p "$d"
+  k get events -A -o json > "$d/events.json" 2>/dev/null || true
+  k get events.events.k8s.io -A -o json > "$d/events-v1.json" 2>/dev/null || true
+  for r in machines machinesets machinedeployments machineclasses; do
+    k get "$r.machine.sapcloud.io" -A -o json > "$d/$r.json" 2>/dev/null || true
+  done
+  k get nodes -o json > "$d/nodes.json" 2>/dev/null || true
+  for f in "$WORK"/pids/*.port; do
+    [ -e "$f" ] || continue
+    curl -sf --max-time 10 "http://127.0.0.1:$(cat "$f")/metrics" > "$d/metrics-$(basename "$f" .port).txt" 2>/dev/null || true
+  done
+}
+
+# ---------------------------------------------------------------------------
+# The cases. Each sets FAIL to a reason when it fails and leaves nothing behind.
+
+case_selector() { # finding 1: a set whose selector does not select its template creates nothing
+  local ns=c-selector
+  apply_class "$ns"; start_mcm mcm "$ns"
+  k apply -f - >/dev/null <<EOF || { FAIL="the MachineSet was refused by the API server"; return; }
+apiVersion: machine.sapcloud.io/v1alpha1
+kind: MachineSet
+metadata: {name: mismatch, namespace: $ns}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: a, x: ""}}
+  template:
+    metadata: {labels: {app: a}}
+    spec: {class: {kind: MachineClass, name: chaos-class}}
+EOF
+  sleep 20
+  local n reason
+  n=$(count_machines "$ns")
+  reason=$(k -n "$ns" get machinesets.machine.sapcloud.io mismatch -o json | jq -r '[.status.machineSetCondition[]? | select(.type == "ReplicaFailure") | .reason] | first // ""')
+  [ "$n" = 0 ] || FAIL="$n machines created"
+  [ "$(live_vms "shoot--chaos-$ns")" = 0 ] || FAIL="VMs created"
+  [ "$reason" = InvalidSpec ] || FAIL="${FAIL:-no ReplicaFailure/InvalidSpec condition}"
+  DETAIL="machines=$n condition=$reason"
+}
+
+case_kill9() { # kill -9 every 3 s during a scale-up to 30 and a scale-down to 0
+  local ns=c-kill9 tag=shoot--chaos-c-kill9 kills=0
+  apply_class "$ns"; start_mcm mcm "$ns"
+  apply_deployment "$ns" kill9 30 30 0
+  local deadline=$((SECONDS + 240))
+  while [ "$(count_running "$ns")" != 30 ] && [ "$SECONDS" -lt "$deadline" ]; do
+    sleep 3; kill -KILL "$(pid_of mcm)" 2>/dev/null || true; kills=$((kills + 1)); start_mcm mcm "$ns"
+  done
+  local up; up=$(count_running "$ns")
+  scale "$ns" kill9 0
+  deadline=$((SECONDS + 180))
+  while { [ "$(count_machines "$ns")" != 0 ] || [ "$(live_vms "$tag")" != 0 ]; } && [ "$SECONDS" -lt "$deadline" ]; do
+    sleep 3; kill -KILL "$(pid_of mcm)" 2>/dev/null || true; kills=$((kills + 1)); start_mcm mcm "$ns"
+  done
+  [ "$up" = 30 ] || FAIL="only $up of 30 Running before the scale-down"
+  [ "$(count_machines "$ns")" = 0 ] || FAIL="${FAIL:-machines left after the scale-down}"
+  DETAIL="kills=$kills running-at-peak=$up"
+}
+
+case_delete_during_create() { # delete a Machine 2 s into a 10 s create
+  local ns=c-delcreate tag=shoot--chaos-c-delcreate
+  apply_class "$ns"; faults --patch '{"create":{"latencyMs":10000}}'
+  start_mcm mcm "$ns"
+  k apply -f - >/dev/null <<EOF
+apiVersion: machine.sapcloud.io/v1alpha1
+kind: Machine
+metadata: {name: slow, namespace: $ns}
+spec: {class: {kind: MachineClass, name: chaos-class}}
+EOF
+  sleep 2
+  k -n "$ns" delete machines.machine.sapcloud.io slow --wait=false >/dev/null
+  wait_for 90 "the Machine to go" eq count_machines "$ns" 0 || true
+  wait_for 30 "its VM to go" eq live_vms "$tag" 0 || true
+  faults --patch '{"create":{"latencyMs":0}}'
+  DETAIL="machines=$(count_machines "$ns") vms=$(live_vms "$tag")"
+}
+
+case_huge_replicas() { # replicas 2147483647 for 20 s, then 0
+  local ns=c-huge tag=shoot--chaos-c-huge
+  apply_class "$ns"; start_mcm mcm "$ns"
+  apply_deployment "$ns" huge 2147483647 1 0
+  sleep 20
+  local peak; peak=$(count_machines "$ns")
+  alive mcm || FAIL="mcm run died"
+  scale "$ns" huge 0
+  wait_for 240 "all machines and VMs to go" eq count_machines "$ns" 0 || true
+  wait_for 60 "all VMs to go" eq live_vms "$tag" 0 || true
+  alive mcm || FAIL="mcm run died"
+  # maxSurge 1 of a deployment at 0 available: the first set is bounded by the slow start and
+  # the burst limit (100 per sync); more than that in 20 s would be unbounded creation.
+  [ "$peak" -le 200 ] || FAIL="${FAIL:-$peak machines in 20 s}"
+  DETAIL="machines-after-20s=$peak"
+}
+
+case_strategy_edges() { # maxSurge/maxUnavailable 0/0, 150%, abc, negative
+  local ns=c-strategy tag=shoot--chaos-c-strategy out=""
+  apply_class "$ns"; start_mcm mcm "$ns"
+  local i=0
+  for pair in "0 0" "150% 0" "abc 0" "-1 0" "1 -1"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    set -- $pair
+    if apply_deployment "$ns" "edge$i" 2 "\"$1\"" "$2" 2>/dev/null; then out="$out $1/$2:applied"; else out="$out $1/$2:refused"; fi
+  done
+  sleep 20
+  alive mcm || FAIL="mcm run died"
+  local n; n=$(count_machines "$ns")
+  # 0/0 is handled as the reference (maxUnavailable 1); "150%" surges; abc and negatives are invalid.
+  for d in $(k -n "$ns" get machinedeployments.machine.sapcloud.io -o name); do
+    local r; r=$(k -n "$ns" get "$d" -o json | jq -r '[.status.conditions[]? | select(.type == "ReplicaFailure" or .reason == "InvalidSpec") | .reason] | first // "-"')
+    out="$out ${d##*/}:$r"
+  done
+  DETAIL="machines=$n$out"
+}
+
+case_durations() { # creationTimeout banana, -5m, 0s: a visible error, no create/delete loop
+  local ns=c-durations tag=shoot--chaos-c-durations
+  apply_class "$ns"; start_mcm mcm "$ns"
+  local before; before=$(instances | jq '.instances | length')
+  local i=0 out=""
+  for d in banana -5m 0s; do
+    i=$((i + 1))
+    if apply_deployment "$ns" "dur$i" 1 1 0 "$d" 2>/dev/null; then out="$out $d:applied"; else out="$out $d:refused"; fi
+  done
+  sleep 30
+  alive mcm || FAIL="mcm run died"
+  local created; created=$(( $(instances | jq '.instances | length') - before ))
+  local visible=0
+  for n in 1 2 3; do
+    k -n "$ns" get machinedeployments.machine.sapcloud.io "dur$n" >/dev/null 2>&1 || { visible=$((visible + 1)); continue; }
+    k get events -n "$ns" -o json | jq -e --arg n "dur$n" '[.items[] | select(.involvedObject.name == $n and .type == "Warning")] | length > 0' >/dev/null && visible=$((visible + 1))
+  done
+  [ "$visible" = 3 ] || FAIL="only $visible of 3 invalid durations are visible (refused or a Warning event)"
+  [ "$created" -le 1 ] || FAIL="${FAIL:-$created VMs created in 30 s (a create/delete loop)}"
+  DETAIL="visible=$visible vms-created=$created$out"
+}
+
+case_provider_spec() { # providerSpec as a string, null, an array, 10,000 tags, ~1.9 MB
+  local ns=c-spec tag=shoot--chaos-c-spec
+  apply_class "$ns"; start_mcm mcm "$ns"
+  local big="$WORK/big-spec.json"
+  python3 - "$ns" > "$big" <<'PY'
+import json, sys
+ns = sys.argv[1]
+def cls(name, spec):
+    return {"apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": name, "namespace": ns}, "provider": "local",
+            "providerSpec": spec, "secretRef": {"name": "chaos-secret", "namespace": ns}}
+items = [cls("spec-string", "just a string"), cls("spec-null", None), cls("spec-array", [1, 2, 3]),
+         cls("spec-tags", {"image": "x", "instanceType": "small", "tags": {f"t{i}": "v" for i in range(10000)}}),
+         cls("spec-huge", {"image": "x", "instanceType": "small", "padding": "p" * 1900000})]
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+PY
+  local out=""
+  for c in spec-string spec-null spec-array spec-tags spec-huge; do
+    if jq --arg c "$c" '.items[] | select(.metadata.name == $c)' "$big" | k apply -f - >/dev/null 2>&1; then
+      k apply -f - >/dev/null <<EOF
+apiVersion: machine.sapcloud.io/v1alpha1
+kind: Machine
+metadata: {name: m-$c, namespace: $ns}
+spec: {class: {kind: MachineClass, name: $c}}
+EOF
+      out="$out $c:applied"
+    else
+      out="$out $c:refused"
+    fi
+  done
+  sleep 20
+  alive mcm || FAIL="mcm run died"
+  local bad=0
+  for m in $(k -n "$ns" get machines.machine.sapcloud.io -o name); do
+    local desc; desc=$(k -n "$ns" get "$m" -o json | jq -r '.status.lastOperation.description // ""')
+    case "$desc" in *InvalidArgument*|*invalid*|*Invalid*) ;; *) bad=$((bad + 1)); out="$out ${m##*/}:'${desc:0:60}'" ;; esac
+  done
+  [ "$bad" = 0 ] || FAIL="$bad machines without an InvalidArgument description"
+  [ "$(live_vms "$tag")" = 0 ] || FAIL="${FAIL:-a VM was created from an invalid class}"
+  DETAIL="${out# }"
+}
+
+case_sentinel() { # the sentinel in userData and credentials, RUST_LOG=debug, create/failure/drain/delete
+  local ns=c-sentinel tag=shoot--chaos-c-sentinel
+  apply_class "$ns"
+  faults --patch '{"failInitialization":{"global":1,"code":"Internal"}}'
+  MCM_RUST_LOG=debug start_mcm mcm "$ns"
+  apply_deployment "$ns" sentinel 2 2 0
+  wait_for 120 "2 Running machines" eq count_running "$ns" 2 || true
+  dump_observable
+  scale "$ns" sentinel 0
+  wait_for 120 "the machines to go" eq count_machines "$ns" 0 || true
+  faults --patch '{"failInitialization":{"global":0}}'
+  DETAIL="(checked by the summary's secret scan)"
+}
+
+case_apiserver_down() { # kube-apiserver stopped for 3 minutes, one VM out of band
+  local ns=c-apiserver tag=shoot--chaos-c-apiserver
+  apply_class "$ns"; start_mcm mcm "$ns" --machine-safety-apiserver-statuscheck-period 5s --machine-safety-apiserver-statuscheck-timeout 10s
+  apply_deployment "$ns" apiserver 2 2 0
+  wait_for 120 "2 Running machines" eq count_running "$ns" 2 || return
+  curl -sf -X POST -H 'Content-Type: application/json' "$CLOUD_URL/v1/instances" \
+    -d "{\"clientToken\":\"out-of-band\",\"machineName\":\"out-of-band\",\"providerSpec\":{\"image\":\"x\",\"instanceType\":\"small\",\"tags\":{\"kubernetes.io/cluster/$tag\":\"1\",\"kubernetes.io/role/node\":\"1\"}}}" >/dev/null \
+    || { FAIL="could not create the out-of-band VM"; return; }
+  local vms_before; vms_before=$(live_vms "$tag")
+  kill -STOP "$APISERVER_PID"
+  local deadline=$((SECONDS + 180)) min=$vms_before
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    local v; v=$(live_vms "$tag"); [ "$v" -lt "$min" ] && min=$v
+    sleep 5
+  done
+  kill -CONT "$APISERVER_PID"
+  [ "$min" = "$vms_before" ] || FAIL="VMs deleted while the API server was down ($vms_before -> $min)"
+  wait_for 120 "2 Running machines after the outage" eq count_running "$ns" 2 || true
+  alive mcm || FAIL="mcm run died"
+  DETAIL="vms-during-outage=$min/$vms_before running-after=$(count_running "$ns")"
+}
+
+case_cloud_down() { # the local cloud killed for 60 s during a scale-up
+  local ns=c-cloud tag=shoot--chaos-c-cloud
+  apply_class "$ns"; start_mcm mcm "$ns"
+  apply_deployment "$ns" cloud 10 10 0
+  sleep 3
+  kill -KILL "$(pid_of cloud)"; sleep 60; start_cloud
+  wait_for 180 "10 Running machines" eq count_running "$ns" 10 || true
+  alive mcm || FAIL="mcm run died"
+  DETAIL="running=$(count_running "$ns")"
+}
+
+case_two_namespaces() { # two mcm run with the same cluster tag; a true orphan is collected
+  local tag=shoot--chaos-shared
+  apply_class c-two-a "$tag"; apply_class c-two-b "$tag"
+  start_mcm mcm-a c-two-a; start_mcm mcm-b c-two-b
+  apply_deployment c-two-a two 2 2 0; apply_deployment c-two-b two 2 2 0
+  wait_for 120 "2 Running machines in a" eq count_running c-two-a 2 || return
+  wait_for 120 "2 Running machines in b" eq count_running c-two-b 2 || return
+  curl -sf -X POST -H 'Content-Type: application/json' "$CLOUD_URL/v1/instances" \
+    -d "{\"clientToken\":\"true-orphan\",\"machineName\":\"true-orphan\",\"providerSpec\":{\"image\":\"x\",\"instanceType\":\"small\",\"tags\":{\"kubernetes.io/cluster/$tag\":\"1\",\"kubernetes.io/role/node\":\"1\"}}}" >/dev/null
+  # Two orphan periods (15 s) plus the grace (10 s), twice over.
+  local deadline=$((SECONDS + 90)) orphan="live"
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    orphan=$(instances | jq -r '[.instances[] | select(.machineName == "true-orphan") | .state] | first // "gone"')
+    [ "$orphan" = gone ] && break
+    sleep 3
+  done
+  local ra rb; ra=$(count_running c-two-a); rb=$(count_running c-two-b)
+  [ "$ra" = 2 ] && [ "$rb" = 2 ] || FAIL="a controller lost machines: a=$ra b=$rb"
+  [ "$(live_vms "$tag")" = 4 ] || FAIL="${FAIL:-$(live_vms "$tag") live VMs, 4 expected}"
+  [ "$orphan" = gone ] || FAIL="${FAIL:-the true orphan was not collected ($orphan)}"
+  DETAIL="running a=$ra b=$rb orphan=$orphan"
+  teardown c-two-a "$tag"; teardown c-two-b "$tag"
+}
+
+case_leader_stop() { # the leader SIGSTOPped for 30 s: the standby takes over, no cloud call after losing the lease
+  local ns=c-leader tag=shoot--chaos-c-leader
+  apply_class "$ns"
+  # Each replica reaches the cloud through a counting proxy, so calls are told apart.
+  local p1 p2; p1=$(free_port); p2=$(free_port)
+  for p in "$p1" "$p2"; do
+    python3 - "$p" "$CLOUD_PORT" "$WORK/logs/$CASE-proxy-$p.log" > /dev/null 2>&1 <<'PY' &
+import http.server, sys, time, urllib.request
+port, upstream, log = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+class H(http.server.BaseHTTPRequestHandler):
+    def _do(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else None
+        with open(log, "a") as f: f.write(f"{time.time():.3f} {self.command} {self.path}\n")
+        req = urllib.request.Request(f"http://127.0.0.1:{upstream}{self.path}", data=body, method=self.command,
+                                     headers={k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r: code, data, ct = r.status, r.read(), r.headers.get("Content-Type")
+        except urllib.error.HTTPError as e: code, data, ct = e.code, e.read(), e.headers.get("Content-Type")
+        self.send_response(code); self.send_header("Content-Type", ct or "application/json")
+        self.send_header("Content-Length", str(len(data))); self.end_headers(); self.wfile.write(data)
+    do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _do
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+PY
+    echo $! > "$WORK/pids/proxy-$p"
+  done
+  sleep 1
+  CLOUD_URL_SAVED=$CLOUD_URL
+  LEADER_ELECT=true CLOUD_URL=http://127.0.0.1:$p1 start_mcm one "$ns"
+  sleep 5
+  LEADER_ELECT=true CLOUD_URL=http://127.0.0.1:$p2 start_mcm two "$ns"
+  CLOUD_URL=$CLOUD_URL_SAVED
+  apply_deployment "$ns" leader 4 4 0
+  wait_for 120 "4 Running machines" eq count_running "$ns" 4 || return
+  local holder; holder=$(k -n "$ns" get lease machine-controller -o jsonpath='{.spec.holderIdentity}')
+  local leader=one standby=two lport=$p1
+  if [ "$(grep -c . "$WORK/logs/$CASE-proxy-$p2.log" 2>/dev/null || echo 0)" -gt "$(grep -c . "$WORK/logs/$CASE-proxy-$p1.log" 2>/dev/null || echo 0)" ]; then
+    leader=two; standby=one; lport=$p2
+  fi
+  kill -STOP "$(pid_of "$leader")"
+  local t_stop; t_stop=$(date +%s.%N)
+  scale "$ns" leader 6
+  sleep 30
+  kill -CONT "$(pid_of "$leader")"
+  local t_cont; t_cont=$(date +%s.%N)
+  wait_for 120 "6 Running machines (the standby took over)" eq count_running "$ns" 6 || true
+  sleep 10
+  # Calls the old leader made after it was resumed (it had lost the lease 15 s into the stop).
+  local late; late=$(awk -v t="$t_cont" '$1 > t + 0.5' "$WORK/logs/$CASE-proxy-$lport.log" 2>/dev/null | wc -l)
+  [ "$late" = 0 ] || FAIL="${FAIL:-the old leader made $late cloud calls after losing the lease}"
+  DETAIL="lease-holder-before=$holder stopped=$leader late-calls=$late running=$(count_running "$ns") stop-at=${t_stop%.*}"
+}
+
+case_pdb() { # a pod with a PDB minAvailable 1 on a draining node
+  local ns=c-pdb tag=shoot--chaos-c-pdb
+  apply_class "$ns"; start_mcm mcm "$ns" --concurrent-syncs 2
+  apply_deployment "$ns" pdb 1 1 0
+  wait_for 120 "1 Running machine" eq count_running "$ns" 1 || return
+  local m node
+  m=$(machines "$ns" | jq -r '.items[0].metadata.name')
+  node=$(machines "$ns" | jq -r '.items[0].metadata.labels["node"] // .items[0].status.node // ""')
+  [ -n "$node" ] || { FAIL="the machine has no node"; return; }
+  k apply -f - >/dev/null <<EOF
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: keep-one, namespace: $ns}
+spec: {minAvailable: 1, selector: {matchLabels: {app: guarded}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: guarded, namespace: $ns, labels: {app: guarded}}
+spec: {nodeName: $node, containers: [{name: c, image: busybox}]}
+EOF
+  sleep 3
+  k -n "$ns" annotate machines.machine.sapcloud.io "$m" machinepriority.machine.sapcloud.io=1 --overwrite >/dev/null
+  k -n "$ns" delete machines.machine.sapcloud.io "$m" --wait=false >/dev/null
+  # Meanwhile the set replaces the machine and others must keep being created.
+  scale "$ns" pdb 3
+  local t0=$SECONDS pod_gone_at=""
+  while [ $((SECONDS - t0)) -lt 75 ]; do
+    if ! k -n "$ns" get pod guarded >/dev/null 2>&1; then pod_gone_at=$((SECONDS - t0)); break; fi
+    sleep 2
+  done
+  local running; running=$(count_running "$ns")
+  [ -z "$pod_gone_at" ] || [ "$pod_gone_at" -ge 25 ] || FAIL="the PDB-guarded pod went after ${pod_gone_at}s, before the 30 s drain timeout"
+  [ "$running" -ge 3 ] || FAIL="${FAIL:-only $running machines Running while a drain was blocked}"
+  k -n "$ns" delete pod guarded --grace-period=0 --force >/dev/null 2>&1 || true
+  DETAIL="pod-gone-after=${pod_gone_at:-never}s running-meanwhile=$running"
+}
+
+# ---------------------------------------------------------------------------
+# Run the cases and count.
+
+RESULTS=$WORK/results.tsv
+: > "$RESULTS"
+for c in $CASES; do
+  CASE=$c FAIL="" DETAIL=""
+  ns_tag=""
+  say "case $c ..."
+  t0=$SECONDS
+  dup_before=$(duplicates)
+  "case_$c" || true
+  # Tear down whatever the case left in its namespaces, with its controllers still running.
+  for ns in $(k get namespaces -o name | sed 's|namespace/||' | grep '^c-' || true); do
+    tag=$(k -n "$ns" get machineclasses.machine.sapcloud.io chaos-class -o json 2>/dev/null | jq -r '.providerSpec.tags | keys[] | select(startswith("kubernetes.io/cluster/"))' | sed 's|kubernetes.io/cluster/||')
+    [ -n "$tag" ] && teardown "$ns" "$tag"
+  done
+  leaked=$(instances | jq '.instances | length')
+  dups=$(( $(duplicates) - dup_before ))
+  panics=$(cat "$WORK"/logs/"$c"-*.log "$WORK"/logs/local-cloud-*.log 2>/dev/null | grep -c "panicked" || true)
+  [ -d "$WORK/dumps/$c" ] || dump_observable 2>/dev/null || true
+  secrets=$(grep -rl -- "$SENTINEL" "$WORK"/logs/"$c"-*.log "$WORK"/logs/local-cloud-*.log "$WORK/dumps/$c" 2>/dev/null | wc -l || true)
+  stop_all_mcm() { for f in "$WORK"/pids/*; do case "$(basename "$f")" in cloud|*.port) ;; *) stop_pid "$(cat "$f")"; rm -f "$f" ;; esac; done; }
+  stop_all_mcm
+  for ns in $(k get namespaces -o name | sed 's|namespace/||' | grep '^c-' || true); do k delete namespace "$ns" --wait=false >/dev/null 2>&1 || true; done
+  # The out-of-band VMs of a case are the case's business; the next case starts from none.
+  for id in $(instances | jq -r '.instances[].id'); do
+    curl -sf -X DELETE "$CLOUD_URL/v1/instances/$id" >/dev/null || true
+  done
+  status=PASS
+  [ -z "$FAIL" ] && [ "$leaked" = 0 ] && [ "$dups" -le 0 ] && [ "$panics" = 0 ] && [ "$secrets" = 0 ] || status=FAIL
+  [ "$dups" -lt 0 ] && dups=0
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$status" "$((SECONDS - t0))" "$leaked" "$dups" "$panics" "$secrets" "${FAIL:-$DETAIL}" >> "$RESULTS"
+  say "case $c: $status in $((SECONDS - t0))s leaked=$leaked duplicates=$dups panics=$panics secrets=$secrets ${FAIL:-$DETAIL}"
+done
+
+# ---------------------------------------------------------------------------
+# The summary.
+
+SUMMARY=$WORK/summary.md
+python3 - "$RESULTS" "$((SECONDS - T_START))" "$PROFILE" > "$SUMMARY" <<'PY'
+import sys, datetime
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+total, profile = sys.argv[2], sys.argv[3]
+passed = sum(r[1] == "PASS" for r in rows)
+s = lambda i: sum(int(r[i]) for r in rows)
+print(f"Measured {datetime.date.today().isoformat()} by `bash hack/chaos.sh` ({profile} build, {total} s in all, 2 cores).\n")
+print("| cases passed | VMs leaked | duplicate VMs | panics | secrets leaked |")
+print("| --- | --- | --- | --- | --- |")
+print(f"| {passed}/{len(rows)} | {s(3)} | {s(4)} | {s(5)} | {s(6)} |\n")
+print("| case | result | seconds | leaked | duplicates | panics | secrets | detail |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for r in rows:
+    print("| " + " | ".join(r[:7] + [r[7].replace("|", "/")]) + " |")
+PY
+cat "$SUMMARY"
+if [ "$REPORT" != none ]; then
+  {
+    echo "# Chaos suite report"
+    echo
+    echo "Regenerate with \`bash hack/chaos.sh\` (every case) or \`bash hack/chaos.sh <case>...\`; what each case"
+    echo "proves is in [design/chaos.md](design/chaos.md)."
+    echo
+    cat "$SUMMARY"
+  } > "$REPORT"
+  say "wrote $REPORT"
+fi
+! grep -q $'\tFAIL\t' "$RESULTS"
+}
+main "$@"
