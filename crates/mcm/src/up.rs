@@ -45,6 +45,26 @@ pub struct UpArgs {
     /// Exit after all machines are Running (for scripts and tests) instead of showing a live summary.
     #[arg(long)]
     pub exit_when_running: bool,
+    /// Print the usage hints (the commands shown once everything runs) and exit (for tests).
+    #[arg(long, hide = true)]
+    pub print_hints: bool,
+}
+
+/// The commands `mcm up` suggests once everything runs, one per line.
+fn hints(kubeconfig: &str, cloud_url: &str) -> Vec<String> {
+    let kill =
+        mcm_provider_local::admin::kill_hint(&mcm_provider_local::admin::invocation(), cloud_url);
+    vec![
+        format!("  export KUBECONFIG={kubeconfig}"),
+        "  kubectl get machinedeployments,machinesets,machines,nodes".to_string(),
+        "  kubectl scale mcd/local-machine-deployment --replicas=5".to_string(),
+        format!("  {kill}   # watch it go Unknown, Failed, replaced"),
+        "  Ctrl-C stops everything.".to_string(),
+    ]
+}
+
+fn cloud_url(port: u16) -> String {
+    format!("http://127.0.0.1:{port}")
 }
 
 fn repo_root() -> anyhow::Result<PathBuf> {
@@ -171,6 +191,13 @@ async fn summary(client: &Client) -> anyhow::Result<(String, usize, usize)> {
 
 /// Runs the local environment.
 pub async fn up(args: UpArgs) -> anyhow::Result<()> {
+    if args.print_hints {
+        let kubeconfig = args.dir.join("testenv/kubeconfig");
+        for line in hints(&kubeconfig.to_string_lossy(), &cloud_url(args.cloud_port)) {
+            println!("{line}");
+        }
+        return Ok(());
+    }
     let root = repo_root()?;
     let dir = if args.dir.is_absolute() {
         args.dir.clone()
@@ -223,7 +250,7 @@ async fn run_env(
         ],
         &logs.join("local-cloud.log"),
     )?;
-    let url = format!("http://127.0.0.1:{cloud_port}");
+    let url = cloud_url(args.cloud_port);
     let metrics_port = args.metrics_port.to_string();
     eprintln!("mcm up: starting the controllers (logs: {}/mcm.log, metrics: http://127.0.0.1:{metrics_port}/metrics)", logs.display());
     let mut controllers = spawn_logged(
@@ -265,11 +292,9 @@ async fn run_env(
         .await?;
     }
     println!();
-    println!("  export KUBECONFIG={kc_str}");
-    println!("  kubectl get machinedeployments,machinesets,machines,nodes");
-    println!("  kubectl scale mcd/local-machine-deployment --replicas=5");
-    println!("  mcm local-cloud kill --url {url} <instance-id or machine name>   # watch it go Unknown, Failed, replaced");
-    println!("  Ctrl-C stops everything.");
+    for line in hints(&kc_str, &url) {
+        println!("{line}");
+    }
     println!();
     let started = Instant::now();
     let mut last = String::new();

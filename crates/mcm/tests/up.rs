@@ -9,7 +9,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, ResourceExt};
 use mcm_api::{Machine, MachineDeployment, MachinePhase};
-use mcm_provider_local::{AdminClient, InstanceAction};
+use mcm_provider_local::admin::KILL_HINT_PLACEHOLDER;
+use mcm_provider_local::wire::InstanceState;
+use mcm_provider_local::AdminClient;
 use mcm_testenv::{is_ci, must_eventually};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -161,10 +163,29 @@ async fn mcm_up_runs_scales_replaces_a_killed_machine_and_cleans_up() {
         .into_iter()
         .next()
         .expect("an instance");
-    admin
-        .instance_action(&victim.id, InstanceAction::Kill)
+    // With the command `mcm up` printed, filled in with the machine name.
+    let printed = std::fs::read_to_string(std::env::temp_dir().join("mcm-up-test.log"))
+        .expect("log")
+        .lines()
+        .find(|l| l.contains("local-cloud kill"))
+        .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
+        .expect("mcm up printed a kill command");
+    let filled = printed.replace(KILL_HINT_PLACEHOLDER, &victim.machine_name);
+    let argv: Vec<&str> = filled.split_whitespace().collect();
+    let killed = Command::new(argv[0])
+        .args(&argv[1..])
+        .current_dir(&root)
+        .output()
+        .expect("run the printed kill command");
+    assert!(killed.status.success(), "{filled}: {killed:?}");
+    let state = admin
+        .instances()
         .await
-        .expect("kill");
+        .expect("instances")
+        .into_iter()
+        .find(|i| i.id == victim.id)
+        .map(|i| i.state);
+    assert_eq!(state, Some(InstanceState::Killed), "{filled}");
     let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
     let seen = |want: MachinePhase| {
         let machines = machines.clone();

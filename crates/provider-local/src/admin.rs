@@ -4,6 +4,7 @@
 //! ```text
 //! mcm local-cloud serve --port 7070 --store .mcm/local-cloud.redb --target-kubeconfig kubeconfig
 //! mcm local-cloud kill i-0123456789abcdef0      # the instance crashes: its Node goes Unknown
+//! mcm local-cloud kill --url http://127.0.0.1:7070 <machine name>   # the same, by machine name
 //! mcm local-cloud start i-0123456789abcdef0     # boots again
 //! mcm local-cloud faults --patch '{"create": {"errorRate": 0.2}}'
 //! mcm local-cloud stats
@@ -85,7 +86,7 @@ impl AdminClient {
         })
     }
 
-    /// `POST /admin/instances/{id}/{action}`.
+    /// `POST /admin/instances/{id}/{action}`; `id` may also be a machine name.
     pub async fn instance_action(
         &self,
         id: &str,
@@ -133,18 +134,63 @@ impl AdminClient {
     }
 }
 
+/// The command that kills an instance, as `mcm up` prints it: `program`
+/// (how to call this binary) `local-cloud kill --url <url>` and the
+/// placeholder [`KILL_HINT_PLACEHOLDER`].
+pub fn kill_hint(program: &str, url: &str) -> String {
+    format!("{program} local-cloud kill --url {url} {KILL_HINT_PLACEHOLDER}")
+}
+
+/// What the user replaces in [`kill_hint`].
+pub const KILL_HINT_PLACEHOLDER: &str = "<machine name or instance id>";
+
+/// How a user calls the running binary: its file name when that name on the
+/// `PATH` is this very binary, else its path (relative to the current folder
+/// when inside it, e.g. `target/debug/mcm`).
+pub fn invocation() -> String {
+    let Ok(exe) = std::env::current_exe() else {
+        return "mcm".to_string();
+    };
+    let exe = exe.canonicalize().unwrap_or(exe);
+    let name = exe
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "mcm".to_string());
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            dir.join(&name)
+                .canonicalize()
+                .is_ok_and(|found| found == exe)
+        })
+    });
+    if on_path {
+        return name;
+    }
+    let relative = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| cwd.canonicalize().ok())
+        .and_then(|cwd| exe.strip_prefix(cwd).ok().map(|p| p.to_path_buf()));
+    relative.unwrap_or(exe).to_string_lossy().to_string()
+}
+
 /// Where the local cloud is.
 #[derive(clap::Args, Debug, Clone)]
 pub struct UrlArgs {
     /// The base URL of the local cloud.
-    #[arg(long = "local-cloud-url", env = "MCM_LOCAL_CLOUD_URL", default_value = DEFAULT_URL)]
+    #[arg(
+        long = "local-cloud-url",
+        visible_alias = "url",
+        env = "MCM_LOCAL_CLOUD_URL",
+        default_value = DEFAULT_URL
+    )]
     pub url: String,
 }
 
 /// One instance.
 #[derive(clap::Args, Debug, Clone)]
 pub struct InstanceArgs {
-    /// The instance ID (`i-...`) or its provider ID (`local:///<zone>/<id>`).
+    /// The instance: its ID (`i-...`), its provider ID (`local:///<zone>/<id>`)
+    /// or the name of its machine.
     pub instance: String,
     #[command(flatten)]
     pub url: UrlArgs,

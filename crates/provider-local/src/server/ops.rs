@@ -233,15 +233,40 @@ impl Shared {
         Ok(InstanceList { instances })
     }
 
-    pub(super) async fn act(&self, id: &str, action: &str) -> Result<Instance, ApiError> {
+    /// An operator action on the instance with this ID or, failing that, the
+    /// one instance of the machine of this name.
+    pub(super) async fn act(&self, key: &str, action: &str) -> Result<Instance, ApiError> {
         let now = Utc::now();
         let boot = self.tunables().boot_delay_ms;
         let st = self.lock_state().await;
-        let inst = st
-            .instances
-            .get(id)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(id))?;
+        let inst = match st.instances.get(key) {
+            Some(i) => i.clone(),
+            None => {
+                let of_machine: Vec<&Instance> = st
+                    .instances
+                    .values()
+                    .filter(|i| i.machine_name == key)
+                    .collect();
+                match of_machine.as_slice() {
+                    [] => {
+                        return Err(ApiError::new(
+                            Code::NotFound,
+                            format!("no instance has the ID or machine name {key:?}"),
+                        ))
+                    }
+                    [one] => (*one).clone(),
+                    several => {
+                        let ids: Vec<&str> = several.iter().map(|i| i.id.as_str()).collect();
+                        return Err(ApiError::invalid(format!(
+                            "machine {key:?} has several instances ({}): name one by its ID",
+                            ids.join(", ")
+                        )));
+                    }
+                }
+            }
+        };
+        let id = inst.id.clone();
+        let id = id.as_str();
         let current = inst.state_at(now);
         let mut next = inst.clone();
         match action {
