@@ -135,7 +135,7 @@ const CALLS: &[Call] = &[
     // Drain.
     call("list", CORE, "pods", Cluster, "drain.rs pods of the node (all namespaces)"),
     call("get", CORE, "pods", AnyNamespace, "drain.rs wait until evicted"),
-    call("delete", CORE, "pods", AnyNamespace, "drain.rs forced drain, eviction retries exhausted"),
+    call("delete", CORE, "pods", AnyNamespace, "drain.rs forced drain only"),
     call("create", CORE, "pods/eviction", AnyNamespace, "drain.rs evict"),
     call("get", CORE, "persistentvolumeclaims", AnyNamespace, "drain.rs volume_ids"),
     call("get", CORE, "persistentvolumes", Cluster, "drain.rs volume_ids"),

@@ -79,6 +79,8 @@ pub struct Context {
     machines: Mutex<Option<Store<mcm_api::Machine>>>,
     /// Serialises Unknown→Failed per MachineDeployment (at most one replacement at a time).
     pub failed_permits: tokio::sync::Mutex<()>,
+    /// The running drains, at most one per machine (they hold no reconcile slot).
+    pub drains: crate::drain::tasks::DrainTasks,
 }
 
 impl Context {
@@ -117,6 +119,7 @@ impl Context {
             frozen: AtomicBool::new(false),
             failed_permits: tokio::sync::Mutex::new(()),
             machines: Mutex::new(None),
+            drains: crate::drain::tasks::DrainTasks::new(),
         })
     }
 
@@ -157,6 +160,11 @@ impl Context {
         if let Ok(mut s) = self.machines.lock() {
             *s = Some(store);
         }
+    }
+
+    /// The machine controller's cache of Machines, once it runs.
+    pub(crate) fn machine_store(&self) -> Option<Store<mcm_api::Machine>> {
+        self.machines.lock().ok().and_then(|s| s.clone())
     }
 
     /// How many machines the controller's cache holds.

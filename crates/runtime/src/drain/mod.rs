@@ -1,11 +1,20 @@
 //! Cordon and drain of a Node before its VM is deleted.
 //!
-//! Evictions respect PodDisruptionBudgets (a 429 is retried every
-//! `eviction_retry_interval`, up to `max_evict_retries`, then the pod is
-//! deleted); DaemonSet and mirror pods are skipped; pods without volumes are
-//! evicted in parallel, pods with volumes one at a time by priority, each
-//! waiting until its volumes' VolumeAttachments on this node are detached. A
-//! forced drain deletes every pod with grace period 0 without waiting.
+//! Evictions respect PodDisruptionBudgets: a 429 is retried every
+//! `eviction_retry_interval`, up to `max_evict_retries` attempts or the drain's
+//! deadline, and then the drain fails; the pod is never deleted around its
+//! budget. Only a forced drain (the `force-deletion` label, the drain timeout
+//! passed since the deletion, or a node NotReady/ReadonlyFilesystem for more
+//! than 5 minutes; decided by `mcm_core::machine::plan_drain`) deletes pods,
+//! each with grace period 0 and without waiting. DaemonSet and mirror pods are
+//! skipped; pods without volumes are evicted in parallel, pods with volumes one
+//! at a time by priority, each waiting until its volumes' VolumeAttachments on
+//! this node are detached.
+//!
+//! Drains run as tasks beside the reconciles ([`tasks`]), so a drain blocked by
+//! a budget holds no reconcile slot. See `docs/design/machine.md` (Drain).
+
+pub mod tasks;
 
 use crate::config::Config;
 use futures::future::join_all;
@@ -27,7 +36,7 @@ pub struct DrainOptions {
     pub force: bool,
     /// Overall deadline.
     pub timeout: Duration,
-    /// Eviction attempts per pod before it is deleted instead.
+    /// Eviction attempts per pod before the drain fails (the pod is left alone).
     pub max_evict_retries: i32,
     /// Pause between evictions blocked by a PodDisruptionBudget.
     pub eviction_retry_interval: Duration,
@@ -65,6 +74,14 @@ pub enum DrainError {
     /// A PodDisruptionBudget blocks the eviction and cannot ever allow it.
     #[error("eviction of {0} blocked by a misconfigured PodDisruptionBudget")]
     Misconfigured(String),
+    /// Evictions kept being refused (429, a PodDisruptionBudget) for all attempts.
+    #[error("eviction of pod {pod} refused {attempts} time(s) (429 TooManyRequests: it would violate its PodDisruptionBudget); the pod is left alone")]
+    EvictionBlocked {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// Eviction attempts made.
+        attempts: i32,
+    },
 }
 
 fn is_mirror(p: &Pod) -> bool {
@@ -220,29 +237,44 @@ async fn evict_and_wait(
     let ns = p.namespace().unwrap_or_default();
     let name = p.name_any();
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let node = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default();
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match api.evict(&name, &EvictParams::default()).await {
-            Ok(_) => break,
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 429 => {
-                if attempts >= opts.max_evict_retries {
-                    warn!(pod = %name, namespace = %ns, attempts, "eviction still blocked; deleting the pod");
-                    delete_pod(client, p, None).await?;
-                    break;
-                }
-                debug!(pod = %name, attempts, "eviction blocked by a PodDisruptionBudget; retrying");
-                if Instant::now() + opts.eviction_retry_interval > deadline {
-                    return Err(DrainError::Timeout {
-                        node: String::new(),
-                        pending: 1,
-                    });
-                }
-                sleep(opts.eviction_retry_interval).await;
-            }
-            Err(e) => return Err(e.into()),
+        // kube's client retries a 429 itself (with growing pauses, for
+        // minutes): a call still unanswered after the retry interval is an
+        // eviction the budget keeps refusing.
+        let bound = opts
+            .eviction_retry_interval
+            .min(deadline.saturating_duration_since(Instant::now()));
+        let waited =
+            match tokio::time::timeout(bound, api.evict(&name, &EvictParams::default())).await {
+                Ok(Ok(_)) => break,
+                Ok(Err(kube::Error::Api(e))) if e.code == 404 => return Ok(()),
+                Ok(Err(kube::Error::Api(e))) if e.code == 429 => false,
+                Ok(Err(e)) => return Err(e.into()),
+                Err(_) => true,
+            };
+        let pause = if waited {
+            Duration::ZERO
+        } else {
+            opts.eviction_retry_interval
+        };
+        if attempts >= opts.max_evict_retries || Instant::now() + pause >= deadline {
+            // Never deleted around its budget: the drain fails, and the
+            // deletion flow retries it until the drain timeout forces it.
+            warn!(pod = %name, namespace = %ns, node = %node, attempts, "eviction still refused (PodDisruptionBudget); drain fails");
+            return Err(DrainError::EvictionBlocked {
+                pod: format!("{ns}/{name}"),
+                attempts,
+            });
         }
+        debug!(pod = %name, namespace = %ns, attempts, "eviction refused (PodDisruptionBudget); retrying");
+        sleep(pause).await;
     }
     // Wait until the pod is gone (or replaced by one with another UID).
     let uid = p.uid();
@@ -253,14 +285,7 @@ async fn evict_and_wait(
             Some(_) => {}
         }
         if Instant::now() >= deadline {
-            return Err(DrainError::Timeout {
-                node: p
-                    .spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.clone())
-                    .unwrap_or_default(),
-                pending: 1,
-            });
+            return Err(DrainError::Timeout { node, pending: 1 });
         }
         sleep(Duration::from_millis(500)).await;
     }

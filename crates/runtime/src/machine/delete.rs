@@ -126,43 +126,9 @@ impl Reconciler<'_> {
                     }
                 }
                 DeletionStep::Drain => {
-                    let plan = decide::plan_drain(&view, Utc::now());
-                    let (t, ok) = match (&self.ctx.target, &view.node) {
-                        (Some(target), Some(node)) => {
-                            let started = Instant::now();
-                            let opts = drain::DrainOptions::from_plan(&plan, &self.ctx.config);
-                            let r = drain::drain_node(target, node, &opts, driver.as_ref()).await;
-                            let ok = r.is_ok();
-                            if ok {
-                                self.ctx
-                                    .metrics
-                                    .drain_duration
-                                    .get_or_create(&crate::metrics::DrainLabels {
-                                        namespace: self.machine.namespace().unwrap_or_default(),
-                                        machine_deployment: self
-                                            .machine
-                                            .labels()
-                                            .get("name")
-                                            .cloned()
-                                            .unwrap_or_default(),
-                                    })
-                                    .set(started.elapsed().as_secs_f64().round());
-                            } else if let Err(e) = &r {
-                                self.event(EventType::Warning, "DrainFailed", e.to_string())
-                                    .await;
-                            }
-                            (
-                                decide::after_drain(&plan, true, r.map_err(|e| e.to_string())),
-                                ok || plan.force,
-                            )
-                        }
-                        _ => (decide::after_drain(&plan, false, Ok(())), true),
-                    };
-                    self.write(&t, json!({})).await?;
-                    if !ok {
-                        return Ok(Action::requeue(
-                            self.ctx.failure_delay(&self.key, FailureKind::Normal),
-                        ));
+                    // Started as a task; a later reconcile consumes its outcome.
+                    if let Some(action) = self.drain_step(&view, &driver).await? {
+                        return Ok(action);
                     }
                 }
                 DeletionStep::DeleteVolumeAttachments => {

@@ -10,12 +10,14 @@
 //! - [`create`]: the creation flow's effects (decisions in `mcm_core::machine::CreationFlow`);
 //! - [`health`]: the health check and the Node sync;
 //! - [`delete`]: the deletion step machine's effects;
+//! - [`drain_step`]: its Drain step, run as a task that holds no reconcile slot;
 //! - [`triggers`]: which changes of Machines, classes and Nodes cause a reconcile.
 //!
 //! See `docs/design/machine.md`.
 
 mod create;
 mod delete;
+mod drain_step;
 mod health;
 pub mod triggers;
 
@@ -93,6 +95,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
                 .map(|m| ObjectRef::new(m).within(&ns_for_nodes))
         });
     }
+    if let Some(drained) = ctx.drains.take_wakeups() {
+        controller = controller.reconcile_on(drained);
+    }
+    // Drains end with the controller (shutdown, or this future dropped when leadership is lost).
+    let _abort_drains = AbortDrains(ctx.clone());
     controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -102,6 +109,15 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             }
         })
         .await;
+}
+
+/// Aborts the context's running drains when dropped.
+struct AbortDrains(Arc<Context>);
+
+impl Drop for AbortDrains {
+    fn drop(&mut self) {
+        self.0.drains.abort_all();
+    }
 }
 
 fn error_policy(m: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Action {

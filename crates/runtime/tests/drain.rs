@@ -1,0 +1,334 @@
+//! Drains against the real control plane: a drain blocked by a
+//! PodDisruptionBudget holds no reconcile slot (other machines are created and
+//! health-checked meanwhile, with `concurrent_syncs` 1), never deletes the pod
+//! around its budget, and the pod goes only by the forced drain once the drain
+//! timeout has passed. The tests play kubelet by writing Nodes and pod status.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use mcm_api::{Machine, MachineClass, MachinePhase};
+use mcm_driver::testing::{Script, ScriptedDriver};
+use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_testenv::{must_eventually, TestEnv};
+use serde_json::json;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// One reconcile slot; a drain makes two eviction attempts of 10 s each
+/// (drainTimeout 40s caps the attempts at 40 s / 20 s = 2), then fails.
+fn config(ns: &str) -> Config {
+    Config {
+        namespace: ns.into(),
+        concurrent_syncs: 1,
+        short_retry: Duration::from_millis(200),
+        long_retry: Duration::from_secs(3),
+        eviction_retry_interval: Duration::from_secs(10),
+        ..Config::default()
+    }
+}
+
+fn start(env: &TestEnv, driver: Arc<ScriptedDriver>) -> (Arc<Context>, JoinHandle<()>) {
+    let mut drivers = DriverRegistry::new();
+    drivers.register("scripted", driver);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Arc::new(Metrics::new(&mut registry));
+    let ctx = Context::new(
+        env.client.clone(),
+        Some(env.client.clone()),
+        config(&env.namespace),
+        drivers,
+        metrics,
+    );
+    let task = tokio::spawn(machine::run(ctx.clone(), std::future::pending()));
+    (ctx, task)
+}
+
+async fn setup(test: &str) -> Option<TestEnv> {
+    let env = TestEnv::new(test).await?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "stringData": {"userData": "#!/bin/sh\necho <<MACHINE_NAME>>"}
+    }))
+    .expect("secret");
+    env.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create secret");
+    let class: MachineClass = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+        "metadata": {"name": "scripted-class"},
+        "provider": "scripted",
+        "providerSpec": {"image": "x"},
+        "secretRef": {"name": "creds", "namespace": env.namespace},
+    }))
+    .expect("class");
+    env.api::<MachineClass>()
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create class");
+    Some(env)
+}
+
+async fn create_machine(env: &TestEnv, name: &str, spec: serde_json::Value) {
+    let mut m = json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": name, "labels": {"name": "pool"}},
+        "spec": {"class": {"kind": "MachineClass", "name": "scripted-class"}},
+    });
+    if let (Some(s), Some(more)) = (m["spec"].as_object_mut(), spec.as_object()) {
+        s.extend(more.clone());
+    }
+    let m: Machine = serde_json::from_value(m).expect("machine");
+    env.api::<Machine>()
+        .create(&PostParams::default(), &m)
+        .await
+        .expect("create machine");
+}
+
+async fn get(env: &TestEnv, name: &str) -> Option<Machine> {
+    env.api::<Machine>().get_opt(name).await.expect("get")
+}
+
+fn phase(m: &Machine) -> MachinePhase {
+    m.status.clone().unwrap_or_default().current_status.phase
+}
+
+fn last_op(m: &Machine) -> (String, String) {
+    let op = m.status.clone().unwrap_or_default().last_operation;
+    (op.description, op.state.as_str().to_string())
+}
+
+async fn wait_phase(env: &TestEnv, name: &str, want: MachinePhase) {
+    must_eventually(WAIT, &format!("machine {name} in phase {want}"), || async {
+        get(env, name)
+            .await
+            .filter(|m| phase(m) == want)
+            .map(|_| ())
+    })
+    .await;
+}
+
+fn node_of(env: &TestEnv, machine: &str) -> String {
+    format!("{}-{machine}", env.namespace)
+}
+
+/// Plays kubelet: registers the Node, Ready.
+async fn kubelet(client: &Client, node: &str, machine: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n: Node = serde_json::from_value(json!({
+        "metadata": {"name": node, "labels": {"node.gardener.cloud/machine-name": machine}},
+    }))
+    .expect("node");
+    nodes
+        .create(&PostParams::default(), &n)
+        .await
+        .expect("create node");
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let status = json!({"status": {"conditions": [{
+        "type": "Ready", "status": "True", "reason": "KubeletReady",
+        "lastHeartbeatTime": now, "lastTransitionTime": now,
+    }]}});
+    nodes
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
+        .await
+        .expect("node status");
+}
+
+/// A running, Ready pod `web` on `node`, covered by a PDB `minAvailable: 1`
+/// that the disruption controller has observed.
+async fn guarded_pod(env: &TestEnv, node: &str) {
+    let pods: Api<Pod> = env.api();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+    pods.patch_status(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})),
+    )
+    .await
+    .expect("pod status");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}
+    }))
+    .expect("pdb");
+    env.api::<PodDisruptionBudget>()
+        .create(&PostParams::default(), &pdb)
+        .await
+        .expect("pdb");
+    must_eventually(WAIT, "the PDB observed with the pod healthy", || async {
+        env.api::<PodDisruptionBudget>()
+            .get("web")
+            .await
+            .ok()
+            .and_then(|p| p.status)
+            .filter(|s| s.observed_generation.is_some() && s.current_healthy == Some(1))
+            .map(|_| ())
+    })
+    .await;
+}
+
+/// Records, every 100 ms, the first time the pod was seen deleted or deleting.
+fn watch_pod_deletion(env: &TestEnv) -> Arc<Mutex<Option<DateTime<Utc>>>> {
+    let seen = Arc::new(Mutex::new(None));
+    let out = seen.clone();
+    let pods: Api<Pod> = env.api();
+    tokio::spawn(async move {
+        loop {
+            if let Ok(p) = pods.get_opt("web").await {
+                if p.is_none_or(|p| p.metadata.deletion_timestamp.is_some()) {
+                    *out.lock().expect("lock") = Some(Utc::now());
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    seen
+}
+
+async fn cordoned(client: &Client, node: &str) -> bool {
+    Api::<Node>::all(client.clone())
+        .get_opt(node)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|n| n.spec)
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn a_pdb_blocked_drain_holds_no_slot_never_bypasses_the_budget_and_is_forced_after_the_drain_timeout(
+) {
+    let Some(env) = setup("drain-pdb").await else {
+        return;
+    };
+    let driver = Arc::new(ScriptedDriver::new(Script {
+        node_prefix: format!("{}-", env.namespace),
+        ..Script::default()
+    }));
+    let (ctx, task) = start(&env, driver.clone());
+    create_machine(&env, "old", json!({"drainTimeout": "40s"})).await;
+    wait_phase(&env, "old", MachinePhase::Pending).await;
+    let node = node_of(&env, "old");
+    kubelet(&env.client, &node, "old").await;
+    wait_phase(&env, "old", MachinePhase::Running).await;
+    guarded_pod(&env, &node).await;
+    let deleted = watch_pod_deletion(&env);
+
+    env.api::<Machine>()
+        .delete("old", &DeleteParams::default())
+        .await
+        .expect("delete");
+    must_eventually(WAIT, "the drain started (node cordoned)", || async {
+        cordoned(&env.client, &node).await.then_some(())
+    })
+    .await;
+    let deletion: DateTime<Utc> = get(&env, "old")
+        .await
+        .and_then(|m| m.metadata.deletion_timestamp)
+        .map(|t| DateTime::from_timestamp(t.0.as_second(), 0).expect("time"))
+        .expect("deletion timestamp");
+
+    // The only reconcile slot is free while the drain waits on the budget: a
+    // new machine is created and health-checked into Running meanwhile.
+    create_machine(&env, "new", json!({})).await;
+    wait_phase(&env, "new", MachinePhase::Pending).await;
+    kubelet(&env.client, &node_of(&env, "new"), "new").await;
+    wait_phase(&env, "new", MachinePhase::Running).await;
+    let old = get(&env, "old").await.expect("old machine");
+    assert_eq!(phase(&old), MachinePhase::Terminating);
+    assert!(
+        !last_op(&old).0.starts_with("Drain failed"),
+        "the new machine ran while the first drain attempt was still waiting: {:?}",
+        last_op(&old)
+    );
+    assert_eq!(ctx.drains.len(), 1, "one drain task for the machine");
+
+    // Retries exhausted: the drain fails (the reference's text), the pod stays.
+    let failed = must_eventually(
+        Duration::from_secs(45),
+        "the drain failed on the budget",
+        || async {
+            get(&env, "old")
+                .await
+                .map(|m| last_op(&m))
+                .filter(|(d, _)| d.starts_with("Drain failed due to - eviction of pod"))
+        },
+    )
+    .await;
+    assert!(
+        failed
+            .0
+            .ends_with("Will retry in next sync. Initiate node drain"),
+        "{failed:?}"
+    );
+    assert_eq!(failed.1, "Failed");
+    assert!(
+        deleted.lock().expect("lock").is_none(),
+        "the pod was deleted around its budget"
+    );
+    assert!(driver.vm("old").is_some(), "the VM outlives the drain");
+
+    // After the drain timeout the forced drain deletes the pod, and the deletion completes.
+    must_eventually(Duration::from_secs(60), "machine old gone", || async {
+        get(&env, "old").await.is_none().then_some(())
+    })
+    .await;
+    let at = deleted
+        .lock()
+        .expect("lock")
+        .expect("the pod was deleted by the forced drain");
+    assert!(
+        at >= deletion + chrono::Duration::seconds(40),
+        "the pod went at {at}, before the drain timeout ({deletion} + 40s)"
+    );
+    assert!(driver.vm("old").is_none(), "VM deleted");
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_running_drain_is_aborted_when_the_controller_stops() {
+    let Some(env) = setup("drain-stop").await else {
+        return;
+    };
+    let driver = Arc::new(ScriptedDriver::new(Script {
+        node_prefix: format!("{}-", env.namespace),
+        ..Script::default()
+    }));
+    let (ctx, task) = start(&env, driver);
+    create_machine(&env, "m", json!({})).await;
+    wait_phase(&env, "m", MachinePhase::Pending).await;
+    let node = node_of(&env, "m");
+    kubelet(&env.client, &node, "m").await;
+    wait_phase(&env, "m", MachinePhase::Running).await;
+    guarded_pod(&env, &node).await;
+    env.api::<Machine>()
+        .delete("m", &DeleteParams::default())
+        .await
+        .expect("delete");
+    must_eventually(WAIT, "the drain started", || async {
+        (ctx.drains.len() == 1).then_some(())
+    })
+    .await;
+    // Leadership lost: the controller's future is dropped mid-drain.
+    task.abort();
+    let _ = task.await;
+    assert!(
+        ctx.drains.is_empty(),
+        "the drain was aborted with the controller"
+    );
+}
