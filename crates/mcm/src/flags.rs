@@ -10,10 +10,26 @@
 use clap::Args;
 use std::time::Duration;
 
-/// Parses a Go duration (`20m`, `1h30m`, `90s`, `0s`).
+/// Parses a Go duration (`20m`, `1h30m`, `90s`, `0s`) strictly: no blanks, a unit on every
+/// number, not negative. clap names the flag in the error and the binary exits non-zero.
 pub fn duration(s: &str) -> Result<Duration, String> {
-    mcm_core::machine::parse_go_duration(s)
-        .ok_or_else(|| format!("invalid duration {s:?} (use Go syntax: 20m, 1h30m, 90s)"))
+    match mcm_api::parse_duration(s) {
+        Ok(d) => Ok(d),
+        Err(mcm_api::DurationError::Negative(_)) => Err(format!(
+            "{s:?} is negative; a duration here must be 0s or more"
+        )),
+        Err(e) => Err(format!("{e} (use Go syntax: 20m, 1h30m, 90s)")),
+    }
+}
+
+/// Errors for the duration flags that must be greater than zero (`0s` would spin a
+/// loop, or fail every machine at once).
+fn positive(flags: &[(&str, Duration)], errs: &mut Vec<String>) {
+    for (flag, value) in flags {
+        if value.is_zero() {
+            errs.push(format!("--{flag} must be greater than zero: got: 0s"));
+        }
+    }
 }
 
 fn ip(s: &str) -> Result<String, String> {
@@ -196,23 +212,25 @@ impl CommonFlags {
     pub fn validate(&self) -> Result<(), InvalidFlags> {
         let mut errs = Vec::new();
         if self.port == Some(0) {
-            errs.push("invalid port number provided: got 0".to_string());
+            errs.push("--port: invalid port number provided: got 0".to_string());
         }
         if self.concurrent_syncs == Some(0) {
-            errs.push("concurrent syncs should be greater than zero: got: 0".into());
+            errs.push(
+                "--concurrent-syncs: concurrent syncs should be greater than zero: got: 0".into(),
+            );
         }
         if self.contention_profiling && !self.profiling {
             errs.push("contention-profiling cannot be enabled without enabling profiling".into());
         }
-        if self.kube_api_qps.is_nan() || self.kube_api_qps <= 0.0 {
+        if !self.kube_api_qps.is_finite() || self.kube_api_qps <= 0.0 {
             errs.push(format!(
-                "kube api qps should be greater than zero: got: {}",
+                "--kube-api-qps: kube api qps should be greater than zero: got: {}",
                 self.kube_api_qps
             ));
         }
         if self.kube_api_burst < 0 {
             errs.push(format!(
-                "kube api burst should not be a negative value: got: {}",
+                "--kube-api-burst: kube api burst should not be a negative value: got: {}",
                 self.kube_api_burst
             ));
         }
@@ -238,8 +256,19 @@ impl CommonFlags {
                 errs.push(e.to_string());
             }
         }
+        positive(
+            &[
+                ("min-retry-period", self.min_retry_period),
+                ("max-retry-period", self.max_retry_period),
+            ],
+            &mut errs,
+        );
         if self.min_retry_period > self.max_retry_period {
-            errs.push("--min-retry-period must not exceed --max-retry-period".into());
+            errs.push(format!(
+                "--min-retry-period ({}) must not exceed --max-retry-period ({})",
+                mcm_api::format_duration(self.min_retry_period),
+                mcm_api::format_duration(self.max_retry_period)
+            ));
         }
         into_result(errs)
     }
@@ -251,16 +280,23 @@ impl SetFlags {
         let mut errs = Vec::new();
         if self.safety_up < 0 {
             errs.push(format!(
-                "safety up should be a non negative value: got: {}",
+                "--safety-up: safety up should be a non negative value: got: {}",
                 self.safety_up
             ));
         }
         if self.safety_down < 0 {
             errs.push(format!(
-                "safety down should be a non negative value: got: {}",
+                "--safety-down: safety down should be a non negative value: got: {}",
                 self.safety_down
             ));
         }
+        positive(
+            &[(
+                "machine-safety-overshooting-period",
+                self.machine_safety_overshooting_period,
+            )],
+            &mut errs,
+        );
         into_result(errs)
     }
 }
@@ -271,15 +307,34 @@ impl MachineFlags {
         let mut errs = Vec::new();
         if self.machine_max_evict_retries < 0 {
             errs.push(format!(
-                "max evict retries should be a non negative value: got: {}",
+                "--machine-max-evict-retries: max evict retries should be a non negative value: got: {}",
                 self.machine_max_evict_retries
             ));
         }
         if self.machine_safety_apiserver_statuscheck_period
             < self.machine_safety_apiserver_statuscheck_timeout
         {
-            errs.push("machine safety APIServer status check period should be greater than or equal to the timeout".into());
+            errs.push("--machine-safety-apiserver-statuscheck-period: machine safety APIServer status check period should be greater than or equal to the timeout".into());
         }
+        positive(
+            &[
+                ("machine-creation-timeout", self.machine_creation_timeout),
+                ("machine-health-timeout", self.machine_health_timeout),
+                (
+                    "machine-safety-apiserver-statuscheck-timeout",
+                    self.machine_safety_apiserver_statuscheck_timeout,
+                ),
+                (
+                    "machine-safety-apiserver-statuscheck-period",
+                    self.machine_safety_apiserver_statuscheck_period,
+                ),
+                (
+                    "machine-safety-orphan-vms-period",
+                    self.machine_safety_orphan_vms_period,
+                ),
+            ],
+            &mut errs,
+        );
         into_result(errs)
     }
 }

@@ -9,7 +9,7 @@
 //! A MachineDeployment of 3 must reach `Available`, then scaling it to 0
 //! must leave no Machine and no instance in the fake.
 //!
-//! Without the control plane the test skips, except with `CI=true`, where it fails.
+//! Without the control plane the test skips, except in CI (`CI` set and not `false`/`0`), where it fails.
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};

@@ -10,8 +10,8 @@
 //! `ipv6PrefixCount`, since moto does not emulate IPv6 prefixes (the driver's
 //! prefix handling is covered by `crates/provider-aws/tests/mocks.rs`).
 //!
-//! Without the control plane or moto the test skips, except with `CI=true`,
-//! where it fails.
+//! Without the control plane or moto the test skips visibly, except in CI,
+//! where it fails (`mcm_testenv::skip`).
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
@@ -19,7 +19,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineClass, MachineDeployment};
 use mcm_provider_aws::{AwsDriver, AwsDriverConfig};
-use mcm_testenv::{eventually, is_ci, must_eventually, TestEnv};
+use mcm_testenv::{eventually, moto_endpoint, must_eventually, TestEnv};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,22 +32,6 @@ use std::time::{Duration, Instant};
 const REGION: &str = "eu-west-1";
 const EXAMPLE: &str = include_str!("../../../examples/aws-machine-class.yaml");
 const DEPLOYMENT: &str = "aws-e2e";
-
-fn moto_endpoint() -> Option<String> {
-    match std::env::var("MCM_AWS_TEST_ENDPOINT") {
-        Ok(e) if !e.is_empty() => Some(e),
-        _ => {
-            assert!(
-                !is_ci(),
-                "MCM_AWS_TEST_ENDPOINT is not set: CI must run this test against moto (source hack/moto.sh; start_moto)"
-            );
-            eprintln!(
-                "SKIPPED: MCM_AWS_TEST_ENDPOINT is not set (source hack/moto.sh && start_moto)"
-            );
-            None
-        }
-    }
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -414,7 +398,9 @@ struct Nic {
 async fn mcm_run_on_moto_brings_3_aws_machines_to_available_initialized_and_scales_to_0_without_instances(
 ) {
     let t0 = Instant::now();
-    let Some(moto) = moto_endpoint() else { return };
+    let Some(moto) = moto_endpoint("mcm_run_on_moto_brings_3_aws_machines_to_available") else {
+        return;
+    };
     let Some(env) = TestEnv::new("aws-e2e").await else {
         return;
     };

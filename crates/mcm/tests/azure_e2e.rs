@@ -10,7 +10,7 @@
 //! 3 reaches `Available`, then is scaled to 0, after which the fake holds no
 //! VM, NIC or disk.
 //!
-//! Without the control plane the test skips, except with `CI=true`, where it fails.
+//! Without the control plane the test skips, except in CI (`CI` set and not `false`/`0`), where it fails.
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};

@@ -14,7 +14,7 @@
 //!   reconciled by the manager alone, and no machine is created twice.
 //!
 //! Logs go to `$TMPDIR/mcm-dropin-<ns>-<half>.log`. Without the control plane
-//! the tests skip, except with `CI=true`, where they fail.
+//! the tests skip, except in CI (`CI` set and not `false`/`0`), where they fail.
 
 mod dropin;
 

@@ -10,7 +10,7 @@
 //! `ZONE_RESOURCE_POOL_EXHAUSTED`, so two machines see `ResourceExhausted`
 //! and are created again after the controller's back-off.
 //!
-//! Without the control plane the test skips, except with `CI=true`, where it fails.
+//! Without the control plane the test skips, except in CI (`CI` set and not `false`/`0`), where it fails.
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};

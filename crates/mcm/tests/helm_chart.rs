@@ -5,36 +5,30 @@
 //!
 //! helm is built from the Go module proxy by `hack/build-helm.sh` (cached
 //! under `~/.cache/mcm-helm/`); `MCM_HELM` may name another binary. Without
-//! helm or the control plane the tests skip, except with `CI=true`.
+//! helm or the control plane the tests skip visibly, except in CI (`mcm_testenv::skip`).
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
-use mcm_testenv::{is_ci, TestEnv};
+use mcm_testenv::{require, service, TestEnv};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn helm() -> Option<PathBuf> {
+fn helm(test: &str) -> Option<PathBuf> {
     let path = std::env::var("MCM_HELM")
         .map(PathBuf::from)
         .unwrap_or_else(|_| {
             PathBuf::from(std::env::var("HOME").unwrap_or_default())
                 .join(".cache/mcm-helm/v4.3.2/helm")
         });
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        !is_ci(),
-        "CI=true and helm is missing: run hack/build-helm.sh"
-    );
-    eprintln!(
-        "SKIPPED: no helm at {} (run hack/build-helm.sh)",
-        path.display()
-    );
-    None
+    let found = if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!("no helm at {}", path.display()))
+    };
+    require(test, service::HELM, found)
 }
 
 fn chart() -> PathBuf {
@@ -114,7 +108,9 @@ fn accepts(argv0: &str, args: &[String]) {
 
 #[test]
 fn chart_lints_and_renders_both_layouts_with_command_lines_the_binary_accepts() {
-    let Some(helm) = helm() else {
+    let Some(helm) =
+        helm("chart_lints_and_renders_both_layouts_with_command_lines_the_binary_accepts")
+    else {
         return;
     };
     let chart = chart().to_string_lossy().to_string();
@@ -165,7 +161,8 @@ fn chart_lints_and_renders_both_layouts_with_command_lines_the_binary_accepts() 
 
 #[tokio::test]
 async fn api_server_accepts_every_rendered_object_in_a_server_side_dry_run() {
-    let Some(helm) = helm() else {
+    let Some(helm) = helm("api_server_accepts_every_rendered_object_in_a_server_side_dry_run")
+    else {
         return;
     };
     let Some(env) = TestEnv::new("helm-chart").await else {

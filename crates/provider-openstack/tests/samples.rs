@@ -5,7 +5,7 @@
 //!
 //! The sdists are fetched once with pip into `~/.cache/mcm-rs/openstack-samples`
 //! (or `$MCM_OPENSTACK_SAMPLES`). Without pip or the registry the test skips
-//! visibly, except with `CI=true`, where it fails.
+//! visibly, except in CI, where it fails (`mcm_testenv::require`).
 
 mod common;
 
@@ -17,10 +17,6 @@ use std::process::Command;
 
 const NOVA: &str = "nova-34.0.0";
 const NEUTRON_LIB: &str = "neutron_lib-5.0.1";
-
-fn is_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
 
 fn cache_dir() -> PathBuf {
     if let Ok(d) = std::env::var("MCM_OPENSTACK_SAMPLES") {
@@ -176,13 +172,12 @@ impl Raw {
 
 #[tokio::test]
 async fn fake_answers_have_the_shapes_of_the_official_api_samples() {
-    let dir = match samples() {
-        Ok(d) => d,
-        Err(e) => {
-            assert!(!is_ci(), "the OpenStack API samples are needed in CI: {e}");
-            eprintln!("SKIPPED: cannot fetch the OpenStack API samples: {e}");
-            return;
-        }
+    let Some(dir) = mcm_testenv::require(
+        "fake_answers_have_the_shapes_of_the_official_api_samples",
+        mcm_testenv::service::OPENSTACK_SAMPLES,
+        samples(),
+    ) else {
+        return;
     };
     let nova = |f: &str| load(&dir, &format!("{NOVA}/doc/api_samples/{f}"));
     let neutron = |f: &str| {

@@ -75,6 +75,7 @@ pub struct Context {
     node_writer: Mutex<Option<reflector::store::Writer<Node>>>,
     backoff: Backoff,
     failures: Mutex<HashMap<String, u32>>,
+    creation_attempts: Mutex<HashMap<String, std::time::Instant>>,
     frozen: AtomicBool,
     machines: Mutex<Option<Store<mcm_api::Machine>>>,
     /// Serialises Unknown→Failed per MachineDeployment (at most one replacement at a time).
@@ -116,6 +117,7 @@ impl Context {
             node_writer: Mutex::new(Some(writer)),
             backoff,
             failures: Mutex::new(HashMap::new()),
+            creation_attempts: Mutex::new(HashMap::new()),
             frozen: AtomicBool::new(false),
             failed_permits: tokio::sync::Mutex::new(()),
             machines: Mutex::new(None),
@@ -145,6 +147,27 @@ impl Context {
     pub fn reset_backoff(&self, key: &str) {
         if let Ok(mut map) = self.failures.lock() {
             map.remove(key);
+        }
+        if let Ok(mut map) = self.creation_attempts.lock() {
+            map.remove(key);
+        }
+    }
+
+    /// How long the creation flow of `key` must still wait: `Some(wait)` while its last
+    /// attempt ended less than `short_retry` ago. A watch event (the controller's own
+    /// finalizer, a label edit) therefore never makes the provider see a retry sooner
+    /// than the minimum period, whatever the backoff had scheduled.
+    pub fn creation_wait(&self, key: &str) -> Option<Duration> {
+        let map = self.creation_attempts.lock().ok()?;
+        let since = map.get(key)?.elapsed();
+        let wait = self.config.short_retry.saturating_sub(since);
+        (!wait.is_zero()).then_some(wait)
+    }
+
+    /// Records that a creation attempt of `key` ended now.
+    pub fn creation_attempted(&self, key: &str) {
+        if let Ok(mut map) = self.creation_attempts.lock() {
+            map.insert(key.to_string(), std::time::Instant::now());
         }
     }
 

@@ -9,8 +9,10 @@
 //! The kubeconfig is found in `$KUBECONFIG`, else in
 //! `$MCM_TESTENV_DIR/kubeconfig`, else in `<repo>/.mcm/testenv/kubeconfig`.
 //! When no control plane answers, [`TestEnv::new`] returns `None` so a test can
-//! skip, except with `CI=true`, where it panics with a message naming the
-//! command to run: CI can never go green without the control plane.
+//! skip, except in CI, where it panics with a message naming the command to
+//! run: CI can never go green without the control plane. Every test that needs
+//! a service decides "skip or fail" through [`skip`] ([`require`],
+//! [`skip_or_fail`]), which also defines what counts as CI.
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -21,6 +23,9 @@ use kube::{Client, Config};
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
+
+pub mod skip;
+pub use skip::{current_test, is_ci, moto_endpoint, require, service, skip_or_fail};
 
 /// The command that starts the control plane, named in every "not reachable" message.
 pub const START_COMMAND: &str =
@@ -90,13 +95,6 @@ pub async fn connect() -> Result<Client, TestEnvError> {
     Ok(client)
 }
 
-/// Whether this run is CI (`CI=true`), where missing services fail tests.
-pub fn is_ci() -> bool {
-    std::env::var("CI")
-        .map(|v| v == "true" || v == "1")
-        .unwrap_or(false)
-}
-
 /// Installs (server-side apply) the project's CRDs and waits until each is established.
 pub async fn install_crds(client: &Client) -> Result<(), TestEnvError> {
     install_crd_list(client, &mcm_api::crds()).await
@@ -139,17 +137,11 @@ pub struct TestEnv {
 impl TestEnv {
     /// Connects, installs the CRDs and creates a namespace named after `test`.
     ///
-    /// Returns `None` (after printing why) when no control plane answers, so the
-    /// test can skip. With `CI=true` it panics instead.
+    /// Returns `None` (after printing `SKIPPED: <test> needs ...`) when no
+    /// control plane answers, so the test can skip; in CI it panics instead
+    /// ([`skip_or_fail`]).
     pub async fn new(test: &str) -> Option<TestEnv> {
-        match Self::try_new(test).await {
-            Ok(env) => Some(env),
-            Err(e) if is_ci() => panic!("CI=true and the test control plane is required: {e}"),
-            Err(e) => {
-                eprintln!("SKIPPED {test}: {e}");
-                None
-            }
-        }
+        require(test, service::CONTROL_PLANE, Self::try_new(test).await)
     }
 
     /// Like [`TestEnv::new`], but returns the error.

@@ -439,6 +439,13 @@ impl<'a> Reconciler<'a> {
             info!("machine controller is frozen (API server unreachable); not reconciling");
             return Ok(Action::requeue(self.ctx.config.long_retry));
         }
+        // Malformed, negative or zero timeouts are reported, never replaced by
+        // the defaults (a `creationTimeout: 0s` would fail every new machine).
+        if let Err(errs) = mcm_api::validation::validate_machine_timeouts(&self.machine) {
+            let msg = format!("Invalid machine: {}", mcm_api::validation::aggregate(&errs));
+            let Stop::After(d) = self.input_problem("InvalidMachine", msg).await?;
+            return Ok(Action::requeue(d));
+        }
         let (class, secret, driver) = match self.inputs().await? {
             Ok(x) => x,
             Err(Stop::After(d)) => return Ok(Action::requeue(d)),
@@ -454,7 +461,16 @@ impl<'a> Reconciler<'a> {
             }
         }
         if self.view().needs_creation_flow() {
-            return self.create(class, secret, driver).await;
+            if let Some(wait) = self.ctx.creation_wait(&self.key) {
+                debug!(
+                    ?wait,
+                    "creation attempted less than the minimum retry period ago"
+                );
+                return Ok(Action::requeue(wait));
+            }
+            let action = self.create(class, secret, driver).await;
+            self.ctx.creation_attempted(&self.key);
+            return action;
         }
         Ok(Action::requeue(
             recheck.unwrap_or(self.ctx.config.long_retry),

@@ -1,0 +1,283 @@
+//! The Machine controller's retries, measured on the calls a test driver receives, against
+//! the real control plane:
+//!
+//! * a machine whose CreateMachine keeps failing is retried with growing, jittered spacing,
+//!   never more often than the minimum retry period (`Config::short_retry`);
+//! * a machine with an invalid timeout (`creationTimeout: 0s`) is reported in its status and
+//!   by a Warning Event, and the driver is never called.
+//!
+//! Small retry periods (100 ms .. 1.6 s) keep the test short; the assertions are the
+//! minimum spacing, the lower bounds of the backoff band (both hold however slow the
+//! machine is), growth, and that jitter drew some spacing below its un-jittered value
+//! (without jitter every spacing is at least that value).
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{ListParams, PostParams};
+use mcm_api::{Machine, MachineClass};
+use mcm_driver::*;
+use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_testenv::{must_eventually, TestEnv};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+const MIN: Duration = Duration::from_millis(100);
+const MAX: Duration = Duration::from_millis(1600);
+/// The backoff's jitter: a delay is drawn from `[base × (1 − 0.2), base]`, never below MIN.
+const JITTER: f64 = 0.2;
+
+/// A driver whose CreateMachine always fails (Internal) and that records when it was called.
+#[derive(Default)]
+struct FailingDriver {
+    creates: Mutex<BTreeMap<String, Vec<Instant>>>,
+}
+
+impl FailingDriver {
+    fn creates_of(&self, machine: &str) -> Vec<Instant> {
+        self.creates
+            .lock()
+            .map(|c| c.get(machine).cloned().unwrap_or_default())
+            .unwrap_or_default()
+    }
+
+    fn total_creates(&self) -> usize {
+        self.creates
+            .lock()
+            .map(|c| c.values().map(Vec::len).sum())
+            .unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl Driver for FailingDriver {
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        let name = req.machine.metadata.name.clone().unwrap_or_default();
+        if let Ok(mut c) = self.creates.lock() {
+            c.entry(name).or_default().push(Instant::now());
+        }
+        Err(Status::internal("test: the cloud is broken"))
+    }
+
+    async fn delete_machine(
+        &self,
+        _req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
+        Ok(DeleteMachineResponse::default())
+    }
+
+    async fn get_machine_status(
+        &self,
+        _req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        Err(Status::not_found("test: no VM"))
+    }
+
+    async fn list_machines(
+        &self,
+        _req: &ListMachinesRequest,
+    ) -> DriverResult<ListMachinesResponse> {
+        Ok(ListMachinesResponse::default())
+    }
+}
+
+struct Running {
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+    }
+}
+
+/// The machine controller (no target cluster) with the failing driver and small retry periods.
+fn start(env: &TestEnv, driver: Arc<FailingDriver>) -> Running {
+    let mut drivers = DriverRegistry::new();
+    drivers.register("failing", driver);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Arc::new(Metrics::new(&mut registry));
+    let cfg = Config {
+        namespace: env.namespace.clone(),
+        short_retry: MIN,
+        long_retry: MAX,
+        ..Config::default()
+    };
+    let ctx = Context::new(env.client.clone(), None, cfg, drivers, metrics);
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(machine::run(ctx, async move {
+        let _ = rx.await;
+    }));
+    Running { stop: tx, task }
+}
+
+async fn setup(test: &str) -> Option<TestEnv> {
+    let env = TestEnv::new(test).await?;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "stringData": {"userData": "#!/bin/sh\necho hi"}
+    }))
+    .expect("secret");
+    env.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create secret");
+    let class: MachineClass = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+        "metadata": {"name": "failing-class"},
+        "provider": "failing",
+        "providerSpec": {"image": "x"},
+        "secretRef": {"name": "creds", "namespace": env.namespace},
+    }))
+    .expect("class");
+    env.api::<MachineClass>()
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create class");
+    Some(env)
+}
+
+async fn create_machine(env: &TestEnv, name: &str, spec: serde_json::Value) {
+    let mut m = json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": name},
+        "spec": {"class": {"kind": "MachineClass", "name": "failing-class"}},
+    });
+    if let (Some(s), Some(more)) = (m["spec"].as_object_mut(), spec.as_object()) {
+        s.extend(more.clone());
+    }
+    let m: Machine = serde_json::from_value(m).expect("machine");
+    env.api::<Machine>()
+        .create(&PostParams::default(), &m)
+        .await
+        .expect("create machine");
+}
+
+/// The un-jittered delay after the `n`-th consecutive failure (1-based).
+fn base(n: u32) -> Duration {
+    MIN.saturating_mul(1 << (n - 1).min(20)).min(MAX)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_create_is_retried_with_growing_jittered_spacing_never_faster_than_the_minimum() {
+    let Some(env) = setup("mc-retries").await else {
+        return;
+    };
+    let driver = Arc::new(FailingDriver::default());
+    let ctl = start(&env, driver.clone());
+    const MACHINES: [&str; 3] = ["r1", "r2", "r3"];
+    // 8 calls: gaps 0.1, 0.2, 0.4, 0.8, then 1.6 (the cap) three times, jittered.
+    const CALLS: usize = 8;
+    for name in MACHINES {
+        create_machine(&env, name, json!({})).await;
+    }
+    must_eventually(
+        Duration::from_secs(60),
+        "8 create calls per machine",
+        || async {
+            MACHINES
+                .iter()
+                .all(|m| driver.creates_of(m).len() >= CALLS)
+                .then_some(())
+        },
+    )
+    .await;
+    ctl.stop().await;
+
+    let mut below_base = 0;
+    for name in MACHINES {
+        let calls = driver.creates_of(name);
+        let gaps: Vec<Duration> = calls.windows(2).map(|w| w[1] - w[0]).collect();
+        eprintln!("{name}: gaps {gaps:?}");
+        for (i, gap) in gaps.iter().enumerate().take(CALLS - 1) {
+            let n = i as u32 + 1;
+            // Never more often than the minimum period.
+            assert!(
+                *gap >= MIN,
+                "{name}: gap {i} is {gap:?} < {MIN:?}: {gaps:?}"
+            );
+            // Never below the backoff band's floor for this many failures.
+            let floor = base(n).mul_f64(1.0 - JITTER).max(MIN);
+            assert!(
+                *gap >= floor,
+                "{name}: gap {i} is {gap:?} < {floor:?}: {gaps:?}"
+            );
+            if *gap < base(n) {
+                below_base += 1;
+            }
+        }
+        // Growth: the spacing at the cap is many times the first.
+        let last = gaps[CALLS - 2];
+        assert!(last >= gaps[0] * 4, "{name}: no growth: {gaps:?}");
+        assert!(
+            gaps[4] > gaps[1] && gaps[3] > gaps[0],
+            "{name}: spacing does not grow: {gaps:?}"
+        );
+    }
+    // Jitter: without it every gap is at least its un-jittered delay. With it each delay is
+    // drawn from [0.8, 1.0] × base; 18 draws that all land within the reconcile's own
+    // overhead of the top are all but impossible.
+    assert!(
+        below_base > 0,
+        "no retry was drawn below its un-jittered delay: no jitter"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_with_a_zero_creation_timeout_is_reported_and_never_created() {
+    let Some(env) = setup("mc-zero-timeout").await else {
+        return;
+    };
+    let driver = Arc::new(FailingDriver::default());
+    let ctl = start(&env, driver.clone());
+    create_machine(&env, "zero", json!({"creationTimeout": "0s"})).await;
+    create_machine(&env, "banana", json!({"healthTimeout": "banana"})).await;
+    for (name, field) in [
+        ("zero", "spec.creationTimeout"),
+        ("banana", "spec.healthTimeout"),
+    ] {
+        let description = must_eventually(
+            Duration::from_secs(30),
+            &format!("{name}: the invalid timeout in status"),
+            || async {
+                let m = env.api::<Machine>().get_opt(name).await.ok()??;
+                let op = m.status?.last_operation;
+                (!op.description.is_empty()).then_some(op.description)
+            },
+        )
+        .await;
+        assert!(
+            description.starts_with("Invalid machine: ") && description.contains(field),
+            "{name}: {description}"
+        );
+    }
+    let events = env
+        .api::<k8s_openapi::api::events::v1::Event>()
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items;
+    let notes: Vec<String> = events
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("InvalidMachine"))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("spec.creationTimeout")),
+        "{notes:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        driver.total_creates(),
+        0,
+        "an invalid machine is never created"
+    );
+    ctl.stop().await;
+}
