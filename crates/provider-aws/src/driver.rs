@@ -70,6 +70,7 @@ impl std::fmt::Debug for AwsDriver {
 struct Prepared {
     spec: AwsProviderSpec,
     ec2: Arc<Ec2>,
+    creds: Credentials,
 }
 
 impl AwsDriver {
@@ -245,8 +246,25 @@ impl AwsDriver {
                 aggregate(&errs)
             )));
         }
-        let ec2 = self.ec2(&spec.region, &credentials(secret))?;
-        Ok(Prepared { spec, ec2 })
+        let creds = credentials(secret);
+        let ec2 = self.ec2(&spec.region, &creds)?;
+        Ok(Prepared { spec, ec2, creds })
+    }
+
+    /// The EC2 access for an existing VM: in the region its providerID names
+    /// (`aws:///<region>/<id>`), which is where it was created, not the class's
+    /// current region (a class moved to another region must not make its old
+    /// VMs look gone: issue 17, finding 3). A providerID without a region
+    /// (`aws:////<id>`) uses the class's region.
+    fn ec2_for_vm(&self, p: &Prepared, provider_id: &str) -> Result<Arc<Ec2>, Status> {
+        match provider_id_region(provider_id) {
+            Some(region) if region != p.spec.region => {
+                debug!(vm_region = %region, class_region = %p.spec.region,
+                    "the VM lives in another region than the class names; using the VM's");
+                self.ec2(&region, &p.creds)
+            }
+            _ => Ok(p.ec2.clone()),
+        }
     }
 
     async fn create(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
@@ -432,7 +450,8 @@ impl AwsDriver {
     }
 
     fn create_response(&self, spec: &AwsProviderSpec, i: &Instance) -> CreateMachineResponse {
-        let id = identity(spec, i);
+        // A new VM is made in the class's region.
+        let id = identity(spec, &Machine::new("", Default::default()), i);
         CreateMachineResponse {
             provider_id: id.provider_id,
             node_name: id.node_name,
@@ -448,10 +467,11 @@ impl AwsDriver {
         let (cluster, role) = tag_keys(&p.spec)?;
         if !machine.spec.provider_id.is_empty() {
             let id = decode_provider_id(&machine.spec.provider_id)?;
-            let found =
-                p.ec2.instance_by_id(&id).await.map_err(|e| {
-                    e.lookup_status(&format!("looking up VM {id} of machine {name}"))
-                })?;
+            let ec2 = self.ec2_for_vm(p, &machine.spec.provider_id)?;
+            let found = ec2
+                .instance_by_id(&id)
+                .await
+                .map_err(|e| e.lookup_status(&format!("looking up VM {id} of machine {name}")))?;
             return Ok(found.into_iter().filter(is_live).collect());
         }
         p.ec2
@@ -480,7 +500,7 @@ impl AwsDriver {
             [one] => one,
             many => return Err(multiple_vms(name, many)),
         };
-        let id = identity(&p.spec, instance);
+        let id = identity(&p.spec, &req.machine, instance);
         let pending = init_plan(&p.spec, instance);
         if !pending.is_empty() {
             return Err(Status::uninitialized(
@@ -519,7 +539,7 @@ impl AwsDriver {
             [one] => one,
             many => return Err(multiple_vms(name, many)),
         };
-        let mut id = identity(&p.spec, instance);
+        let mut id = identity(&p.spec, &req.machine, instance);
         let plan = init_plan(&p.spec, instance);
         if plan.is_empty() {
             debug!(provider_id = %id.provider_id, "nothing to initialize");
@@ -575,15 +595,19 @@ impl AwsDriver {
         let p = self.prepare(&req.machine_class, &req.secret, true)?;
         let name = machine_name(&req.machine)?;
         let (cluster, role) = tag_keys(&p.spec)?;
-        let instances: Vec<Instance> = if req.machine.spec.provider_id.is_empty() {
-            p.ec2
-                .instances_by_name(cluster, role, name)
+        let pid = &req.machine.spec.provider_id;
+        let ec2 = if pid.is_empty() {
+            p.ec2.clone()
+        } else {
+            self.ec2_for_vm(&p, pid)?
+        };
+        let instances: Vec<Instance> = if pid.is_empty() {
+            ec2.instances_by_name(cluster, role, name)
                 .await
                 .map_err(|e| e.lookup_status(&format!("looking up the VM of machine {name}")))?
         } else {
-            let id = decode_provider_id(&req.machine.spec.provider_id)?;
-            p.ec2
-                .instance_by_id(&id)
+            let id = decode_provider_id(pid)?;
+            ec2.instance_by_id(&id)
                 .await
                 .map_err(|e| e.lookup_status(&format!("looking up VM {id} of machine {name}")))?
                 .into_iter()
@@ -594,8 +618,7 @@ impl AwsDriver {
             let id = i.instance_id().unwrap_or_default();
             retained.collect(i);
             if is_live(i) {
-                p.ec2
-                    .terminate(id)
+                ec2.terminate(id)
                     .await
                     .map_err(|e| e.status(&format!("terminating VM {id} of machine {name}")))?;
                 info!(instance_id = id, "VM terminated");
@@ -772,9 +795,12 @@ pub fn init_plan(spec: &AwsProviderSpec, instance: &Instance) -> Vec<InitStep> {
     plan
 }
 
-fn identity(spec: &AwsProviderSpec, i: &Instance) -> MachineIdentity {
+/// The identity of a machine's instance. Its providerID keeps the region the
+/// machine's providerID names (where the VM lives), else the class's.
+fn identity(spec: &AwsProviderSpec, machine: &Machine, i: &Instance) -> MachineIdentity {
+    let region = provider_id_region(&machine.spec.provider_id).unwrap_or(spec.region.clone());
     MachineIdentity {
-        provider_id: provider_id(&spec.region, i.instance_id().unwrap_or_default()),
+        provider_id: provider_id(&region, i.instance_id().unwrap_or_default()),
         node_name: i.private_dns_name().unwrap_or_default().to_string(),
         addresses: addresses(i),
     }
@@ -815,6 +841,30 @@ pub fn addresses(i: &Instance) -> Vec<NodeAddress> {
 /// `aws:///<region>/<instance-id>`.
 pub fn provider_id(region: &str, instance_id: &str) -> String {
     format!("aws:///{region}/{instance_id}")
+}
+
+/// The region a provider ID names (`aws:///<region>/<id>`), `None` when it
+/// names none (`aws:////<id>`). A zone in its place (`aws:///eu-west-1a/<id>`,
+/// the Node's form) gives its region.
+pub fn provider_id_region(provider_id: &str) -> Option<String> {
+    let rest = provider_id.strip_prefix("aws://")?;
+    let mut parts = rest.trim_end_matches('/').rsplit('/');
+    parts.next()?;
+    let region = parts.next().filter(|r| !r.is_empty())?;
+    let bytes = region.as_bytes();
+    let zone_letters = bytes
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_lowercase())
+        .count();
+    let is_zone = zone_letters > 0
+        && zone_letters < bytes.len()
+        && bytes[bytes.len() - zone_letters - 1].is_ascii_digit();
+    Some(if is_zone {
+        region[..region.len() - zone_letters].to_string()
+    } else {
+        region.to_string()
+    })
 }
 
 /// The instance ID of a provider ID (its last `/`-separated part).
@@ -1128,6 +1178,17 @@ mod tests {
                 Code::InvalidArgument
             );
         }
+    }
+
+    #[test]
+    fn the_region_of_a_provider_id_is_where_the_vm_lives() {
+        let r = |p: &str| provider_id_region(p);
+        assert_eq!(r("aws:///eu-west-1/i-0abc").as_deref(), Some("eu-west-1"));
+        assert_eq!(r("aws:///us-east-1a/i-0abc").as_deref(), Some("us-east-1"));
+        assert_eq!(r("aws:///eu-west-1/i-0abc/").as_deref(), Some("eu-west-1"));
+        assert_eq!(r("aws:////i-0abc"), None);
+        assert_eq!(r("i-0abc"), None);
+        assert_eq!(r("gce:///p/z/n"), None);
     }
 
     #[test]
