@@ -27,6 +27,17 @@ pub fn is_saturated(replicas: i32, new: &SetView) -> bool {
         && new.status.available_replicas == replicas
 }
 
+/// The sum of replica counts, saturating at the i32 bounds (a plain `sum`
+/// panics in debug builds and wraps in release ones on overflow).
+pub(super) fn saturating_sum(values: impl Iterator<Item = i32>) -> i32 {
+    values.fold(0i32, i32::saturating_add)
+}
+
+/// An i64 intermediate clamped into i32.
+pub(super) fn clamp_i32(value: i64) -> i32 {
+    i32::try_from(value).unwrap_or(if value < 0 { i32::MIN } else { i32::MAX })
+}
+
 /// Round half away from zero, like Kubernetes' `integer.RoundToInt32`.
 pub(super) fn round_i32(x: f64) -> i32 {
     let r = x.round();
@@ -133,13 +144,13 @@ pub fn scale_targets(
         return Vec::new();
     }
     let surge = strategy.max_surge();
-    let total: i32 = active.iter().map(|&i| sets[i].replicas).sum();
+    let total = saturating_sum(active.iter().map(|&i| sets[i].replicas));
     let allowed = if replicas > 0 {
         replicas.saturating_add(surge)
     } else {
         0
     };
-    let to_add = allowed - total;
+    let to_add = allowed.saturating_sub(total);
     let mut sizes: BTreeMap<usize, i32> = active.iter().map(|&i| (i, sets[i].replicas)).collect();
     let mut order = active.clone();
     let added = if to_add >= 0 {
@@ -157,16 +168,16 @@ pub fn scale_targets(
         let mut sum = 0;
         for &i in &order {
             let p = proportion(&sets[i], replicas, surge, status_replicas, to_add, sum);
-            sizes.insert(i, sets[i].replicas + p);
-            sum += p;
+            sizes.insert(i, sets[i].replicas.saturating_add(p));
+            sum = i32::saturating_add(sum, p);
         }
         sum
     };
     if to_add != 0 {
         if let Some(&first) = order.first() {
-            let leftover = to_add - added;
+            let leftover = to_add.saturating_sub(added);
             let v = sizes.get(&first).copied().unwrap_or(0);
-            sizes.insert(first, (v + leftover).max(0));
+            sizes.insert(first, v.saturating_add(leftover).max(0));
         }
     }
     order
@@ -205,8 +216,10 @@ pub fn new_set_replicas(
     if current >= max_total {
         return new.replicas;
     }
-    let up = (max_total - current).min(replicas - new.replicas);
-    new.replicas + up.max(0)
+    let up = max_total
+        .saturating_sub(current)
+        .min(replicas.saturating_sub(new.replicas));
+    new.replicas.saturating_add(up.max(0))
 }
 
 /// The new set's target in a RollingUpdate pass (`reconcileNewMachineSet`):
@@ -254,16 +267,20 @@ pub fn rolling_scale_down(
         .filter(|&i| sets[i].is_active())
         .collect();
     old.sort_by(|&a, &b| by_creation(&sets[a], &sets[b]));
-    let old_count: i32 = old.iter().map(|&i| sets[i].replicas).sum();
+    let old_count = saturating_sum(old.iter().map(|&i| sets[i].replicas));
     if old_count == 0 {
         return Vec::new();
     }
-    let all_count: i32 = old_count + new.replicas;
-    let min_available = replicas - max_unavailable;
+    // In i64 like the reference's int arithmetic would need: with a 150%
+    // maxUnavailable `min_available` is negative, and near i32::MAX the sums
+    // would overflow. The results are clamped back into i32.
+    let all_count = i64::from(old_count) + i64::from(new.replicas);
+    let min_available = i64::from(replicas) - i64::from(max_unavailable);
     // Clamped at 0: a new set with more available machines than spec (it is
     // being scaled down) must not enlarge the old sets' budget.
-    let new_unavailable = (new.replicas - new.status.available_replicas).max(0);
-    let max_scaled_down = all_count - min_available - new_unavailable;
+    let new_unavailable =
+        (i64::from(new.replicas) - i64::from(new.status.available_replicas)).max(0);
+    let max_scaled_down = clamp_i32(all_count - min_available - new_unavailable);
     if max_scaled_down <= 0 {
         return Vec::new();
     }
@@ -275,7 +292,7 @@ pub fn rolling_scale_down(
             break;
         }
         let s = &sets[i];
-        let unhealthy = s.replicas - s.status.available_replicas;
+        let unhealthy = s.replicas.saturating_sub(s.status.available_replicas);
         if unhealthy <= 0 {
             continue;
         }
@@ -284,13 +301,12 @@ pub fn rolling_scale_down(
         cleaned += n;
     }
     // Scale down by the available surplus.
-    let available: i32 = new.status.available_replicas
-        + old
-            .iter()
-            .map(|&i| sets[i].status.available_replicas)
-            .sum::<i32>();
+    let available = i64::from(new.status.available_replicas)
+        + i64::from(saturating_sum(
+            old.iter().map(|&i| sets[i].status.available_replicas),
+        ));
     if available > min_available {
-        let total = available - min_available;
+        let total = clamp_i32(available - min_available);
         let mut scaled = 0;
         for &i in &old {
             if scaled >= total {
@@ -346,7 +362,7 @@ pub fn recreate_step(
     if !active_old.is_empty() {
         return RecreateStep::ScaleDownOld(active_old);
     }
-    let old_status: i32 = part.old.iter().map(|&i| sets[i].status.replicas).sum();
+    let old_status = saturating_sum(part.old.iter().map(|&i| sets[i].status.replicas));
     if old_status > 0 || old_machines_exist {
         return RecreateStep::WaitForOldMachines;
     }
@@ -395,4 +411,70 @@ pub fn history_cleanup(limit: Option<i32>, sets: &[SetView], part: &Partition) -
                 && s.generation <= s.status.observed_generation
         })
         .collect()
+}
+
+#[cfg(test)]
+mod overflow_tests {
+    //! Replica sums near `i32::MAX` (chaos inputs): no panic, results clamped.
+    use super::*;
+
+    fn set(name: &str, replicas: i32, status: i32, available: i32) -> SetView {
+        SetView {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            replicas,
+            status: crate::deployment::SetStatusView {
+                replicas: status,
+                available_replicas: available,
+                ready_replicas: available,
+                fully_labeled_replicas: status,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    const BIG: i32 = i32::MAX - 1;
+
+    #[test]
+    fn huge_replica_counts_saturate_instead_of_overflowing() {
+        let sets = vec![
+            set("old-a", BIG, BIG, BIG),
+            set("old-b", BIG, BIG, BIG),
+            set("new", BIG, 0, 0),
+        ];
+        let part = Partition {
+            new: Some(2),
+            old: vec![0, 1],
+        };
+        let rolling = Strategy::RollingUpdate {
+            max_surge: BIG,
+            max_unavailable: BIG,
+        };
+        // Proportional scaling with a total far beyond i32.
+        let targets = scale_targets(BIG, &rolling, BIG, &sets, &part);
+        assert!(targets.iter().all(|(_, size)| *size >= 0), "{targets:?}");
+        // Old-set scale-down: all_count − min_available − new_unavailable exceeds i32.
+        let down = rolling_scale_down(BIG, BIG, &sets, &part);
+        assert!(down.iter().all(|(_, size)| *size >= 0), "{down:?}");
+        assert!(!down.is_empty(), "the surplus is scaled down");
+        assert_eq!(new_set_replicas(&rolling, BIG, &sets, &sets[2]), BIG);
+        assert_eq!(
+            recreate_step(BIG, &sets, &part, false),
+            RecreateStep::ScaleDownOld(vec![0, 1])
+        );
+        assert_eq!(saturating_sum([BIG, BIG, 5].into_iter()), i32::MAX);
+        assert_eq!(clamp_i32(i64::MIN), i32::MIN);
+    }
+
+    #[test]
+    fn a_max_unavailable_above_replicas_scales_old_sets_down_without_underflow() {
+        // 150% of 2 replicas: maxUnavailable 3, so min_available is −1.
+        let sets = vec![set("old", 2, 2, 2), set("new", 2, 2, 0)];
+        let part = Partition {
+            new: Some(1),
+            old: vec![0],
+        };
+        assert_eq!(rolling_scale_down(2, 3, &sets, &part), vec![(0, 0)]);
+    }
 }
