@@ -1,6 +1,6 @@
 //! The driver against moto, a local EC2 emulator (`hack/moto.sh` starts it and
-//! exports `MCM_AWS_TEST_ENDPOINT`). Without the variable these tests skip,
-//! except under `CI=true`, where they fail.
+//! exports `MCM_AWS_TEST_ENDPOINT`). Without the variable these tests skip
+//! visibly, except in CI, where they fail (`mcm_testenv::moto_endpoint`).
 //!
 //! Each test builds its own dual-stack VPC, subnet, security group, AMI and
 //! instance profile through the SDK, and its own cluster tag, so tests can
@@ -22,20 +22,9 @@ use serde_json::json;
 use std::io::{Read, Write};
 use std::time::Duration;
 
+/// moto's endpoint, or `None` after the visible skip (a failure in CI).
 fn endpoint() -> Option<String> {
-    match std::env::var("MCM_AWS_TEST_ENDPOINT") {
-        Ok(e) if !e.is_empty() => Some(e),
-        _ => {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "MCM_AWS_TEST_ENDPOINT is not set: CI must run these tests against moto (source hack/moto.sh; start_moto)"
-            );
-            eprintln!(
-                "skipping: MCM_AWS_TEST_ENDPOINT is not set (source hack/moto.sh && start_moto)"
-            );
-            None
-        }
-    }
+    mcm_testenv::moto_endpoint(&mcm_testenv::current_test())
 }
 
 /// An unsigned IAM Query call to moto (the test needs an instance profile,
