@@ -117,9 +117,9 @@ const CALLS: &[Call] = &[
     call("create", EVENTS, "events", Control, "Recorder::publish (machine.rs, sets)"),
     call("patch", EVENTS, "events", Control, "Recorder::publish of a repeated event"),
     // Leader election.
-    call("get", LEASES, "leases", Control, "leader.rs try_acquire"),
-    call("create", LEASES, "leases", Control, "leader.rs first acquire"),
-    call("update", LEASES, "leases", Control, "leader.rs renew, take over (replace)"),
+    call("get", LEASES, "leases", Control, "leader/mod.rs acquire or renew (GET)"),
+    call("create", LEASES, "leases", Control, "leader/mod.rs first acquire"),
+    call("update", LEASES, "leases", Control, "leader/mod.rs renew, take over, release (replace)"),
     // Bootstrap tokens in the target cluster.
     call("get", CORE, "secrets", KubeSystem, "class.rs bootstrap_token reuse"),
     call("create", CORE, "secrets", KubeSystem, "class.rs bootstrap_token"),
