@@ -7,9 +7,18 @@
 //! condition), then, while the instance runs, renews its Lease in
 //! `kube-node-lease` every heartbeat interval and refreshes the Ready
 //! condition's `lastHeartbeatTime` every node-status interval (both with
-//! server-side apply). A stopped, killed or deleted instance simply stops: the
-//! node lifecycle controller of kube-controller-manager then marks the Node
-//! `Unknown`, and deleting the Node is the machine controller's business.
+//! server-side apply). A stopped or killed instance simply stops: the node
+//! lifecycle controller of kube-controller-manager then marks the Node
+//! `Unknown`.
+//!
+//! A terminated (deleted) instance's Node is deleted, as a real cloud's node
+//! lifecycle controller does once the VM is gone: otherwise the Node of an
+//! orphan VM that the safety controller collected would stay `NotReady`
+//! forever, since no Machine refers to it. Only Nodes this process registered
+//! or adopted are deleted, with the UID as a precondition, so a Node of the
+//! same name registered since (or by another local cloud sharing the cluster)
+//! is left alone; Nodes of instances deleted while the cloud was down are not
+//! known and are left too.
 
 use crate::server::Shared;
 use crate::wire::{Instance, InstanceState};
@@ -20,10 +29,10 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Node
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -99,9 +108,29 @@ pub(crate) async fn run(shared: Arc<Shared>, client: Client, cfg: KubeletConfig)
     let mut ticker = tokio::time::interval(tick);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut memory: HashMap<String, NodeMemory> = HashMap::new();
+    // Instance ID -> (node name, node UID) of every Node registered or adopted.
+    let mut registered: HashMap<String, (String, String)> = HashMap::new();
     loop {
         ticker.tick().await;
         let instances = shared.snapshot().await;
+        let existing: HashSet<&str> = instances.iter().map(|i| i.id.as_str()).collect();
+        let terminated: Vec<(String, (String, String))> = registered
+            .iter()
+            .filter(|(id, _)| !existing.contains(id.as_str()))
+            .map(|(id, n)| (id.clone(), n.clone()))
+            .collect();
+        let done: Vec<String> = futures::stream::iter(terminated)
+            .map(|(id, (node, uid))| {
+                let nodes = nodes.clone();
+                async move { delete_node(&nodes, &id, &node, &uid).await.then_some(id) }
+            })
+            .buffer_unordered(MAX_CONCURRENT_CALLS)
+            .filter_map(|id| async move { id })
+            .collect()
+            .await;
+        for id in done {
+            registered.remove(&id);
+        }
         let running: Vec<Instance> = instances
             .into_iter()
             .filter(|i| i.state == InstanceState::Running)
@@ -140,7 +169,38 @@ pub(crate) async fn run(shared: Arc<Shared>, client: Client, cfg: KubeletConfig)
             .buffer_unordered(MAX_CONCURRENT_CALLS)
             .collect()
             .await;
+        for (id, m) in &results {
+            if let (Some(uid), Some(inst)) = (&m.node_uid, keep.get(id.as_str())) {
+                registered.insert(id.clone(), (inst.node_name.clone(), uid.clone()));
+            }
+        }
         memory.extend(results);
+    }
+}
+
+/// Deletes the Node of a terminated instance if it is still the one this
+/// process saw (UID precondition); `true` when there is nothing left to do.
+async fn delete_node(nodes: &Api<Node>, id: &str, node: &str, uid: &str) -> bool {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match nodes.delete(node, &params).await {
+        Ok(_) => {
+            info!(instance = %id, node = %node, "instance terminated: its node deleted");
+            true
+        }
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.code == 409 => {
+            debug!(instance = %id, node = %node, "the terminated instance's node is already gone or replaced");
+            true
+        }
+        Err(e) => {
+            warn!(instance = %id, node = %node, error = %e, "deleting the terminated instance's node failed; retrying");
+            false
+        }
     }
 }
 
