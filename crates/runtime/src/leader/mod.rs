@@ -84,6 +84,17 @@ pub enum LeaderError {
     NoIdentity,
 }
 
+/// What one attempt found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// We hold the Lease (created, renewed or taken over).
+    Ours,
+    /// Another replica holds it and may still be leading.
+    Held,
+    /// Someone wrote the Lease between our read and our write (409): try again.
+    Conflict,
+}
+
 /// Why one attempt failed.
 #[derive(Debug, thiserror::Error)]
 enum AttemptError {
@@ -112,8 +123,8 @@ impl Elector {
         }
     }
 
-    /// One bounded acquire-or-renew attempt; `Ok(true)` when we hold the Lease.
-    async fn attempt(&mut self, budget: Duration) -> Result<bool, AttemptError> {
+    /// One bounded acquire-or-renew attempt.
+    async fn attempt(&mut self, budget: Duration) -> Result<Attempt, AttemptError> {
         match tokio::time::timeout(budget, self.try_acquire_or_renew()).await {
             Ok(r) => r.map_err(AttemptError::from),
             Err(_) => Err(AttemptError::Timeout(budget)),
@@ -121,7 +132,7 @@ impl Elector {
     }
 
     /// client-go's `tryAcquireOrRenew`: read, decide by the observed record, write.
-    async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
         let cfg = &self.cfg;
         let secs = cfg.durations().lease_seconds();
         let now = MicroTime(Timestamp::now());
@@ -143,7 +154,7 @@ impl Elector {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => Ok(self.wrote(created)),
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Conflict),
                 Err(e) => Err(e),
             };
         };
@@ -156,7 +167,7 @@ impl Elector {
         match decision {
             Decision::Held { holder, remaining } => {
                 debug!(lease = %cfg.name, %holder, ?remaining, "leader election: the lease is held");
-                return Ok(false);
+                return Ok(Attempt::Held);
             }
             Decision::TakeOver => {
                 new.acquire_time = Some(now.clone());
@@ -175,15 +186,15 @@ impl Elector {
             .await
         {
             Ok(written) => Ok(self.wrote(written)),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Conflict),
             Err(e) => Err(e),
         }
     }
 
-    fn wrote(&mut self, lease: Lease) -> bool {
+    fn wrote(&mut self, lease: Lease) -> Attempt {
         self.observer.observe(Record::of(&lease), Instant::now());
         self.ours = Some(lease);
-        true
+        Attempt::Ours
     }
 
     /// client-go's `ReleaseOnCancel`: an empty holder, a one-second duration and
@@ -220,8 +231,8 @@ impl Elector {
         loop {
             let started = Instant::now();
             match self.attempt(self.cfg.renew_deadline).await {
-                Ok(true) => return Tenure::new(started, self.cfg.renew_deadline),
-                Ok(false) => {}
+                Ok(Attempt::Ours) => return Tenure::new(started, self.cfg.renew_deadline),
+                Ok(Attempt::Held | Attempt::Conflict) => {}
                 Err(e) => {
                     warn!(lease = %self.cfg.name, error = %e, "leader election: could not read or write the lease")
                 }
@@ -244,8 +255,12 @@ impl Elector {
                 return;
             };
             match self.attempt(budget).await {
-                Ok(true) => tenure.renewed(started),
-                Ok(false) => {
+                Ok(Attempt::Ours) => tenure.renewed(started),
+                // Retried until the renew deadline, as client-go does.
+                Ok(Attempt::Conflict) => {
+                    debug!(lease = %self.cfg.name, "leader election: the lease changed under the renewal; retrying")
+                }
+                Ok(Attempt::Held) => {
                     let holder = self.observer.record().map(|r| r.holder.clone());
                     warn!(lease = %self.cfg.name, ?holder, "leader election: another replica holds the lease");
                     self.ours = None;
