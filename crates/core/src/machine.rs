@@ -506,6 +506,12 @@ pub enum DeletionStep {
 }
 
 /// The current deletion step. Unknown descriptions restart at SetTerminating.
+///
+/// Every deletion description ends with its step's marker (here and in the
+/// reference); text before it can be anyone's (a drain or provider error
+/// quoting a pod, a class kind, a provider string). So only the end is
+/// matched: a marker quoted in the middle cannot send the flow to another
+/// step, which a plain "contains" (the reference's check) would allow.
 pub fn deletion_step(m: &MachineView) -> DeletionStep {
     if !m.has_finalizer {
         return DeletionStep::MissingFinalizer;
@@ -528,9 +534,10 @@ pub fn deletion_step(m: &MachineView) -> DeletionStep {
             DeletionStep::RemoveFinalizer,
         ),
     ];
+    let d = d.trim_end();
     order
         .iter()
-        .find(|(marker, _)| d.contains(marker))
+        .find(|(marker, _)| d.ends_with(marker))
         .map_or(DeletionStep::SetTerminating, |(_, s)| *s)
 }
 

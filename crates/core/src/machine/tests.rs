@@ -467,6 +467,50 @@ fn deletion_without_finalizer_does_nothing() {
 }
 
 #[test]
+fn a_marker_quoted_in_user_text_does_not_choose_the_deletion_step() {
+    use markers::*;
+    let step_of = |description: &str| {
+        deletion_step(&MachineView {
+            last_operation: Some((description.into(), OpState::Failed, OpType::Delete)),
+            ..view(Phase::Terminating)
+        })
+    };
+    // A provider error quoting a class kind / provider string that carries
+    // other steps' markers: the flow stays at VM deletion.
+    let planted = format!(
+        "machine class kind \"{GET_VM_STATUS}\" of provider \"{INITIATE_FINALIZER_REMOVAL}\" is unknown"
+    );
+    let (t, _) = after_delete_vm::<()>(
+        &Err(Status::new(Code::Internal, planted.clone())),
+        VmRecord::HasVm,
+    );
+    assert!(t.operation.description.contains(GET_VM_STATUS));
+    assert_eq!(step_of(&t.operation.description), DeletionStep::DeleteVm);
+    // A drain error quoting a pod named like a later marker: drain again.
+    let t = after_drain(
+        &DrainPlan {
+            force: false,
+            timeout: Duration::from_secs(60),
+            max_evict_retries: 1,
+        },
+        true,
+        Err(format!(
+            "pod \"{INITIATE_FINALIZER_REMOVAL}\" cannot be evicted"
+        )),
+    );
+    assert_eq!(step_of(&t.operation.description), DeletionStep::Drain);
+    // A marker followed by more text is not a step; trailing blanks are fine.
+    assert_eq!(
+        step_of(&format!("{INITIATE_FINALIZER_REMOVAL} (forged)")),
+        DeletionStep::SetTerminating
+    );
+    assert_eq!(
+        step_of(&format!("ok. {INITIATE_NODE_DELETION} \n")),
+        DeletionStep::DeleteNode
+    );
+}
+
+#[test]
 fn deletion_steps_dispatch_on_the_description_markers_in_order() {
     let cases = [
         (markers::GET_VM_STATUS, DeletionStep::GetVmStatus),
