@@ -4,9 +4,17 @@
 //!
 //! Orphan collection is deliberately conservative: it never runs while the
 //! controller is frozen, it never touches a VM whose machine is still being
-//! created (phase empty or CrashLoopBackOff), and a VM must be seen orphaned for
-//! a whole grace period (continuously) before it is deleted, so a VM created
-//! moments ago whose providerID is not yet persisted is safe.
+//! created (phase empty or CrashLoopBackOff) or deleted, and a VM must be seen
+//! orphaned for a whole grace period (continuously) before it is deleted, so a
+//! VM created moments ago whose providerID is not yet persisted is safe.
+//!
+//! It is scoped to this namespace (issue 17, finding 6): VMs are listed per
+//! MachineClass of the namespace, providerIDs compare normalized, and a VM
+//! that no Machine has is collected only with evidence that it is this
+//! namespace's: a Machine of that name and class was seen here (remembered
+//! for a day), or a Node of this cluster names it. A VM that merely carries
+//! the same cluster tag (another namespace, the Go controller during a
+//! migration) is left alone. See `docs/design/machine.md`, "Orphan VMs".
 
 use crate::{Context, Error};
 use k8s_openapi::api::core::v1::Node;
@@ -19,7 +27,7 @@ use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// Settings of the safety loops.
 #[derive(Debug, Clone)]
@@ -42,10 +50,16 @@ impl Default for SafetyConfig {
     }
 }
 
-/// Remembers when each orphan candidate was first seen.
+/// How long a Machine (its class and name) is remembered after it was last
+/// seen, so that a VM it left behind is recognised as this namespace's orphan.
+pub const KNOWN_MACHINE_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// Remembers when each orphan candidate was first seen, and which Machines
+/// (class and name) this namespace had.
 #[derive(Default)]
 pub struct OrphanTracker {
     first_seen: HashMap<String, Instant>,
+    known: HashMap<(String, String), Instant>,
 }
 
 impl OrphanTracker {
@@ -67,39 +81,153 @@ impl OrphanTracker {
         due.sort();
         due
     }
+
+    /// Remembers the Machines of this namespace (their class and name), and
+    /// forgets those not seen for [`KNOWN_MACHINE_RETENTION`].
+    pub fn remember<'a>(&mut self, machines: impl IntoIterator<Item = &'a Machine>, now: Instant) {
+        for m in machines {
+            self.known
+                .insert((m.spec.class.name.clone(), m.name_any()), now);
+        }
+        self.known
+            .retain(|_, seen| now.duration_since(*seen) < KNOWN_MACHINE_RETENTION);
+    }
+
+    /// Whether a Machine of that name using that class was seen in this namespace.
+    pub fn knows(&self, class: &str, name: &str) -> bool {
+        self.known
+            .contains_key(&(class.to_string(), name.to_string()))
+    }
 }
 
-/// Which listed VMs are orphans: no Machine has their providerID, and no Machine
-/// of that name is still being created.
-pub fn orphan_candidates(
-    listed: &std::collections::BTreeMap<String, String>,
-    machines: &[Machine],
-) -> HashSet<String> {
-    let by_pid: HashSet<&str> = machines
-        .iter()
-        .map(|m| m.spec.provider_id.as_str())
-        .filter(|p| !p.is_empty())
-        .collect();
-    listed
-        .iter()
-        .filter(|(pid, name)| {
-            if by_pid.contains(pid.as_str()) {
-                return false;
+/// A providerID in a form that compares equal for the same VM: trimmed,
+/// lower-case, without trailing slashes; an AWS providerID is reduced to its
+/// instance ID, so `aws:///<region>/<id>`, `aws:////<id>` and the Node's
+/// `aws:///<zone>/<id>` name the same VM.
+pub fn normalize_provider_id(provider_id: &str) -> String {
+    let p = provider_id
+        .trim()
+        .trim_end_matches('/')
+        .to_ascii_lowercase();
+    if let Some(rest) = p.strip_prefix("aws://") {
+        if let Some(id) = rest.rsplit('/').next().filter(|id| id.starts_with("i-")) {
+            return format!("aws:///{id}");
+        }
+    }
+    p
+}
+
+/// One VM as a class's ListMachines reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedVm {
+    /// The MachineClass whose ListMachines listed it.
+    pub class: String,
+    /// Its providerID.
+    pub provider_id: String,
+    /// Its name (the machine name it was created for).
+    pub name: String,
+}
+
+/// What the target cluster's Nodes say about VMs: normalized providerIDs and
+/// `node.gardener.cloud/machine-name` labels. A Node of this cluster proves a
+/// VM belongs to this namespace's cluster.
+#[derive(Debug, Clone, Default)]
+pub struct NodeEvidence {
+    /// Normalized providerIDs of the Nodes.
+    pub provider_ids: HashSet<String>,
+    /// The machine names the Nodes carry.
+    pub machine_names: HashSet<String>,
+}
+
+impl NodeEvidence {
+    /// The evidence of a list of Nodes.
+    pub fn of(nodes: &[Node]) -> NodeEvidence {
+        let mut e = NodeEvidence::default();
+        for n in nodes {
+            if let Some(pid) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
+                e.provider_ids.insert(normalize_provider_id(pid));
             }
-            let creating = machines.iter().any(|m| {
-                m.name_any() == **name
-                    && matches!(
-                        m.status.clone().unwrap_or_default().current_status.phase,
-                        MachinePhase::Empty | MachinePhase::CrashLoopBackOff
-                    )
-            });
-            !creating
-        })
-        .map(|(pid, _)| pid.clone())
-        .collect()
+            if let Some(m) = n.labels().get(c::MACHINE_NAME_NODE_LABEL) {
+                e.machine_names.insert(m.clone());
+            }
+        }
+        e
+    }
 }
 
-/// One orphan-collection pass over all classes. Returns the deleted providerIDs.
+/// Why a listed VM is kept, or that it is an orphan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OrphanVerdict {
+    /// A Machine has its providerID.
+    Owned,
+    /// The Machine of its name is still being created, or is being deleted
+    /// (its own deletion deletes the VM).
+    MachineBusy,
+    /// The Machine of its name uses another class: not this class's VM.
+    OtherClass,
+    /// No Machine of its name (with this class) was seen in this namespace and
+    /// no Node of this cluster names it: it may belong to another controller
+    /// whose classes share the tags (another namespace, or the Go controller
+    /// during a migration). Never deleted.
+    NotOurs,
+    /// A second VM of a Machine of this class (its providerID differs).
+    Duplicate,
+    /// The Machine it was made for (seen in this namespace) is gone.
+    MachineGone,
+    /// No Machine has it, but a Node of this cluster does.
+    NodeOfThisCluster,
+}
+
+impl OrphanVerdict {
+    /// Whether the VM is collected.
+    pub fn is_orphan(self) -> bool {
+        matches!(
+            self,
+            OrphanVerdict::Duplicate
+                | OrphanVerdict::MachineGone
+                | OrphanVerdict::NodeOfThisCluster
+        )
+    }
+}
+
+/// Judges one VM listed for a class of this namespace (the reference's rules
+/// per class, `sets-deployments-safety.md` §12.1, narrowed so that a VM is
+/// only collected with evidence that it is this namespace's).
+pub fn judge(
+    vm: &ListedVm,
+    machines: &[Machine],
+    tracker: &OrphanTracker,
+    nodes: &NodeEvidence,
+) -> OrphanVerdict {
+    let pid = normalize_provider_id(&vm.provider_id);
+    if machines.iter().any(|m| {
+        !m.spec.provider_id.trim().is_empty() && normalize_provider_id(&m.spec.provider_id) == pid
+    }) {
+        return OrphanVerdict::Owned;
+    }
+    if let Some(m) = machines.iter().find(|m| m.name_any() == vm.name) {
+        let phase = m.status.clone().unwrap_or_default().current_status.phase;
+        if matches!(phase, MachinePhase::Empty | MachinePhase::CrashLoopBackOff)
+            || m.metadata.deletion_timestamp.is_some()
+        {
+            return OrphanVerdict::MachineBusy;
+        }
+        if m.spec.class.name != vm.class {
+            return OrphanVerdict::OtherClass;
+        }
+        return OrphanVerdict::Duplicate;
+    }
+    if tracker.knows(&vm.class, &vm.name) {
+        return OrphanVerdict::MachineGone;
+    }
+    if nodes.provider_ids.contains(&pid) || nodes.machine_names.contains(&vm.name) {
+        return OrphanVerdict::NodeOfThisCluster;
+    }
+    OrphanVerdict::NotOurs
+}
+
+/// One orphan-collection pass over the classes of this namespace. Returns the
+/// deleted providerIDs.
 pub async fn collect_orphans(
     ctx: &Context,
     tracker: &mut OrphanTracker,
@@ -113,7 +241,8 @@ pub async fn collect_orphans(
     let classes: Api<MachineClass> = Api::namespaced(ctx.client.clone(), ns);
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), ns);
     let machine_list = machines.list(&ListParams::default()).await?.items;
-    let mut listed_names = std::collections::BTreeMap::new();
+    tracker.remember(&machine_list, Instant::now());
+    let mut listed = Vec::new();
     let mut owners = HashMap::new();
     for class in classes.list(&ListParams::default()).await?.items {
         let Some(driver) = ctx.drivers.get(Some(&class.provider)) else {
@@ -130,36 +259,78 @@ pub async fn collect_orphans(
         match driver.list_machines(&req).await {
             Ok(resp) => {
                 for (pid, name) in resp.machine_list {
+                    listed.push(ListedVm {
+                        class: class.name_any(),
+                        provider_id: pid.clone(),
+                        name: name.clone(),
+                    });
                     owners.insert(
-                        pid.clone(),
-                        (class.clone(), secret.clone(), driver.clone(), name.clone()),
+                        (class.name_any(), pid),
+                        (class.clone(), secret.clone(), driver.clone(), name),
                     );
-                    listed_names.insert(pid, name);
                 }
             }
             Err(e) => {
-                warn!(class = %class.name_any(), error = %e, "ListMachines failed; retrying next period")
+                warn!(namespace = %ns, class = %class.name_any(), error = %e, "ListMachines failed; retrying next period")
             }
         }
     }
-    let candidates = orphan_candidates(&listed_names, &machine_list);
+    let nodes = node_evidence(ctx).await;
+    let mut candidates = HashSet::new();
+    let mut owner_of: HashMap<String, (String, String)> = HashMap::new();
+    let mut not_ours = 0usize;
+    for vm in &listed {
+        let verdict = judge(vm, &machine_list, tracker, &nodes);
+        debug!(namespace = %ns, class = %vm.class, provider_id = %vm.provider_id, machine = %vm.name, ?verdict, "listed VM");
+        if verdict == OrphanVerdict::NotOurs {
+            not_ours += 1;
+        }
+        if verdict.is_orphan() {
+            candidates.insert(vm.provider_id.clone());
+            owner_of.insert(
+                vm.provider_id.clone(),
+                (vm.class.clone(), vm.provider_id.clone()),
+            );
+        }
+    }
+    if not_ours > 0 {
+        info!(namespace = %ns, count = not_ours, "VMs listed with this namespace's tags but no evidence that they are its own (another controller's?) are left alone");
+    }
     let mut deleted = Vec::new();
     for pid in tracker.due(&candidates, grace, Instant::now()) {
         if ctx.is_frozen() {
             break;
         }
-        let Some((class, secret, driver, name)) = owners.get(&pid).cloned() else {
+        let Some((class, secret, driver, name)) =
+            owner_of.get(&pid).and_then(|k| owners.get(k)).cloned()
+        else {
             continue;
         };
-        info!(provider_id = %pid, machine = %name, "deleting orphan VM");
+        info!(namespace = %ns, provider_id = %pid, machine = %name, "deleting orphan VM");
         match crate::machine::delete_orphan(driver.as_ref(), class, secret, &pid, &name).await {
             Ok(()) => deleted.push(pid),
             Err(e) => {
-                warn!(provider_id = %pid, error = %e, "deleting orphan VM failed; retrying next period")
+                warn!(namespace = %ns, provider_id = %pid, error = %e, "deleting orphan VM failed; retrying next period")
             }
         }
     }
     Ok(deleted)
+}
+
+/// The target cluster's Nodes as evidence (none without a target, or when
+/// they cannot be listed: then only remembered Machines count).
+async fn node_evidence(ctx: &Context) -> NodeEvidence {
+    let Some(target) = &ctx.target else {
+        return NodeEvidence::default();
+    };
+    let nodes: Api<Node> = Api::all(target.clone());
+    match nodes.list(&ListParams::default()).await {
+        Ok(list) => NodeEvidence::of(&list.items),
+        Err(e) => {
+            warn!(error = %e, "listing Nodes for the orphan collection failed; only remembered machines count");
+            NodeEvidence::default()
+        }
+    }
 }
 
 /// Probes the control and target API servers.
@@ -277,6 +448,11 @@ pub async fn run(ctx: Arc<Context>, cfg: SafetyConfig) {
             }
             continue;
         }
+        // Machines that live shorter than an orphan period are remembered too.
+        if let Some(store) = ctx.machine_store() {
+            let cached = store.state();
+            tracker.remember(cached.iter().map(|m| m.as_ref()), Instant::now());
+        }
         if Instant::now() >= next_orphans {
             next_orphans = Instant::now() + cfg.orphan_period;
             match collect_orphans(&ctx, &mut tracker, cfg.orphan_grace).await {
@@ -305,26 +481,128 @@ mod tests {
         .expect("machine")
     }
 
+    fn vm(class: &str, pid: &str, name: &str) -> ListedVm {
+        ListedVm {
+            class: class.into(),
+            provider_id: pid.into(),
+            name: name.into(),
+        }
+    }
+
+    fn with_class(mut m: Machine, class: &str) -> Machine {
+        m.spec.class.name = class.into();
+        m
+    }
+
     #[test]
-    fn vms_of_machines_and_of_machines_being_created_are_not_orphans() {
-        let listed = [
-            ("p1".to_string(), "m1".to_string()),
-            ("p2".to_string(), "m2".to_string()),
-            ("p3".to_string(), "gone".to_string()),
-            ("p4".to_string(), "m4".to_string()),
-        ]
-        .into_iter()
-        .collect();
-        let machines = vec![
-            machine("m1", "p1", "Running"),
-            machine("m2", "", ""),
-            machine("m4", "p-other", "Running"),
-        ];
-        let c = orphan_candidates(&listed, &machines);
-        assert_eq!(
-            c,
-            ["p3".to_string(), "p4".to_string()].into_iter().collect()
+    fn provider_ids_compare_normalized() {
+        let n = normalize_provider_id;
+        assert_eq!(n("aws:///eu-west-1/i-0abc"), n("aws:////i-0abc"));
+        assert_eq!(n("aws:///eu-west-1/i-0abc"), n("aws:///eu-west-1a/i-0abc/"));
+        assert_eq!(n(" AWS:///EU-WEST-1/I-0ABC "), n("aws:///eu-west-1/i-0abc"));
+        assert_eq!(n("gce:///p/z/n/"), "gce:///p/z/n");
+        assert_ne!(n("gce:///p/z/n"), n("gce:///p/z/m"));
+        assert_ne!(n("aws:///r/i-1"), n("aws:///r/i-2"));
+    }
+
+    #[test]
+    fn a_vm_whose_machine_has_its_provider_id_in_another_form_is_owned() {
+        let machines = vec![machine("m1", "AWS:///eu-west-1/i-0abc/", "Running")];
+        let t = OrphanTracker::default();
+        let v = judge(
+            &vm("c", "aws:///eu-west-1/i-0abc", "m1"),
+            &machines,
+            &t,
+            &NodeEvidence::default(),
         );
+        assert_eq!(v, OrphanVerdict::Owned);
+    }
+
+    #[test]
+    fn a_vm_of_a_machine_being_created_or_deleted_is_kept() {
+        let t = OrphanTracker::default();
+        let none = NodeEvidence::default();
+        for phase in ["", "CrashLoopBackOff"] {
+            let v = judge(&vm("c", "p1", "m1"), &[machine("m1", "", phase)], &t, &none);
+            assert_eq!(v, OrphanVerdict::MachineBusy, "{phase:?}");
+        }
+        let mut deleting = machine("m1", "p0", "Running");
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        assert_eq!(
+            judge(&vm("c", "p1", "m1"), &[deleting], &t, &none),
+            OrphanVerdict::MachineBusy
+        );
+    }
+
+    #[test]
+    fn a_second_vm_of_a_machine_of_this_class_is_an_orphan_but_not_of_another_class() {
+        let t = OrphanTracker::default();
+        let none = NodeEvidence::default();
+        let m = with_class(machine("m1", "p-own", "Running"), "c");
+        assert_eq!(
+            judge(&vm("c", "p-dup", "m1"), std::slice::from_ref(&m), &t, &none),
+            OrphanVerdict::Duplicate
+        );
+        assert_eq!(
+            judge(&vm("other", "p-dup", "m1"), &[m], &t, &none),
+            OrphanVerdict::OtherClass
+        );
+    }
+
+    #[test]
+    fn a_vm_without_machine_is_collected_only_with_evidence_that_it_is_ours() {
+        let none = NodeEvidence::default();
+        let mut t = OrphanTracker::default();
+        let v = vm("c", "scripted:///z/gone", "gone");
+        assert_eq!(
+            judge(&v, &[], &t, &none),
+            OrphanVerdict::NotOurs,
+            "another namespace's VM sharing the cluster tag is never collected"
+        );
+        t.remember(
+            [&with_class(machine("gone", "", "Running"), "c")],
+            Instant::now(),
+        );
+        assert_eq!(judge(&v, &[], &t, &none), OrphanVerdict::MachineGone);
+        assert_eq!(
+            judge(
+                &vm("other-class", "scripted:///z/gone", "gone"),
+                &[],
+                &t,
+                &none
+            ),
+            OrphanVerdict::NotOurs,
+            "remembered with another class"
+        );
+        let nodes = NodeEvidence {
+            provider_ids: [normalize_provider_id("scripted:///z/joined")].into(),
+            machine_names: ["labelled".to_string()].into(),
+        };
+        let fresh = OrphanTracker::default();
+        assert_eq!(
+            judge(&vm("c", "SCRIPTED:///z/joined/", "x"), &[], &fresh, &nodes),
+            OrphanVerdict::NodeOfThisCluster
+        );
+        assert_eq!(
+            judge(&vm("c", "p", "labelled"), &[], &fresh, &nodes),
+            OrphanVerdict::NodeOfThisCluster
+        );
+    }
+
+    #[test]
+    fn remembered_machines_are_forgotten_after_the_retention() {
+        let mut t = OrphanTracker::default();
+        let start = Instant::now();
+        t.remember([&with_class(machine("m", "", "Running"), "c")], start);
+        assert!(t.knows("c", "m"));
+        t.remember(
+            std::iter::empty(),
+            start + KNOWN_MACHINE_RETENTION + Duration::from_secs(1),
+        );
+        assert!(!t.knows("c", "m"));
     }
 
     #[test]
