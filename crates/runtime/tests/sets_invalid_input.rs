@@ -109,5 +109,35 @@ async fn deployment_with_creation_timeout_banana_reports_invalid_spec_and_create
         },
     )
     .await;
+
+    // Broken again while it has a finalizer and machines: reported, and its deletion
+    // still completes (a bad timeout never keeps a deployment or its sets alive).
+    env.api::<MachineDeployment>()
+        .patch(
+            "banana",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"template": {"spec": {"creationTimeout": "banana"}}}})),
+        )
+        .await
+        .expect("break the deployment");
+    must_eventually(WAIT, "InvalidSpec again", || {
+        invalid_spec_message(&env, "banana")
+    })
+    .await;
+    env.api::<MachineDeployment>()
+        .delete("banana", &Default::default())
+        .await
+        .expect("delete the deployment");
+    must_eventually(
+        WAIT,
+        "the deployment, its set and machines gone",
+        || async {
+            let gone = get_deployment(&env, "banana").await.is_none()
+                && sets_of(&env).await.is_empty()
+                && machines(&env).await.is_empty();
+            gone.then_some(())
+        },
+    )
+    .await;
     controllers.stop().await;
 }

@@ -50,6 +50,7 @@ use crate::machine_deployment::{MachineDeploymentSpec, UpdateConfiguration};
 use crate::{Machine, MachineClass, MachineDeployment, MachineSet};
 
 mod timeouts;
+pub use timeouts::is_timeout_error;
 use timeouts::{
     validate_deployment_periods, validate_effective_creation_timeout,
     validate_machine_configuration,

@@ -116,6 +116,31 @@ fn the_effective_creation_timeout_annotation_is_checked_like_creation_timeout() 
 }
 
 #[test]
+fn timeout_errors_are_told_apart_from_structural_ones() {
+    let mut deployment = valid_deployment();
+    deployment.spec.replicas = -1;
+    deployment.spec.template.spec.configuration.creation_timeout = Some("banana".into());
+    deployment.spec.progress_deadline_seconds = Some(-1);
+    deployment.metadata.annotations = Some(
+        [(
+            EFFECTIVE_CREATION_TIMEOUT_ANNOTATION.to_string(),
+            "0s".to_string(),
+        )]
+        .into(),
+    );
+    let errors = validate_machine_deployment(&deployment).unwrap_err();
+    let timeouts: Vec<&str> = errors
+        .iter()
+        .filter(|e| is_timeout_error(e))
+        .map(|e| e.field.as_str())
+        .collect();
+    assert_eq!(timeouts.len(), 3, "{timeouts:?}");
+    assert!(errors
+        .iter()
+        .any(|e| e.field == "spec.replicas" && !is_timeout_error(e)));
+}
+
+#[test]
 fn negative_deployment_periods_are_rejected() {
     let mut deployment = valid_deployment();
     deployment.spec.min_ready_seconds = -1;

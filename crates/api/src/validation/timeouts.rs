@@ -19,6 +19,24 @@ use crate::constants::EFFECTIVE_CREATION_TIMEOUT_ANNOTATION;
 use crate::duration::{parse_duration, DurationError};
 use crate::machine::MachineConfiguration;
 
+/// Whether an error is about a timeout or period (this module's rules) rather than the
+/// object's structure: an object being deleted needs none of them, so its deletion goes on.
+pub fn is_timeout_error(error: &FieldError) -> bool {
+    const FIELDS: [&str; 9] = [
+        ".creationTimeout",
+        ".healthTimeout",
+        ".drainTimeout",
+        ".inPlaceUpdateTimeout",
+        ".machinePreserveTimeout",
+        ".maxEvictRetries",
+        "spec.minReadySeconds",
+        "spec.progressDeadlineSeconds",
+        "spec.revisionHistoryLimit",
+    ];
+    FIELDS.iter().any(|f| error.field.ends_with(f))
+        || error.field == format!("metadata.annotations[{EFFECTIVE_CREATION_TIMEOUT_ANNOTATION}]")
+}
+
 /// Checks one optional duration field; `positive` also rejects zero.
 fn check_duration(
     field: String,

@@ -58,7 +58,15 @@ pub(crate) fn error_policy(ms: Arc<MachineSet>, err: &Error, ctx: Arc<Ctx>) -> A
 /// Why a set cannot be acted upon, if it cannot.
 pub(crate) fn invalid_set(ms: &MachineSet) -> Option<String> {
     if let Err(errs) = validate_machine_set(ms) {
-        return Some(aggregate(&errs));
+        // A set being deleted needs no timeouts: a bad one must not keep its finalizer.
+        let deleting = ms.meta().deletion_timestamp.is_some();
+        let errs: Vec<_> = errs
+            .into_iter()
+            .filter(|e| !(deleting && mcm_api::validation::is_timeout_error(e)))
+            .collect();
+        if !errs.is_empty() {
+            return Some(aggregate(&errs));
+        }
     }
     let sel = ms.spec.selector.as_ref()?;
     if selector_is_empty(sel) {
