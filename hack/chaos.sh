@@ -100,6 +100,7 @@ start_cloud() {
   NO_COLOR=1 "$MCM" local-cloud serve --port "$CLOUD_PORT" --store "$WORK/cloud.redb" \
     --target-kubeconfig "$KC" --boot-delay 1s > "$WORK/logs/local-cloud-$CLOUD_LOG_N.log" 2>&1 &
   echo $! > "$WORK/pids/cloud"
+  disown $!
   for _ in $(seq 1 100); do
     curl -sf "$CLOUD_URL/admin/stats" >/dev/null 2>&1 && return 0
     sleep 0.2
@@ -127,9 +128,10 @@ start_mcm() { # name namespace [extra args...]
     --control-kubeconfig "$KC" --target-kubeconfig "$KC" --namespace "$ns" \
     --local-cloud-url "$CLOUD_URL" --address 127.0.0.1 --port "$port" --leader-elect="${LEADER_ELECT:-false}" \
     --machine-safety-orphan-vms-period 15s --machine-safety-orphan-vms-grace 10s \
-    --min-retry-period 1s --max-retry-period 20s "$@" \
+    --min-retry-period 1s --max-retry-period 20s --kube-api-qps 100 --kube-api-burst 200 "$@" \
     >> "$WORK/logs/$CASE-$name.log" 2>&1 &
   echo $! > "$WORK/pids/$name"
+  disown $!  # killed on purpose by some cases: no job notices
 }
 pid_of() { cat "$WORK/pids/$1"; }
 alive() { kill -0 "$(pid_of "$1")" 2>/dev/null; }

@@ -120,6 +120,7 @@ async fn mcm_up_runs_scales_replaces_a_killed_machine_and_cleans_up() {
         || async { kubeconfig.exists().then_some(()) },
     )
     .await;
+    mcm_testenv::init_crypto();
     let client = must_eventually(
         Duration::from_secs(60),
         "the control plane answers",

@@ -71,8 +71,16 @@ pub fn kubeconfig_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.mcm/testenv/kubeconfig")
 }
 
+/// Selects rustls' ring provider for the process, as the `mcm` binary does at
+/// start-up: with every provider compiled in, rustls sees two crypto
+/// back-ends and refuses to pick one by itself. Idempotent.
+pub fn init_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Connects to the test control plane and checks that it answers.
 pub async fn connect() -> Result<Client, TestEnvError> {
+    init_crypto();
     let path = kubeconfig_path();
     if !path.exists() {
         return Err(TestEnvError::NoKubeconfig(path.display().to_string()));
