@@ -30,7 +30,6 @@ use std::time::Duration;
 
 const MCM: &str = "machine.sapcloud.io";
 const CORE: &str = "";
-const EVENTS: &str = "events.k8s.io";
 const LEASES: &str = "coordination.k8s.io";
 const STORAGE: &str = "storage.k8s.io";
 
@@ -113,9 +112,9 @@ const CALLS: &[Call] = &[
     // The Secrets of MachineClasses.
     call("get", CORE, "secrets", Control, "class.rs merged secret, finalizer"),
     call("patch", CORE, "secrets", Control, "class.rs secret finalizer"),
-    // Events (kube-runtime's Recorder creates, then patches the series).
-    call("create", EVENTS, "events", Control, "Recorder::publish (machine.rs, sets)"),
-    call("patch", EVENTS, "events", Control, "Recorder::publish of a repeated event"),
+    // Events in core/v1 (events.rs: create, then patch the count of a repeated one).
+    call("create", CORE, "events", Control, "events.rs Recorder::publish (machine.rs, sets)"),
+    call("patch", CORE, "events", Control, "events.rs Recorder::publish of a repeated event"),
     // Leader election.
     call("get", LEASES, "leases", Control, "leader/mod.rs acquire or renew (GET)"),
     call("create", LEASES, "leases", Control, "leader/mod.rs first acquire"),
@@ -123,8 +122,7 @@ const CALLS: &[Call] = &[
     // Bootstrap tokens in the target cluster.
     call("get", CORE, "secrets", KubeSystem, "class.rs bootstrap_token reuse"),
     call("create", CORE, "secrets", KubeSystem, "class.rs bootstrap_token"),
-    call("patch", CORE, "secrets", KubeSystem, "class.rs bootstrap_token expiration refresh"),
-    call("delete", CORE, "secrets", KubeSystem, "class.rs delete_bootstrap_token"),
+    call("delete", CORE, "secrets", KubeSystem, "class.rs bootstrap_token expired, delete_bootstrap_token"),
     // Nodes.
     call("get", CORE, "nodes", Cluster, "machine.rs stale node, delete_node; drain.rs cordon, detach wait"),
     call("list", CORE, "nodes", Cluster, "machine.rs node cache; safety.rs probe, unmanaged nodes"),

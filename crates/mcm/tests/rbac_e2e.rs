@@ -1,0 +1,599 @@
+//! The shipped RBAC proven by running the controllers under it, not by a list:
+//! the ServiceAccounts get exactly the Roles and Bindings of the YAML files
+//! (names and namespaces rewritten to the test's own), the controllers run
+//! with clients that authenticate with those ServiceAccounts' tokens
+//! (TokenRequest), and every answer is watched for 403 Forbidden. A call the
+//! Roles lack fails the test, even where the controller only logs it (Events).
+//!
+//! Two layouts:
+//! - `deploy/rbac.yaml`: one ServiceAccount for the control and target cluster;
+//! - `deploy/gardener/rbac.yaml` (seed Role, control namespace) and
+//!   `deploy/gardener/shoot-rbac.yaml` (target ClusterRole and kube-system
+//!   Role), each for its own ServiceAccount, as Gardener binds them.
+//!
+//! Both run the machine controller (local provider) and the MachineSet /
+//! MachineDeployment controllers, each under its leader Lease, through a
+//! scale-up to 2, node-bound Running machines, a scale-down whose machine is
+//! drained (its pod evicted) and deleted with its Node, and a scale-down to 0.
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, ResourceExt};
+use mcm_api::{Machine, MachineClass, MachineDeployment};
+use mcm_provider_local::{server, LocalDriver, Tunables};
+use mcm_runtime::leader::{run_as_leader, LeaderConfig};
+use mcm_runtime::sets::SetsConfig;
+use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_testenv::{must_eventually, TestEnv};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+const STEP: Duration = Duration::from_secs(120);
+
+// ----------------------------------------------------------------------
+// Clients that remember every 403
+
+/// The requests answered 403 Forbidden (method and URI).
+#[derive(Clone, Default)]
+struct Forbidden(Arc<Mutex<Vec<String>>>);
+
+impl Forbidden {
+    fn seen(&self) -> Vec<String> {
+        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// Fails the test at once, naming the requests, when any was refused.
+    fn assert_none(&self) {
+        let seen = self.seen();
+        assert!(seen.is_empty(), "403 Forbidden for: {seen:#?}");
+    }
+}
+
+impl<S> tower::Layer<S> for Forbidden {
+    type Service = Watched<S>;
+
+    fn layer(&self, inner: S) -> Watched<S> {
+        Watched {
+            inner,
+            seen: self.0.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Watched<S> {
+    inner: S,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl<S, ReqB, ResB> tower::Service<http::Request<ReqB>> for Watched<S>
+where
+    S: tower::Service<http::Request<ReqB>, Response = http::Response<ResB>>,
+    S::Future: Send + 'static,
+    S::Error: 'static,
+    ResB: 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
+        let what = format!("{} {}", req.method(), req.uri());
+        let seen = self.seen.clone();
+        let fut = self.inner.call(req);
+        Box::pin(async move {
+            let res = fut.await;
+            if let Ok(r) = &res {
+                if r.status() == http::StatusCode::FORBIDDEN {
+                    seen.lock().expect("lock").push(what);
+                }
+            }
+            res
+        })
+    }
+}
+
+/// A client for the test control plane that authenticates with `token` only.
+async fn client_with_token(token: String, forbidden: &Forbidden) -> Client {
+    let path = mcm_testenv::kubeconfig_path();
+    let kc = Kubeconfig::read_from(&path).expect("kubeconfig");
+    let mut kube_config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kube config");
+    kube_config.auth_info = serde_json::from_value(json!({"token": token})).expect("auth info");
+    ClientBuilder::try_from(kube_config)
+        .expect("client builder")
+        .with_layer(forbidden)
+        .build()
+}
+
+/// Creates ServiceAccount `name` in the test namespace and mints a token for it.
+async fn service_account_token(env: &TestEnv, name: &str) -> String {
+    let sas: Api<ServiceAccount> = env.api();
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("SA");
+    sas.create(&PostParams::default(), &sa)
+        .await
+        .expect("create SA");
+    let tr = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    sas.create_token_request(name, &PostParams::default(), &tr)
+        .await
+        .expect("token request")
+        .status
+        .and_then(|s| s.token)
+        .expect("token")
+}
+
+// ----------------------------------------------------------------------
+// The shipped RBAC, applied for the test's ServiceAccounts
+
+fn repo_file(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+}
+
+fn yaml_docs(rel: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(repo_file(rel)).expect("yaml file");
+    serde_yaml::Deserializer::from_str(&text)
+        .filter_map(|d| {
+            let v: Value = serde::Deserialize::deserialize(d).ok()?;
+            (!v.is_null()).then_some(v)
+        })
+        .collect()
+}
+
+/// Applies the Roles, ClusterRoles and their Bindings of `rel`. Namespaces in
+/// `control_namespaces` become the test's namespace (kube-system stays); every
+/// name gets the namespace as suffix (cluster-scoped objects are shared); each
+/// ServiceAccount subject is mapped by `subject(namespace, name)`. Returns the
+/// cluster-scoped objects made, for clean-up.
+async fn apply_rbac(
+    env: &TestEnv,
+    rel: &str,
+    control_namespaces: &[&str],
+    subject: &dyn Fn(&str, &str) -> String,
+) -> Vec<(String, String)> {
+    let ns = &env.namespace;
+    let suffix = |n: &str| format!("{n}-{ns}");
+    let map_ns = |n: &str| {
+        if control_namespaces.contains(&n) {
+            ns.clone()
+        } else {
+            n.to_string()
+        }
+    };
+    let pp = PostParams::default();
+    let mut cluster_scoped = Vec::new();
+    for mut doc in yaml_docs(rel) {
+        let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+        if !["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"].contains(&kind.as_str()) {
+            continue;
+        }
+        let name = suffix(doc["metadata"]["name"].as_str().expect("name"));
+        doc["metadata"]["name"] = json!(name);
+        if let Some(n) = doc["metadata"]["namespace"].as_str() {
+            doc["metadata"]["namespace"] = json!(map_ns(n));
+        }
+        if let Some(r) = doc["roleRef"]["name"].as_str() {
+            doc["roleRef"]["name"] = json!(suffix(r));
+        }
+        if let Some(subjects) = doc["subjects"].as_array_mut() {
+            for s in subjects {
+                let sa_ns = s["namespace"].as_str().unwrap_or_default().to_string();
+                let sa = s["name"].as_str().unwrap_or_default().to_string();
+                s["namespace"] = json!(ns);
+                s["name"] = json!(subject(&sa_ns, &sa));
+            }
+        }
+        let at = doc["metadata"]["namespace"].as_str().map(str::to_string);
+        let c = env.client.clone();
+        match kind.as_str() {
+            "Role" => {
+                let api: Api<Role> = Api::namespaced(c, at.as_deref().expect("ns"));
+                api.create(&pp, &serde_json::from_value(doc).expect("Role"))
+                    .await
+                    .expect("create Role");
+            }
+            "RoleBinding" => {
+                let api: Api<RoleBinding> = Api::namespaced(c, at.as_deref().expect("ns"));
+                api.create(&pp, &serde_json::from_value(doc).expect("RoleBinding"))
+                    .await
+                    .expect("create RoleBinding");
+            }
+            "ClusterRole" => {
+                Api::<ClusterRole>::all(c)
+                    .create(&pp, &serde_json::from_value(doc).expect("ClusterRole"))
+                    .await
+                    .expect("create ClusterRole");
+                cluster_scoped.push((kind, name));
+            }
+            _ => {
+                Api::<ClusterRoleBinding>::all(c)
+                    .create(
+                        &pp,
+                        &serde_json::from_value(doc).expect("ClusterRoleBinding"),
+                    )
+                    .await
+                    .expect("create ClusterRoleBinding");
+                cluster_scoped.push((kind, name));
+            }
+        }
+    }
+    cluster_scoped
+}
+
+async fn remove_cluster_scoped(client: &Client, objs: &[(String, String)]) {
+    for (kind, name) in objs {
+        let dp = DeleteParams::default();
+        if kind == "ClusterRole" {
+            let _ = Api::<ClusterRole>::all(client.clone())
+                .delete(name, &dp)
+                .await;
+        } else {
+            let _ = Api::<ClusterRoleBinding>::all(client.clone())
+                .delete(name, &dp)
+                .await;
+        }
+    }
+}
+
+// ----------------------------------------------------------------------
+// The run
+
+/// The local cloud (it plays the kubelets with the admin kubeconfig).
+async fn local_cloud(env: &TestEnv) -> (String, Box<dyn std::any::Any + Send>, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("mcm-rbac-{}", env.namespace));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let mut config = server::CloudConfig::new(dir.join("local-cloud.redb"));
+    config.zone = env.namespace.clone();
+    config.target_kubeconfig = Some(mcm_testenv::kubeconfig_path());
+    config.heartbeat_interval = Duration::from_secs(2);
+    config.tunables = Tunables::unlimited();
+    let (addr, cloud) = server::spawn(config).await.expect("local cloud");
+    (format!("http://{addr}"), Box::new(cloud), dir)
+}
+
+async fn create_objects(env: &TestEnv) {
+    let ns = &env.namespace;
+    let pp = PostParams::default();
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "rbac-secret"},
+        "stringData": {"userData": "#cloud-config\n"}
+    }))
+    .expect("Secret");
+    env.api::<Secret>()
+        .create(&pp, &secret)
+        .await
+        .expect("secret");
+    let class: MachineClass = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+        "metadata": {"name": "rbac-class"},
+        "provider": "local",
+        "providerSpec": {"image": "local-ubuntu", "instanceType": "small",
+            "tags": {format!("kubernetes.io/cluster/{ns}"): "1", "kubernetes.io/role/node": "1"}},
+        "secretRef": {"name": "rbac-secret", "namespace": ns}
+    }))
+    .expect("MachineClass");
+    env.api::<MachineClass>()
+        .create(&pp, &class)
+        .await
+        .expect("class");
+    let mcd: MachineDeployment = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineDeployment",
+        "metadata": {"name": "pool"},
+        "spec": {
+            "replicas": 2,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": {"pool": "pool"}},
+            "template": {
+                "metadata": {"labels": {"pool": "pool"}},
+                "spec": {"class": {"kind": "MachineClass", "name": "rbac-class"}}
+            }
+        }
+    }))
+    .expect("MachineDeployment");
+    env.api::<MachineDeployment>()
+        .create(&pp, &mcd)
+        .await
+        .expect("deployment");
+}
+
+fn phase(m: &Machine) -> String {
+    m.status
+        .as_ref()
+        .map(|s| s.current_status.phase.as_str().to_string())
+        .unwrap_or_default()
+}
+
+/// Machines by phase, and their node labels.
+async fn machines(env: &TestEnv) -> Vec<(String, String, String)> {
+    env.api::<Machine>()
+        .list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .iter()
+                .map(|m| {
+                    (
+                        m.name_any(),
+                        phase(m),
+                        m.labels().get("node").cloned().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn scale(env: &TestEnv, replicas: i32) {
+    env.api::<MachineDeployment>()
+        .patch(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("scale");
+}
+
+/// Plays kubelet for pods: removes the ones being deleted.
+fn pod_reaper(env: &TestEnv) -> tokio::task::JoinHandle<()> {
+    let pods: Api<Pod> = env.api();
+    tokio::spawn(async move {
+        loop {
+            if let Ok(list) = pods.list(&ListParams::default()).await {
+                for p in list
+                    .items
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_some())
+                {
+                    let dp = DeleteParams {
+                        grace_period_seconds: Some(0),
+                        ..Default::default()
+                    };
+                    let _ = pods.delete(&p.name_any(), &dp).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    })
+}
+
+/// Runs both halves under their Leases with `control` and `target` through the
+/// scenario, then asserts that no request was answered 403.
+async fn run_scenario(env: &TestEnv, control: Client, target: Client, forbidden: &Forbidden) {
+    let ns = env.namespace.clone();
+    let (cloud_url, _cloud, dir) = local_cloud(env).await;
+    let mut drivers = DriverRegistry::new();
+    drivers.register(
+        "local",
+        Arc::new(LocalDriver::new(&cloud_url).expect("driver")),
+    );
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Arc::new(Metrics::new(&mut registry));
+    let config = Config {
+        namespace: ns.clone(),
+        short_retry: Duration::from_secs(1),
+        long_retry: Duration::from_secs(5),
+        ..Config::default()
+    };
+    let ctx = Context::new(
+        control.clone(),
+        Some(target.clone()),
+        config,
+        drivers,
+        metrics,
+    );
+    let machine_half = tokio::spawn(run_as_leader(
+        control.clone(),
+        LeaderConfig::new(&ns, "rbac-test"),
+        machine::run(ctx, std::future::pending()),
+    ));
+    let sets_config = SetsConfig {
+        min_retry: Duration::from_secs(1),
+        max_retry: Duration::from_secs(5),
+        resync_period: Duration::from_secs(10),
+        ..SetsConfig::default()
+    };
+    let manager_half = tokio::spawn(run_as_leader(
+        control.clone(),
+        LeaderConfig {
+            name: "machine-controller-manager".into(),
+            ..LeaderConfig::new(&ns, "rbac-test")
+        },
+        mcm_runtime::sets::run_with_target(
+            control.clone(),
+            Some(target.clone()),
+            ns.clone(),
+            sets_config,
+            std::future::pending(),
+        ),
+    ));
+    let reaper = pod_reaper(env);
+
+    // Scale-up: two node-bound Running machines.
+    create_objects(env).await;
+    let running = must_eventually(STEP, "2 machines Running with their nodes", || async {
+        forbidden.assert_none();
+        let ms = machines(env).await;
+        (ms.len() == 2 && ms.iter().all(|(_, p, n)| p == "Running" && !n.is_empty())).then_some(ms)
+    })
+    .await;
+
+    // A pod on each node; the scale-down drains one of them.
+    let pods: Api<Pod> = env.api();
+    for (m, _, node) in &running {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("app-{m}")},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("pod");
+        pods.patch_status(
+            &format!("app-{m}"),
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Running"}})),
+        )
+        .await
+        .expect("pod status");
+    }
+    scale(env, 1).await;
+    let (kept, gone) = must_eventually(STEP, "one machine drained and deleted", || async {
+        forbidden.assert_none();
+        let ms = machines(env).await;
+        if ms.len() != 1 || ms[0].1 != "Running" {
+            return None;
+        }
+        let kept = ms[0].0.clone();
+        let gone = running.iter().find(|(m, _, _)| *m != kept)?.clone();
+        Some((kept, gone))
+    })
+    .await;
+    assert!(
+        pods.get_opt(&format!("app-{}", gone.0))
+            .await
+            .expect("get pod")
+            .is_none(),
+        "the deleted machine's pod was evicted"
+    );
+    assert!(
+        pods.get_opt(&format!("app-{kept}"))
+            .await
+            .expect("get pod")
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+        "the other pod stays"
+    );
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    must_eventually(STEP, "the drained machine's node deleted", || async {
+        forbidden.assert_none();
+        nodes
+            .get_opt(&gone.2)
+            .await
+            .ok()
+            .and_then(|n| n.is_none().then_some(()))
+    })
+    .await;
+
+    // Scale to 0: every machine goes.
+    scale(env, 0).await;
+    must_eventually(STEP, "no machine left", || async {
+        forbidden.assert_none();
+        machines(env).await.is_empty().then_some(())
+    })
+    .await;
+
+    // Each half held its Lease; Events were written (core/v1).
+    let leases: Api<Lease> = env.api();
+    for name in ["machine-controller", "machine-controller-manager"] {
+        let holder = leases
+            .get(name)
+            .await
+            .expect("lease")
+            .spec
+            .and_then(|s| s.holder_identity);
+        assert_eq!(holder.as_deref(), Some("rbac-test"), "lease {name}");
+    }
+    let events = env
+        .api::<CoreEvent>()
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items;
+    assert!(
+        events
+            .iter()
+            .any(|e| e.involved_object.kind.as_deref() == Some("Machine")),
+        "the machine controller wrote Events"
+    );
+    forbidden.assert_none();
+
+    machine_half.abort();
+    manager_half.abort();
+    reaper.abort();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn the_controllers_run_a_full_lifecycle_under_deploy_rbac_yaml_without_a_403() {
+    let Some(env) = TestEnv::new("rbac-deploy").await else {
+        return;
+    };
+    let sa = "mcm-rs";
+    let made = apply_rbac(
+        &env,
+        "deploy/rbac.yaml",
+        &["default", "mcm-system"],
+        &|_, n| n.to_string(),
+    )
+    .await;
+    let token = service_account_token(&env, sa).await;
+    let forbidden = Forbidden::default();
+    let client = client_with_token(token, &forbidden).await;
+    run_scenario(&env, client.clone(), client, &forbidden).await;
+    remove_cluster_scoped(&env.client, &made).await;
+}
+
+#[tokio::test]
+async fn the_controllers_run_a_full_lifecycle_under_gardeners_seed_and_shoot_rbac_without_a_403() {
+    let Some(env) = TestEnv::new("rbac-gardener").await else {
+        return;
+    };
+    // The seed Role binds machine-controller-manager of the control namespace;
+    // the shoot's roles bind kube-system/machine-controller-manager of the
+    // target, here the ServiceAccount `mcm-target` of the test namespace.
+    let subject = |sa_ns: &str, name: &str| {
+        if sa_ns == "kube-system" {
+            "mcm-target".to_string()
+        } else {
+            name.to_string()
+        }
+    };
+    let mut made = apply_rbac(
+        &env,
+        "deploy/gardener/rbac.yaml",
+        &["shoot--example"],
+        &subject,
+    )
+    .await;
+    made.extend(
+        apply_rbac(
+            &env,
+            "deploy/gardener/shoot-rbac.yaml",
+            &["shoot--example"],
+            &subject,
+        )
+        .await,
+    );
+    let forbidden = Forbidden::default();
+    let control = client_with_token(
+        service_account_token(&env, "machine-controller-manager").await,
+        &forbidden,
+    )
+    .await;
+    let target =
+        client_with_token(service_account_token(&env, "mcm-target").await, &forbidden).await;
+    run_scenario(&env, control, target, &forbidden).await;
+    remove_cluster_scoped(&env.client, &made).await;
+}
