@@ -6,7 +6,7 @@ use chrono::Utc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
-use kube::api::{Api, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -80,13 +80,63 @@ pub async fn merged_secret(
     }))
 }
 
-fn token_secret_name(m: &Machine) -> String {
-    let id = mcm_core::machine::bootstrap_token_id(&m.name_any(), &m.uid().unwrap_or_default());
+/// The annotation on a bootstrap-token Secret naming the UID of the machine it
+/// was made for: only a Secret carrying this machine's UID is reused or deleted.
+pub const BOOTSTRAP_TOKEN_OWNER_ANNOTATION: &str =
+    "machine.sapcloud.io/mcm-rs-bootstrap-token-owner";
+
+/// How many token IDs a machine may try when the first ones are taken by
+/// Secrets that are not its own.
+const TOKEN_ID_CANDIDATES: u32 = 4;
+
+/// The name of the machine's `attempt`-th candidate bootstrap-token Secret
+/// (`bootstrap-token-<id>`; stable for a machine, so a retry finds its token).
+pub fn bootstrap_token_secret_name(m: &Machine, attempt: u32) -> String {
+    let uid = m.uid().unwrap_or_default();
+    let salted = if attempt == 0 {
+        uid
+    } else {
+        format!("{uid}/{attempt}")
+    };
+    let id = mcm_core::machine::bootstrap_token_id(&m.name_any(), &salted);
     format!("bootstrap-token-{id}")
 }
 
+/// Whether a bootstrap-token Secret was made for this machine.
+fn owned_by(secret: &Secret, m: &Machine) -> bool {
+    let uid = m.uid().unwrap_or_default();
+    !uid.is_empty()
+        && secret
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(BOOTSTRAP_TOKEN_OWNER_ANNOTATION))
+            .is_some_and(|owner| *owner == uid)
+}
+
+/// Deletes a Secret only if it is still the one read (UID precondition). NotFound and a changed Secret are fine.
+async fn delete_exact(api: &Api<Secret>, secret: &Secret) -> Result<(), Error> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: secret.metadata.uid.clone(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&secret.name_any(), &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Creates (or reuses) the machine's bootstrap token in the target cluster and
-/// returns `<id>.<secret>`. A reused token's expiration is refreshed.
+/// returns `<id>.<secret>`.
+///
+/// Only a Secret carrying this machine's UID in
+/// [`BOOTSTRAP_TOKEN_OWNER_ANNOTATION`] is reused (while unexpired) or
+/// replaced (when expired); a Secret of the same name that is not the
+/// machine's is left alone and the machine's next candidate ID is used.
 pub async fn bootstrap_token(
     target: &Client,
     m: &Machine,
@@ -94,21 +144,42 @@ pub async fn bootstrap_token(
     extra_groups: &str,
 ) -> Result<String, Error> {
     let api: Api<Secret> = Api::namespaced(target.clone(), "kube-system");
-    let name = token_secret_name(m);
+    for attempt in 0..TOKEN_ID_CANDIDATES {
+        let name = bootstrap_token_secret_name(m, attempt);
+        if let Some(token) = token_at(&api, m, &name, valid_for, extra_groups).await? {
+            return Ok(token);
+        }
+        debug!(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default(), secret = %name,
+               "a bootstrap token of this name belongs to something else; trying the next ID");
+    }
+    Err(Error::Config(format!(
+        "no free bootstrap token ID for machine {}: the Secrets of all {TOKEN_ID_CANDIDATES} candidates belong to others",
+        m.name_any()
+    )))
+}
+
+/// The machine's token in Secret `name`, made if needed; `None` when that
+/// Secret belongs to something else.
+async fn token_at(
+    api: &Api<Secret>,
+    m: &Machine,
+    name: &str,
+    valid_for: Duration,
+    extra_groups: &str,
+) -> Result<Option<String>, Error> {
     let id = name.trim_start_matches("bootstrap-token-").to_string();
     let expiration = (Utc::now() + chrono::Duration::from_std(valid_for).unwrap_or_default())
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     // Gardener grants create, delete, get and list on kube-system Secrets, not
     // patch: an unexpired token is reused as it is, an expired one replaced.
-    if let Some(existing) = api.get_opt(&name).await? {
+    if let Some(existing) = api.get_opt(name).await? {
+        if !owned_by(&existing, m) {
+            return Ok(None);
+        }
         if let Some(token) = unexpired_token(&existing, &id) {
-            return Ok(token);
+            return Ok(Some(token));
         }
-        match api.delete(&name, &Default::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
+        delete_exact(api, &existing).await?;
     }
     let token_secret: String = {
         use rand::Rng;
@@ -140,8 +211,12 @@ pub async fn bootstrap_token(
     }
     let secret = Secret {
         metadata: ObjectMeta {
-            name: Some(name.clone()),
+            name: Some(name.to_string()),
             namespace: Some("kube-system".into()),
+            annotations: Some(BTreeMap::from([(
+                BOOTSTRAP_TOKEN_OWNER_ANNOTATION.to_string(),
+                m.uid().unwrap_or_default(),
+            )])),
             ..Default::default()
         },
         type_: Some("bootstrap.kubernetes.io/token".into()),
@@ -149,14 +224,18 @@ pub async fn bootstrap_token(
         ..Default::default()
     };
     match api.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(format!("{id}.{token_secret}")),
+        Ok(_) => Ok(Some(format!("{id}.{token_secret}"))),
         // Created concurrently (or the deletion is still in progress): use the
-        // one that exists, never a token the cluster does not know.
-        Err(kube::Error::Api(e)) if e.code == 409 => api
-            .get_opt(&name)
-            .await?
-            .and_then(|existing| unexpired_token(&existing, &id))
-            .ok_or_else(|| Error::Config(format!("bootstrap token {name} exists but is unusable"))),
+        // one that exists if it is this machine's, never a token the cluster does not know.
+        Err(kube::Error::Api(e)) if e.code == 409 => match api.get_opt(name).await? {
+            Some(existing) if !owned_by(&existing, m) => Ok(None),
+            existing => existing
+                .and_then(|existing| unexpired_token(&existing, &id))
+                .map(Some)
+                .ok_or_else(|| {
+                    Error::Config(format!("bootstrap token {name} exists but is unusable"))
+                }),
+        },
         Err(e) => Err(e.into()),
     }
 }
@@ -172,14 +251,20 @@ fn unexpired_token(secret: &Secret, id: &str) -> Option<String> {
         .then(|| format!("{id}.{}", String::from_utf8_lossy(&token.0)))
 }
 
-/// Deletes the machine's bootstrap token (after it joined). NotFound is fine.
+/// Deletes the machine's bootstrap tokens (after it joined): only Secrets
+/// carrying its UID in [`BOOTSTRAP_TOKEN_OWNER_ANNOTATION`]. None is fine.
 pub async fn delete_bootstrap_token(target: &Client, m: &Machine) -> Result<(), Error> {
     let api: Api<Secret> = Api::namespaced(target.clone(), "kube-system");
-    match api.delete(&token_secret_name(m), &Default::default()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
+    for attempt in 0..TOKEN_ID_CANDIDATES {
+        let name = bootstrap_token_secret_name(m, attempt);
+        match api.get_opt(&name).await? {
+            Some(secret) if owned_by(&secret, m) => delete_exact(&api, &secret).await?,
+            Some(_) => debug!(machine = %m.name_any(), secret = %name,
+                              "not deleting a bootstrap token that is not this machine's"),
+            None => {}
+        }
     }
+    Ok(())
 }
 
 /// The class controller: a class (and its Secrets) keeps its finalizer while
