@@ -53,6 +53,12 @@ pub fn provider_id(region: &str, instance_id: &str) -> String {
     format!("{region}.{instance_id}")
 }
 
+/// The region in a provider ID (the text before the first `.`), if it names one.
+pub fn region_of(provider_id: &str) -> Option<&str> {
+    let (region, id) = provider_id.split_once('.')?;
+    (!region.is_empty() && !id.is_empty()).then_some(region)
+}
+
 /// The instance ID in a provider ID (the text after the last `.`).
 pub fn instance_id_of(provider_id: &str) -> &str {
     provider_id.rsplit('.').next().unwrap_or(provider_id)
@@ -302,6 +308,13 @@ impl AlicloudDriver {
         let name = machine_name(&req.machine)?;
         let what = format!("deleting the VM of machine {name}");
         let pid = req.machine.spec.provider_id.as_str();
+        // An existing VM is deleted in the region its providerID names
+        // (`<region>.<id>`), where it was created, not in the class's current
+        // region: there it would look gone (issue 17, finding 3).
+        let moved = region_of(pid)
+            .filter(|r| *r != p.spec.region)
+            .map(|r| self.ecs(r, &req.secret));
+        let ecs = moved.as_ref().unwrap_or(&p.ecs);
         let ids: Vec<String> = match Some(pid).filter(|s| !s.is_empty()) {
             Some(pid) => vec![instance_id_of(pid).to_string()],
             None => self
@@ -313,7 +326,7 @@ impl AlicloudDriver {
                 .collect(),
         };
         for id in ids {
-            self.delete_instance(&p.ecs, &id, &what).await?;
+            self.delete_instance(ecs, &id, &what).await?;
         }
         Ok(DeleteMachineResponse::default())
     }
@@ -480,6 +493,9 @@ mod tests {
         );
         assert_eq!(instance_id_of("eu-central-1.i-gw8abc"), "i-gw8abc");
         assert_eq!(instance_id_of("i-gw8abc"), "i-gw8abc");
+        assert_eq!(region_of("eu-central-1.i-gw8abc"), Some("eu-central-1"));
+        assert_eq!(region_of("i-gw8abc"), None);
+        assert_eq!(region_of(".i-gw8abc"), None);
         assert_eq!(
             node_name("i-uf6f5trc95ug8t33nt2z"),
             "izuf6f5trc95ug8t33nt2zz"

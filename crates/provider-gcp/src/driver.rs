@@ -49,6 +49,42 @@ impl std::fmt::Debug for GcpDriver {
     }
 }
 
+/// Where a machine's instance lives: the project and zone its providerID
+/// names (`gce:///<project>/<zone>/<name>`), else the class's.
+struct Location {
+    project: String,
+    zone: String,
+    from_provider_id: bool,
+}
+
+impl Location {
+    fn of(p: &Prepared, provider_id: &str) -> Location {
+        match parse_provider_id(provider_id) {
+            Some((project, zone, _)) => Location {
+                project: project.to_string(),
+                zone: zone.to_string(),
+                from_provider_id: true,
+            },
+            None => Location {
+                project: p.project.clone(),
+                zone: p.spec.zone.clone(),
+                from_provider_id: false,
+            },
+        }
+    }
+}
+
+/// The project, zone and name of `gce:///<project>/<zone>/<name>`.
+pub fn parse_provider_id(provider_id: &str) -> Option<(&str, &str, &str)> {
+    let rest = provider_id.trim().strip_prefix(PROVIDER_ID_PREFIX)?;
+    let mut parts = rest.trim_matches('/').split('/');
+    let (project, zone, name) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() || project.is_empty() || zone.is_empty() || name.is_empty() {
+        return None;
+    }
+    Some((project, zone, name))
+}
+
 /// A checked request: the spec, the project and the Compute access.
 struct Prepared {
     spec: GcpProviderSpec,
@@ -276,18 +312,31 @@ impl GcpDriver {
     }
 
     /// The machine's instance, if it carries the class's cluster and role tags.
-    async fn find(&self, p: &Prepared, name: &str) -> Result<Option<Instance>, GceError> {
-        let Some(i) = p.compute.get(&p.project, &p.spec.zone, name).await? else {
-            return Ok(None);
-        };
-        if belongs(&p.spec, &i) {
-            Ok(Some(i))
-        } else {
-            debug!(
-                "an instance of this name exists, but without the class's cluster and role tags"
-            );
-            Ok(None)
-        }
+    async fn find(
+        &self,
+        p: &Prepared,
+        at: &Location,
+        name: &str,
+    ) -> Result<Option<Instance>, GceError> {
+        Ok(self
+            .get_at(p, at, name)
+            .await?
+            .filter(|i| {
+                let member = belongs(&p.spec, i);
+                if !member {
+                    debug!("an instance of this name exists, but without the class's cluster and role tags");
+                }
+                member
+            }))
+    }
+
+    async fn get_at(
+        &self,
+        p: &Prepared,
+        at: &Location,
+        name: &str,
+    ) -> Result<Option<Instance>, GceError> {
+        p.compute.get(&at.project, &at.zone, name).await
     }
 
     async fn status(
@@ -299,8 +348,9 @@ impl GcpDriver {
         let p = self
             .prepare(&ctx, &req.machine_class, &req.secret, Check::ZoneOnly)
             .await?;
+        let at = Location::of(&p, &req.machine.spec.provider_id);
         let found = self
-            .find(&p, name)
+            .find(&p, &at, name)
             .await
             .map_err(|e| Status::internal(format!("{ctx} failed: {e}")))?;
         let Some(i) = found else {
@@ -309,7 +359,7 @@ impl GcpDriver {
             )));
         };
         Ok(GetMachineStatusResponse {
-            provider_id: provider_id(&p.project, &p.spec.zone, name),
+            provider_id: provider_id(&at.project, &at.zone, name),
             node_name: name.to_string(),
             addresses: addresses(&i),
         })
@@ -321,29 +371,46 @@ impl GcpDriver {
         let p = self
             .prepare(&ctx, &req.machine_class, &req.secret, Check::ZoneOnly)
             .await?;
-        let zone = p.spec.zone.as_str();
+        // An existing VM is deleted where its providerID says it lives, not
+        // where the class points now (issue 17, finding 3).
+        let at = Location::of(&p, &req.machine.spec.provider_id);
+        let (project, zone) = (at.project.as_str(), at.zone.as_str());
         let fail = |e: GceError| Status::internal(format!("{ctx} failed: {e}"));
-        if self.find(&p, name).await.map_err(fail)?.is_none() {
-            info!("no instance backs the machine; nothing to delete");
-            return Ok(DeleteMachineResponse::default());
+        match self.get_at(&p, &at, name).await.map_err(fail)? {
+            None => {
+                info!("no instance backs the machine; nothing to delete");
+                return Ok(DeleteMachineResponse::default());
+            }
+            Some(i) if !belongs(&p.spec, &i) => {
+                if at.from_provider_id {
+                    // The machine's own VM (its providerID names it) no longer
+                    // carries the class's tags: it is not gone, and deleting
+                    // it is not proven safe. Keep the machine; say why.
+                    return Err(Status::new(
+                        Code::FailedPrecondition,
+                        format!(
+                            "{ctx} failed: instance {} exists but lacks the class's cluster and role tags; fix the MachineClass tags (or delete the instance) to finish the deletion",
+                            provider_id(project, zone, name)
+                        ),
+                    ));
+                }
+                info!("an instance of this name exists without the class's tags; not this machine's, nothing to delete");
+                return Ok(DeleteMachineResponse::default());
+            }
+            Some(_) => {}
         }
-        match p
-            .compute
-            .delete(&p.project, zone, name)
-            .await
-            .map_err(fail)?
-        {
+        match p.compute.delete(project, zone, name).await.map_err(fail)? {
             None => info!("the instance was gone already"),
             Some(op) => {
                 p.compute
-                    .wait("instances.delete", &p.project, zone, op)
+                    .wait("instances.delete", project, zone, op)
                     .await
                     .map_err(fail)?;
                 info!("VM deleted");
             }
         }
         Ok(DeleteMachineResponse {
-            last_known_state: format!("Deleted {}", provider_id(&p.project, zone, name)),
+            last_known_state: format!("Deleted {}", provider_id(project, zone, name)),
         })
     }
 
@@ -506,5 +573,31 @@ impl Driver for GcpDriver {
             })
             .collect();
         Ok(GetVolumeIdsResponse { volume_ids })
+    }
+}
+
+#[cfg(test)]
+mod location_tests {
+    use super::*;
+
+    #[test]
+    fn a_provider_id_names_the_project_and_zone_of_its_vm() {
+        assert_eq!(
+            parse_provider_id("gce:///proj/europe-west1-b/m-1"),
+            Some(("proj", "europe-west1-b", "m-1"))
+        );
+        assert_eq!(
+            parse_provider_id(&provider_id("p", "z", "n")),
+            Some(("p", "z", "n"))
+        );
+        for bad in [
+            "",
+            "gce:///p/z",
+            "gce:////z/n",
+            "aws:///r/i-1",
+            "gce:///p/z/n/x",
+        ] {
+            assert_eq!(parse_provider_id(bad), None, "{bad}");
+        }
     }
 }

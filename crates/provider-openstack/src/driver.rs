@@ -31,6 +31,14 @@ pub fn provider_id(region: &str, server_id: &str) -> String {
     format!("openstack:///{region}/{server_id}")
 }
 
+/// The region of `openstack:///<region>/<server-id>`, if it names one.
+pub fn region_of(provider_id: &str) -> Option<&str> {
+    let rest = provider_id.strip_prefix("openstack://")?;
+    let mut parts = rest.trim_end_matches('/').rsplit('/');
+    parts.next().filter(|id| !id.is_empty())?;
+    parts.next().filter(|r| !r.is_empty())
+}
+
 /// The server ID of a provider ID (its last path segment).
 pub fn server_id(provider_id: &str) -> &str {
     provider_id.rsplit('/').next().unwrap_or(provider_id)
@@ -282,8 +290,15 @@ impl Driver for OpenStackDriver {
         &self,
         req: &DeleteMachineRequest,
     ) -> DriverResult<DeleteMachineResponse> {
-        let p = self.prepare(&req.machine_class, &req.secret).await?;
+        let mut p = self.prepare(&req.machine_class, &req.secret).await?;
         let pid = req.machine.spec.provider_id.clone();
+        // An existing server is deleted in the region its providerID names,
+        // where it was created, not in the class's current region: there it
+        // would look gone (issue 17, finding 3).
+        if let Some(region) = region_of(pid.trim()).filter(|r| *r != p.spec.region) {
+            let creds = Credentials::from_secret(&req.secret);
+            p.cloud = self.cloud(&creds, region).await.map_err(status)?;
+        }
         self.delete(&p, req, pid.trim()).await.map_err(status)?;
         Ok(DeleteMachineResponse::default())
     }
@@ -373,5 +388,22 @@ impl OpenStackDriver {
             last_known_state: String::new(),
             addresses: addresses(&active),
         })
+    }
+}
+
+#[cfg(test)]
+mod provider_id_tests {
+    use super::*;
+
+    #[test]
+    fn a_provider_id_names_the_region_of_its_server() {
+        assert_eq!(
+            region_of(&provider_id("RegionOne", "abc")),
+            Some("RegionOne")
+        );
+        assert_eq!(region_of("openstack:////abc"), None);
+        assert_eq!(region_of("openstack:///RegionOne/"), None);
+        assert_eq!(region_of("aws:///r/i-1"), None);
+        assert_eq!(server_id(&provider_id("RegionOne", "abc")), "abc");
     }
 }

@@ -369,9 +369,18 @@ impl OpenStackDriver {
         let server = if provider_id.is_empty() {
             self.find_by_name(p, req).await?
         } else {
-            api::get_server(&p.cloud, server_id(provider_id))
-                .await?
-                .filter(|s| p.is_member(s))
+            match api::get_server(&p.cloud, server_id(provider_id)).await? {
+                Some(s) if !p.is_member(&s) => {
+                    // The machine's own server (its providerID names it) lacks
+                    // the class's membership keys now: it is not gone, and
+                    // deleting it is not proven safe. Keep the machine.
+                    return Err(OsError::Failed(format!(
+                        "server [ID={:?}] of machine {name:?} exists but lacks the class's cluster and role metadata keys; fix the MachineClass tags (or delete the server) to finish the deletion",
+                        s.id
+                    )));
+                }
+                found => found,
+            }
         };
         if let Some(s) = server {
             info!(machine = name, server = %s.id, "deleting server");
