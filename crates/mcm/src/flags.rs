@@ -161,7 +161,7 @@ pub struct MachineFlags {
     /// Time of an in-place update (accepted; in-place updates are not implemented).
     #[arg(long, default_value = "20m", value_parser = duration)]
     pub machine_inplace_update_timeout: Duration,
-    /// Evictions tried per pod before it is deleted.
+    /// Evictions tried per pod (capped at drain timeout / 20 s) before the drain fails; pods are deleted only by a forced drain.
     #[arg(long, default_value_t = 360)]
     pub machine_max_evict_retries: i32,
     /// How long a pod's volumes may take to detach.
