@@ -12,7 +12,7 @@
 //! MachineClass of the namespace, providerIDs compare normalized, and a VM
 //! that no Machine has is collected only with evidence that it is this
 //! namespace's: a Machine of that name and class was seen here (remembered
-//! for a day), or a Node of this cluster names it. A VM that merely carries
+//! for a day). A VM that merely carries
 //! the same cluster tag (another namespace, the Go controller during a
 //! migration) is left alone. See `docs/design/machine.md`, "Orphan VMs".
 
@@ -128,33 +128,6 @@ pub struct ListedVm {
     pub name: String,
 }
 
-/// What the target cluster's Nodes say about VMs: normalized providerIDs and
-/// `node.gardener.cloud/machine-name` labels. A Node of this cluster proves a
-/// VM belongs to this namespace's cluster.
-#[derive(Debug, Clone, Default)]
-pub struct NodeEvidence {
-    /// Normalized providerIDs of the Nodes.
-    pub provider_ids: HashSet<String>,
-    /// The machine names the Nodes carry.
-    pub machine_names: HashSet<String>,
-}
-
-impl NodeEvidence {
-    /// The evidence of a list of Nodes.
-    pub fn of(nodes: &[Node]) -> NodeEvidence {
-        let mut e = NodeEvidence::default();
-        for n in nodes {
-            if let Some(pid) = n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) {
-                e.provider_ids.insert(normalize_provider_id(pid));
-            }
-            if let Some(m) = n.labels().get(c::MACHINE_NAME_NODE_LABEL) {
-                e.machine_names.insert(m.clone());
-            }
-        }
-        e
-    }
-}
-
 /// Why a listed VM is kept, or that it is an orphan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrphanVerdict {
@@ -165,40 +138,29 @@ pub enum OrphanVerdict {
     MachineBusy,
     /// The Machine of its name uses another class: not this class's VM.
     OtherClass,
-    /// No Machine of its name (with this class) was seen in this namespace and
-    /// no Node of this cluster names it: it may belong to another controller
-    /// whose classes share the tags (another namespace, or the Go controller
-    /// during a migration). Never deleted.
+    /// No Machine of its name (with this class) was seen in this namespace:
+    /// it may belong to another controller whose classes share the tags
+    /// (another namespace, or the Go controller during a migration). Never
+    /// deleted. (A Node of the target cluster is no evidence either: two
+    /// controllers may share the target cluster too.)
     NotOurs,
     /// A second VM of a Machine of this class (its providerID differs).
     Duplicate,
     /// The Machine it was made for (seen in this namespace) is gone.
     MachineGone,
-    /// No Machine has it, but a Node of this cluster does.
-    NodeOfThisCluster,
 }
 
 impl OrphanVerdict {
     /// Whether the VM is collected.
     pub fn is_orphan(self) -> bool {
-        matches!(
-            self,
-            OrphanVerdict::Duplicate
-                | OrphanVerdict::MachineGone
-                | OrphanVerdict::NodeOfThisCluster
-        )
+        matches!(self, OrphanVerdict::Duplicate | OrphanVerdict::MachineGone)
     }
 }
 
 /// Judges one VM listed for a class of this namespace (the reference's rules
 /// per class, `sets-deployments-safety.md` §12.1, narrowed so that a VM is
 /// only collected with evidence that it is this namespace's).
-pub fn judge(
-    vm: &ListedVm,
-    machines: &[Machine],
-    tracker: &OrphanTracker,
-    nodes: &NodeEvidence,
-) -> OrphanVerdict {
+pub fn judge(vm: &ListedVm, machines: &[Machine], tracker: &OrphanTracker) -> OrphanVerdict {
     let pid = normalize_provider_id(&vm.provider_id);
     if machines.iter().any(|m| {
         !m.spec.provider_id.trim().is_empty() && normalize_provider_id(&m.spec.provider_id) == pid
@@ -219,9 +181,6 @@ pub fn judge(
     }
     if tracker.knows(&vm.class, &vm.name) {
         return OrphanVerdict::MachineGone;
-    }
-    if nodes.provider_ids.contains(&pid) || nodes.machine_names.contains(&vm.name) {
-        return OrphanVerdict::NodeOfThisCluster;
     }
     OrphanVerdict::NotOurs
 }
@@ -275,12 +234,11 @@ pub async fn collect_orphans(
             }
         }
     }
-    let nodes = node_evidence(ctx).await;
     let mut candidates = HashSet::new();
     let mut owner_of: HashMap<String, (String, String)> = HashMap::new();
     let mut not_ours = 0usize;
     for vm in &listed {
-        let verdict = judge(vm, &machine_list, tracker, &nodes);
+        let verdict = judge(vm, &machine_list, tracker);
         debug!(namespace = %ns, class = %vm.class, provider_id = %vm.provider_id, machine = %vm.name, ?verdict, "listed VM");
         if verdict == OrphanVerdict::NotOurs {
             not_ours += 1;
@@ -315,22 +273,6 @@ pub async fn collect_orphans(
         }
     }
     Ok(deleted)
-}
-
-/// The target cluster's Nodes as evidence (none without a target, or when
-/// they cannot be listed: then only remembered Machines count).
-async fn node_evidence(ctx: &Context) -> NodeEvidence {
-    let Some(target) = &ctx.target else {
-        return NodeEvidence::default();
-    };
-    let nodes: Api<Node> = Api::all(target.clone());
-    match nodes.list(&ListParams::default()).await {
-        Ok(list) => NodeEvidence::of(&list.items),
-        Err(e) => {
-            warn!(error = %e, "listing Nodes for the orphan collection failed; only remembered machines count");
-            NodeEvidence::default()
-        }
-    }
 }
 
 /// Probes the control and target API servers.
@@ -509,21 +451,15 @@ mod tests {
     fn a_vm_whose_machine_has_its_provider_id_in_another_form_is_owned() {
         let machines = vec![machine("m1", "AWS:///eu-west-1/i-0abc/", "Running")];
         let t = OrphanTracker::default();
-        let v = judge(
-            &vm("c", "aws:///eu-west-1/i-0abc", "m1"),
-            &machines,
-            &t,
-            &NodeEvidence::default(),
-        );
+        let v = judge(&vm("c", "aws:///eu-west-1/i-0abc", "m1"), &machines, &t);
         assert_eq!(v, OrphanVerdict::Owned);
     }
 
     #[test]
     fn a_vm_of_a_machine_being_created_or_deleted_is_kept() {
         let t = OrphanTracker::default();
-        let none = NodeEvidence::default();
         for phase in ["", "CrashLoopBackOff"] {
-            let v = judge(&vm("c", "p1", "m1"), &[machine("m1", "", phase)], &t, &none);
+            let v = judge(&vm("c", "p1", "m1"), &[machine("m1", "", phase)], &t);
             assert_eq!(v, OrphanVerdict::MachineBusy, "{phase:?}");
         }
         let mut deleting = machine("m1", "p0", "Running");
@@ -532,7 +468,7 @@ mod tests {
                 k8s_openapi::jiff::Timestamp::now(),
             ));
         assert_eq!(
-            judge(&vm("c", "p1", "m1"), &[deleting], &t, &none),
+            judge(&vm("c", "p1", "m1"), &[deleting], &t),
             OrphanVerdict::MachineBusy
         );
     }
@@ -540,25 +476,23 @@ mod tests {
     #[test]
     fn a_second_vm_of_a_machine_of_this_class_is_an_orphan_but_not_of_another_class() {
         let t = OrphanTracker::default();
-        let none = NodeEvidence::default();
         let m = with_class(machine("m1", "p-own", "Running"), "c");
         assert_eq!(
-            judge(&vm("c", "p-dup", "m1"), std::slice::from_ref(&m), &t, &none),
+            judge(&vm("c", "p-dup", "m1"), std::slice::from_ref(&m), &t),
             OrphanVerdict::Duplicate
         );
         assert_eq!(
-            judge(&vm("other", "p-dup", "m1"), &[m], &t, &none),
+            judge(&vm("other", "p-dup", "m1"), &[m], &t),
             OrphanVerdict::OtherClass
         );
     }
 
     #[test]
-    fn a_vm_without_machine_is_collected_only_with_evidence_that_it_is_ours() {
-        let none = NodeEvidence::default();
+    fn a_vm_without_machine_is_collected_only_if_its_machine_was_seen_here() {
         let mut t = OrphanTracker::default();
         let v = vm("c", "scripted:///z/gone", "gone");
         assert_eq!(
-            judge(&v, &[], &t, &none),
+            judge(&v, &[], &t),
             OrphanVerdict::NotOurs,
             "another namespace's VM sharing the cluster tag is never collected"
         );
@@ -566,29 +500,11 @@ mod tests {
             [&with_class(machine("gone", "", "Running"), "c")],
             Instant::now(),
         );
-        assert_eq!(judge(&v, &[], &t, &none), OrphanVerdict::MachineGone);
+        assert_eq!(judge(&v, &[], &t), OrphanVerdict::MachineGone);
         assert_eq!(
-            judge(
-                &vm("other-class", "scripted:///z/gone", "gone"),
-                &[],
-                &t,
-                &none
-            ),
+            judge(&vm("other-class", "scripted:///z/gone", "gone"), &[], &t),
             OrphanVerdict::NotOurs,
             "remembered with another class"
-        );
-        let nodes = NodeEvidence {
-            provider_ids: [normalize_provider_id("scripted:///z/joined")].into(),
-            machine_names: ["labelled".to_string()].into(),
-        };
-        let fresh = OrphanTracker::default();
-        assert_eq!(
-            judge(&vm("c", "SCRIPTED:///z/joined/", "x"), &[], &fresh, &nodes),
-            OrphanVerdict::NodeOfThisCluster
-        );
-        assert_eq!(
-            judge(&vm("c", "p", "labelled"), &[], &fresh, &nodes),
-            OrphanVerdict::NodeOfThisCluster
         );
     }
 
