@@ -13,6 +13,10 @@
 
 mod common;
 
+use aws_sdk_ec2::config::interceptors::BeforeSerializationInterceptorContextRef;
+use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_ec2::error::BoxError;
+use aws_sdk_ec2::operation::run_instances::RunInstancesInput;
 use aws_sdk_ec2::types::{Filter, InstanceAttributeName};
 use common::*;
 use mcm_driver::conformance::{run_all, Fixture};
@@ -165,13 +169,46 @@ impl Env {
     }
 }
 
+/// Records the RunInstances input the driver sends, after the SDK built it
+/// from the driver's request and before it is serialized.
+#[derive(Debug, Default, Clone)]
+struct RunInstancesRecorder(std::sync::Arc<std::sync::Mutex<Vec<RunInstancesInput>>>);
+
+impl Intercept for RunInstancesRecorder {
+    fn name(&self) -> &'static str {
+        "RunInstancesRecorder"
+    }
+
+    fn read_before_serialization(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(input) = context.input().downcast_ref::<RunInstancesInput>() {
+            if let Ok(mut sent) = self.0.lock() {
+                sent.push(input.clone());
+            }
+        }
+        Ok(())
+    }
+}
+
 fn instance_id(provider_id: &str) -> String {
     provider_id.rsplit('/').next().expect("id").to_string()
 }
 
 #[tokio::test]
 async fn moto_create_sends_every_spec_field() {
-    let Some(env) = Env::new().await else { return };
+    let recorder = RunInstancesRecorder::default();
+    let hook = recorder.clone();
+    let Some(env) = Env::with_config(move |cfg| {
+        cfg.sdk_config_hook = Some(std::sync::Arc::new(move |b| b.interceptor(hook.clone())));
+    })
+    .await
+    else {
+        return;
+    };
     let mut spec = env.spec();
     spec["keyName"] = json!("test-key");
     spec["blockDevices"] = json!([
@@ -185,8 +222,9 @@ async fn moto_create_sends_every_spec_field() {
     spec["tags"]["Name"] = json!("overridden");
     spec["instanceMetadataOptions"] = json!({"httpEndpoint": "enabled", "httpTokens": "required", "httpPutResponseHopLimit": 2, "httpProtocolIpv6": "enabled"});
     spec["cpuOptions"] = json!({"coreCount": 1, "threadsPerCore": 2});
-    spec["placement"] = json!({"tenancy": "default"});
-    spec["capacityReservation"] = json!({"capacityReservationPreference": "open"});
+    // Non-default values, so a dropped field cannot pass by EC2's defaults.
+    spec["placement"] = json!({"tenancy": "dedicated", "partitionNumber": 2});
+    spec["capacityReservation"] = json!({"capacityReservationPreference": "none"});
     spec["spotPrice"] = json!("0.5");
     spec["ebsOptimized"] = json!(true);
     spec["monitoring"] = json!(true);
@@ -254,6 +292,30 @@ async fn moto_create_sends_every_spec_field() {
     assert_eq!(
         i.monitoring().and_then(|m| m.state()).map(|s| s.as_str()),
         Some("enabled")
+    );
+    // cpuOptions, placement, capacityReservation: moto accepts them but does
+    // not echo them (DescribeInstances has no CpuOptions and no
+    // CapacityReservationSpecification, and Placement.Tenancy is always
+    // "default"), so they are checked on the RunInstances input the driver
+    // sent to moto, recorded by an SDK interceptor.
+    let sent = recorder.0.lock().expect("recorder").clone();
+    let run: Vec<_> = sent
+        .iter()
+        .filter(|r| r.client_token() == i.client_token())
+        .collect();
+    assert_eq!(run.len(), 1, "one RunInstances for the machine: {sent:?}");
+    let run = run[0];
+    let cpu = run.cpu_options().expect("cpuOptions sent");
+    assert_eq!(cpu.core_count(), Some(1));
+    assert_eq!(cpu.threads_per_core(), Some(2));
+    let placement = run.placement().expect("placement sent");
+    assert_eq!(placement.tenancy().map(|t| t.as_str()), Some("dedicated"));
+    assert_eq!(placement.partition_number(), Some(2));
+    assert_eq!(
+        run.capacity_reservation_specification()
+            .and_then(|c| c.capacity_reservation_preference())
+            .map(|p| p.as_str()),
+        Some("none")
     );
     let eni = &i.network_interfaces()[0];
     assert_eq!(eni.subnet_id(), Some(env.subnet.as_str()));
@@ -511,6 +573,10 @@ async fn moto_list_by_cluster_and_role_tags() {
     spec_b["tags"] =
         json!({"kubernetes.io/cluster/other-shoot-x": "1", "kubernetes.io/role/node": "1"});
     let class_b = class("list-other", spec_b);
+    // Same cluster, another role: listed only if the role tag is ignored.
+    let mut spec_c = env.spec();
+    spec_c["tags"] = json!({env.cluster.clone(): "1", "kubernetes.io/role/bastion": "1"});
+    let class_c = class("list-other-role", spec_c);
     let mut mine = Vec::new();
     for _ in 0..3 {
         let m = machine("list");
@@ -527,6 +593,12 @@ async fn moto_list_by_cluster_and_role_tags() {
         .create_machine(&request(&other, &class_b, &secret()))
         .await
         .expect("create other");
+    let other_role = machine("other-role");
+    let other_role_created = env
+        .driver
+        .create_machine(&request(&other_role, &class_c, &secret()))
+        .await
+        .expect("create other role");
     let listed = env
         .driver
         .list_machines(&ListMachinesRequest {
@@ -539,7 +611,31 @@ async fn moto_list_by_cluster_and_role_tags() {
     for (pid, m) in &mine {
         assert_eq!(listed.machine_list.get(pid), m.metadata.name.as_ref());
     }
-    assert!(!listed.machine_list.contains_key(&other_created.provider_id));
+    assert!(
+        !listed.machine_list.contains_key(&other_created.provider_id),
+        "another cluster's machine is not listed"
+    );
+    assert!(
+        !listed
+            .machine_list
+            .contains_key(&other_role_created.provider_id),
+        "the same cluster's machine of another role is not listed"
+    );
+    // The other role's class lists exactly its own machine.
+    let listed_c = env
+        .driver
+        .list_machines(&ListMachinesRequest {
+            machine_class: class_c.clone(),
+            secret: secret(),
+        })
+        .await
+        .expect("list other role");
+    assert_eq!(
+        listed_c.machine_list.keys().collect::<Vec<_>>(),
+        vec![&other_role_created.provider_id],
+        "{:?}",
+        listed_c.machine_list
+    );
     for (_, m) in &mine {
         env.driver
             .delete_machine(&request(m, &class_a, &secret()))
@@ -550,6 +646,10 @@ async fn moto_list_by_cluster_and_role_tags() {
         .delete_machine(&request(&other, &class_b, &secret()))
         .await
         .expect("delete");
+    env.driver
+        .delete_machine(&request(&other_role, &class_c, &secret()))
+        .await
+        .expect("delete other role");
     let listed = env
         .driver
         .list_machines(&ListMachinesRequest {
