@@ -346,7 +346,7 @@ async fn rollback_to_an_earlier_revision_restores_its_template_and_set() {
         },
     )
     .await;
-    assert_eq!(event_count(&env, c::ROLLBACK_DONE).await, 1);
+    assert_eq!(event_count_reaching(&env, c::ROLLBACK_DONE, 1).await, 1);
     fake.stop().await;
     controllers.stop().await;
 }

@@ -102,8 +102,8 @@ async fn machineset_creates_machines_from_its_template_and_scales_down() {
     wait_running(&env, "basic", 1).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(machines(&env).await.len(), 1);
-    assert_eq!(event_count(&env, "SuccessfulCreate").await, 3);
-    assert_eq!(event_count(&env, "SuccessfulDelete").await, 2);
+    assert_eq!(event_count_reaching(&env, "SuccessfulCreate", 3).await, 3);
+    assert_eq!(event_count_reaching(&env, "SuccessfulDelete", 2).await, 2);
     fake.stop().await;
     controllers.stop().await;
 }

@@ -251,6 +251,20 @@ pub async fn event_count(env: &TestEnv, reason: &str) -> i32 {
         .sum()
 }
 
+/// The count of Events with `reason` once it has reached `at_least` (Events are
+/// published after the write they report, so a check right after that write
+/// must wait for them), or the count at the deadline.
+pub async fn event_count_reaching(env: &TestEnv, reason: &str, at_least: i32) -> i32 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = event_count(env, reason).await;
+        if n >= at_least || tokio::time::Instant::now() >= deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Deletes a machine (ignoring NotFound).
 pub async fn delete_machine(env: &TestEnv, name: &str) {
     let _ = env
