@@ -38,6 +38,9 @@ const MAX_TOKEN_GENERATIONS: u32 = 4;
 /// The EBS CSI driver name.
 pub const EBS_CSI_DRIVER: &str = "ebs.csi.aws.com";
 
+/// How many credentials (region and identity) the client and limiter caches hold at most.
+const CLIENT_CACHE_CAP: usize = 64;
+
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct ClientKey {
     region: String,
@@ -149,6 +152,12 @@ impl AwsDriver {
                 .limiters
                 .lock()
                 .map_err(|_| Status::internal("AWS limiter cache lock poisoned"))?;
+            if limiters.len() >= CLIENT_CACHE_CAP
+                && !limiters.contains_key(&(region.to_string(), identity.clone()))
+            {
+                // Start afresh (clients in use keep their limiters).
+                limiters.clear();
+            }
             Arc::clone(
                 limiters
                     .entry((region.to_string(), identity))
@@ -159,6 +168,13 @@ impl AwsDriver {
         };
         let client = self.build_client(region, creds);
         let ec2 = Arc::new(Ec2::new(client, limiter, &self.config));
+        // A rotated secret replaces the identity's old client; beyond
+        // CLIENT_CACHE_CAP identities the cache starts afresh (calls in flight
+        // keep their clients), so that it never grows without bound.
+        clients.retain(|k, _| !(k.region == key.region && k.identity == key.identity));
+        if clients.len() >= CLIENT_CACHE_CAP {
+            clients.clear();
+        }
         clients.insert(key, Arc::clone(&ec2));
         Ok(ec2)
     }
@@ -1240,5 +1256,40 @@ mod tests {
             ],
         };
         assert_eq!(volume_ids(&req), vec!["vol-1", "vol-2", "vol-3", "vol-4"]);
+    }
+
+    fn static_creds(id: &str, secret: &str) -> Credentials {
+        Credentials::Static {
+            access_key_id: id.into(),
+            secret_access_key: secret.into(),
+        }
+    }
+
+    #[test]
+    fn the_client_cache_keeps_one_client_per_identity_and_stays_bounded() {
+        let d = AwsDriver::new(AwsDriverConfig::default());
+        let len = |d: &AwsDriver| d.clients.lock().map(|c| c.len()).unwrap_or(usize::MAX);
+        let first = d
+            .ec2("eu-west-1", &static_creds("AKIA1", "s1"))
+            .expect("client");
+        let again = d
+            .ec2("eu-west-1", &static_creds("AKIA1", "s1"))
+            .expect("client");
+        assert!(
+            Arc::ptr_eq(&first, &again),
+            "the same credentials share a client"
+        );
+        // A rotated secret replaces the identity's client instead of adding one.
+        d.ec2("eu-west-1", &static_creds("AKIA1", "s2"))
+            .expect("client");
+        assert_eq!(len(&d), 1);
+        // Ever new identities: the cache never exceeds its cap.
+        for i in 0..(3 * CLIENT_CACHE_CAP) {
+            d.ec2("eu-west-1", &static_creds(&format!("AKIA-{i}"), "s"))
+                .expect("client");
+            assert!(len(&d) <= CLIENT_CACHE_CAP);
+            let limiters = d.limiters.lock().map(|l| l.len()).unwrap_or(usize::MAX);
+            assert!(limiters <= CLIENT_CACHE_CAP, "{limiters} limiters");
+        }
     }
 }

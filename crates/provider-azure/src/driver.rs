@@ -22,6 +22,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
+/// How many credentials the token cache holds at most.
+const TOKEN_CACHE_CAP: usize = 64;
+
 /// The Azure driver. Cheap to share; one instance serves every class and secret.
 pub struct AzureDriver {
     pub(crate) config: AzureDriverConfig,
@@ -112,6 +115,11 @@ impl AzureDriver {
             IdentityTokens::new(creds, cloud, transport)
                 .map_err(|e| Status::invalid_argument(e.to_string()))?,
         );
+        // Rotated credentials add entries: beyond TOKEN_CACHE_CAP the cache
+        // starts afresh (calls in flight keep their token sources).
+        if cache.len() >= TOKEN_CACHE_CAP {
+            cache.clear();
+        }
         cache.insert(key, t.clone());
         Ok(t)
     }
@@ -317,5 +325,38 @@ impl Driver for AzureDriver {
             })
             .collect();
         Ok(GetVolumeIdsResponse { volume_ids })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_cache_stays_bounded_as_credentials_rotate() {
+        let d = AzureDriver::new(AzureDriverConfig::default());
+        let creds = |secret: String| Credentials {
+            client_id: "client".into(),
+            tenant_id: "tenant".into(),
+            subscription_id: "sub".into(),
+            auth: crate::secret::Auth::ClientSecret(secret),
+            user_data: Vec::new(),
+        };
+        let a = d
+            .token_source(&creds("s0".into()), Cloud::Public)
+            .expect("tokens");
+        let b = d
+            .token_source(&creds("s0".into()), Cloud::Public)
+            .expect("tokens");
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "the same credentials share a token source"
+        );
+        for i in 0..(3 * TOKEN_CACHE_CAP) {
+            d.token_source(&creds(format!("rotated-{i}")), Cloud::Public)
+                .expect("tokens");
+            let len = d.tokens.lock().map(|t| t.len()).unwrap_or(usize::MAX);
+            assert!(len <= TOKEN_CACHE_CAP, "{len} token sources");
+        }
     }
 }

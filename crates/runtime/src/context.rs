@@ -1,6 +1,7 @@
 //! What every reconcile shares: clients, caches, drivers, the event recorder,
 //! metrics and per-machine backoff state.
 
+use crate::bounded::Pruned;
 use crate::events::Recorder;
 use crate::{metrics::Metrics, Config};
 use k8s_openapi::api::core::v1::Node;
@@ -74,8 +75,8 @@ pub struct Context {
     pub nodes: Store<Node>,
     node_writer: Mutex<Option<reflector::store::Writer<Node>>>,
     backoff: Backoff,
-    failures: Mutex<HashMap<String, u32>>,
-    creation_attempts: Mutex<HashMap<String, std::time::Instant>>,
+    failures: Mutex<Pruned<u32>>,
+    creation_attempts: Mutex<Pruned<std::time::Instant>>,
     frozen: AtomicBool,
     machines: Mutex<Option<Store<mcm_api::Machine>>>,
     /// Serialises Unknown→Failed per MachineDeployment (at most one replacement at a time).
@@ -116,8 +117,8 @@ impl Context {
             nodes,
             node_writer: Mutex::new(Some(writer)),
             backoff,
-            failures: Mutex::new(HashMap::new()),
-            creation_attempts: Mutex::new(HashMap::new()),
+            failures: Mutex::new(Pruned::new()),
+            creation_attempts: Mutex::new(Pruned::new()),
             frozen: AtomicBool::new(false),
             failed_permits: tokio::sync::Mutex::new(()),
             machines: Mutex::new(None),
@@ -132,9 +133,10 @@ impl Context {
 
     /// Records a failure for `key` and returns the delay before the next try.
     pub fn failure_delay(&self, key: &str, kind: FailureKind) -> Duration {
+        let exists = self.machine_exists();
         let n = match self.failures.lock() {
             Ok(mut map) => {
-                let n = map.entry(key.to_string()).or_insert(0);
+                let n = map.entry(key, 0, exists);
                 *n = n.saturating_add(1);
                 *n
             }
@@ -166,8 +168,9 @@ impl Context {
 
     /// Records that a creation attempt of `key` ended now.
     pub fn creation_attempted(&self, key: &str) {
+        let exists = self.machine_exists();
         if let Ok(mut map) = self.creation_attempts.lock() {
-            map.insert(key.to_string(), std::time::Instant::now());
+            *map.entry(key, std::time::Instant::now(), exists) = std::time::Instant::now();
         }
     }
 
@@ -177,6 +180,22 @@ impl Context {
             .lock()
             .map(|m| m.get(key).copied().unwrap_or(0))
             .unwrap_or(0)
+    }
+
+    /// Whether the machine of a bookkeeping key (`namespace/name`) still
+    /// exists in the controller's cache (always `true` before the cache runs):
+    /// what [`Pruned`] keeps.
+    fn machine_exists(&self) -> impl Fn(&str) -> bool {
+        let store = self.machine_store();
+        move |key: &str| {
+            let Some(store) = &store else { return true };
+            let Some((ns, name)) = key.split_once('/') else {
+                return false;
+            };
+            store
+                .get(&reflector::ObjectRef::new(name).within(ns))
+                .is_some()
+        }
     }
 
     pub(crate) fn set_machine_store(&self, store: Store<mcm_api::Machine>) {

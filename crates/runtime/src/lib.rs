@@ -12,6 +12,7 @@
 //! - [`class`]: finalizers on MachineClasses and their Secrets.
 //! - [`node_sync`]: the Machine's node template and the class's virtual capacity on its Node.
 
+pub mod bounded;
 pub mod class;
 pub mod config;
 pub mod context;

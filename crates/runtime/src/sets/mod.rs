@@ -35,6 +35,7 @@ pub mod machineset;
 pub(crate) mod rollout_nodes;
 pub mod safety;
 
+use crate::bounded::Pruned;
 use crate::events::Recorder;
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
@@ -50,7 +51,6 @@ use mcm_core::backoff::{periods, Backoff, FailureKind};
 use mcm_core::replicas::{controller_ref, selector_is_empty, selector_matches, Expectations};
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -186,7 +186,7 @@ pub(crate) struct Ctx {
     pub expectations: Mutex<Expectations>,
     pub safety_wakeup: Notify,
     backoff: Backoff,
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Mutex<Pruned<u32>>,
 }
 
 impl Ctx {
@@ -207,9 +207,19 @@ impl Ctx {
         if err.is_conflict() {
             return periods::CONFLICT;
         }
+        let (sets, deployments) = (self.caches.sets.clone(), self.caches.deployments.clone());
+        // Keys are `namespace/name` of a set, `mcd/namespace/name` of a deployment.
+        let exists = move |k: &str| match k.strip_prefix("mcd/") {
+            Some(rest) => rest.split_once('/').is_some_and(|(ns, name)| {
+                deployments.get(&ObjectRef::new(name).within(ns)).is_some()
+            }),
+            None => k
+                .split_once('/')
+                .is_some_and(|(ns, name)| sets.get(&ObjectRef::new(name).within(ns)).is_some()),
+        };
         let n = match self.failures.lock() {
             Ok(mut m) => {
-                let n = m.entry(key.to_string()).or_insert(0);
+                let n = m.entry(key, 0, exists);
                 *n = n.saturating_add(1);
                 *n
             }
@@ -627,7 +637,7 @@ pub async fn run_with_target(
             max: config.max_retry,
             ..Backoff::default()
         },
-        failures: Mutex::new(HashMap::new()),
+        failures: Mutex::new(Pruned::new()),
         config: config.clone(),
     });
     let (set_objects, set_objects_rx) = mpsc::unbounded();

@@ -1,0 +1,121 @@
+//! [`Pruned`]: a map of per-object bookkeeping (failure counters, last
+//! creation attempts) that forgets objects which are gone.
+//!
+//! Entries are normally removed when their object succeeds or is deleted by
+//! this controller; an object that disappears otherwise (its finalizer removed
+//! by hand, deleted while failing in another process) would keep its entry
+//! for the life of the process. So whenever the map grows past its
+//! high-water mark, entries whose object no longer exists are dropped, and
+//! the mark is set to twice what is left (at least [`MIN_HIGH_WATER`]):
+//! pruning costs O(1) amortised per insertion and the map stays within twice
+//! the live objects.
+
+use std::collections::HashMap;
+
+/// The smallest high-water mark: below it the map is never pruned.
+pub const MIN_HIGH_WATER: usize = 256;
+
+/// A map keyed by object key (`namespace/name`) that prunes gone objects.
+#[derive(Debug)]
+pub struct Pruned<V> {
+    map: HashMap<String, V>,
+    high_water: usize,
+}
+
+impl<V> Default for Pruned<V> {
+    fn default() -> Self {
+        Pruned {
+            map: HashMap::new(),
+            high_water: MIN_HIGH_WATER,
+        }
+    }
+}
+
+impl<V> Pruned<V> {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The entry of `key` (inserted with `default` when missing). Before
+    /// inserting past the high-water mark, drops every other entry for which
+    /// `exists` says the object is gone.
+    pub fn entry(&mut self, key: &str, default: V, exists: impl Fn(&str) -> bool) -> &mut V {
+        if !self.map.contains_key(key) && self.map.len() >= self.high_water {
+            self.map.retain(|k, _| k == key || exists(k));
+            self.high_water = (self.map.len() * 2).max(MIN_HIGH_WATER);
+        }
+        self.map.entry(key.to_string()).or_insert(default)
+    }
+
+    /// The entry of `key`, if any.
+    pub fn get(&self, key: &str) -> Option<&V> {
+        self.map.get(key)
+    }
+
+    /// Forgets `key`.
+    pub fn remove(&mut self, key: &str) {
+        self.map.remove(key);
+    }
+
+    /// How many entries there are.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_of_gone_objects_are_dropped_past_the_high_water_mark() {
+        let mut m: Pruned<u32> = Pruned::new();
+        // Objects 0..MIN_HIGH_WATER fail once each, then all but 10 are deleted.
+        for i in 0..MIN_HIGH_WATER {
+            *m.entry(&format!("ns/m{i}"), 0, |_| true) += 1;
+        }
+        assert_eq!(m.len(), MIN_HIGH_WATER);
+        let live = |k: &str| {
+            k.strip_prefix("ns/m")
+                .and_then(|n| n.parse::<usize>().ok())
+                .is_some_and(|n| n < 10)
+        };
+        *m.entry("ns/new", 0, live) += 1;
+        assert_eq!(m.len(), 11, "the 10 live objects and the new one remain");
+        assert_eq!(m.get("ns/m3"), Some(&1), "live counters are kept");
+        assert_eq!(m.get("ns/m100"), None);
+    }
+
+    #[test]
+    fn the_map_stays_within_twice_the_live_objects_under_churn() {
+        let mut m: Pruned<u32> = Pruned::new();
+        // 100 objects live at any time; 10 000 come and go.
+        for i in 0..10_000usize {
+            let live = |k: &str| k.parse::<usize>().is_ok_and(|n| n + 100 > i && n <= i);
+            *m.entry(&i.to_string(), 0, live) += 1;
+            assert!(m.len() <= MIN_HIGH_WATER.max(200) + 1, "{} at {i}", m.len());
+        }
+    }
+
+    #[test]
+    fn existing_keys_never_prune_and_remove_forgets() {
+        let mut m: Pruned<u32> = Pruned::new();
+        for i in 0..MIN_HIGH_WATER {
+            m.entry(&i.to_string(), 0, |_| true);
+        }
+        *m.entry("0", 0, |_| false) += 5;
+        assert_eq!(
+            m.len(),
+            MIN_HIGH_WATER,
+            "updating an existing key prunes nothing"
+        );
+        m.remove("0");
+        assert_eq!(m.get("0"), None);
+    }
+}
