@@ -6,8 +6,10 @@
 //! `node.gardener.cloud/machine-name`, addresses, capacity, a Ready=True
 //! condition), then, while the instance runs, renews its Lease in
 //! `kube-node-lease` every heartbeat interval and refreshes the Ready
-//! condition's `lastHeartbeatTime` every node-status interval (both with
-//! server-side apply). A stopped or killed instance simply stops: the node
+//! condition's `lastHeartbeatTime` every node-status interval (the Lease with
+//! server-side apply; the Node status with a JSON merge patch that replaces
+//! the address list, since server-side apply rejects a dual-stack Node's two
+//! `InternalIP` entries as duplicate keys). A stopped or killed instance simply stops: the node
 //! lifecycle controller of kube-controller-manager then marks the Node
 //! `Unknown`.
 //!
@@ -242,8 +244,8 @@ async fn beat(
         match nodes
             .patch_status(
                 &inst.node_name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&node),
+                &status_patch_params(),
+                &Patch::Merge(&node),
             )
             .await
         {
@@ -280,8 +282,8 @@ async fn register(
                     nodes
                         .patch_status(
                             &inst.node_name,
-                            &PatchParams::apply(FIELD_MANAGER).force(),
-                            &Patch::Apply(&status),
+                            &status_patch_params(),
+                            &Patch::Merge(&status),
                         )
                         .await?;
                     return Ok(created.metadata.uid);
@@ -417,6 +419,16 @@ fn new_node(inst: &Instance, m: &NodeMemory) -> Node {
             ..Default::default()
         }),
         status: Some(status(inst, m)),
+    }
+}
+
+/// Node status goes as a JSON merge patch (lists replaced whole): a
+/// dual-stack Node has several `InternalIP` addresses, which server-side
+/// apply rejects as duplicate keys of the `addresses` list map.
+fn status_patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..Default::default()
     }
 }
 

@@ -42,7 +42,7 @@ async fn renew_time(leases: &Api<Lease>, name: &str) -> Option<k8s_openapi::jiff
 }
 
 #[tokio::test]
-async fn kubelets_register_ready_nodes_stop_heartbeating_when_killed_and_nodes_go_with_their_instance(
+async fn kubelets_register_ready_nodes_that_turn_dual_stack_after_initialize_stop_heartbeating_when_killed_and_go_with_their_instance(
 ) {
     let Some(env) = TestEnv::new("local-kubelet").await else {
         return;
@@ -86,6 +86,56 @@ async fn kubelets_register_ready_nodes_stop_heartbeating_when_killed_and_nodes_g
     assert!(addresses
         .iter()
         .any(|a| a.type_ == "InternalIP" && a.address.starts_with("10.")));
+    let ipv6_internal = |n: &Node| -> Vec<String> {
+        n.status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .map(|a| {
+                a.iter()
+                    .filter(|a| a.type_ == "InternalIP")
+                    .filter(|a| a.address.parse::<std::net::Ipv6Addr>().is_ok())
+                    .map(|a| a.address.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        ipv6_internal(&node).is_empty(),
+        "no IPv6 before InitializeMachine: {addresses:?}"
+    );
+
+    // Dual stack: InitializeMachine assigns the class's 2 IPv6 addresses
+    // (ipv6AddressCount), and the kubelet's next status refresh puts them on
+    // the Node as InternalIPs, next to the IPv4 one.
+    let init = driver.initialize_machine(&req).await.expect("initialize");
+    let assigned: Vec<String> = init
+        .addresses
+        .iter()
+        .filter(|a| a.address.parse::<std::net::Ipv6Addr>().is_ok())
+        .map(|a| a.address.clone())
+        .collect();
+    assert_eq!(assigned.len(), 2, "{:?}", init.addresses);
+    let dual = must_eventually(
+        Duration::from_secs(10),
+        "the Node's IPv6 InternalIPs",
+        || async {
+            let n = nodes.get_opt(&name).await.ok().flatten()?;
+            let mut v6 = ipv6_internal(&n);
+            v6.sort();
+            let mut want = assigned.clone();
+            want.sort();
+            (v6 == want).then_some(n)
+        },
+    )
+    .await;
+    assert!(
+        dual.status
+            .and_then(|s| s.addresses)
+            .unwrap_or_default()
+            .iter()
+            .any(|a| a.type_ == "InternalIP" && a.address.starts_with("10.")),
+        "the IPv4 InternalIP stays"
+    );
 
     // Heartbeats: the lease and the Ready condition keep moving.
     let first = must_eventually(Duration::from_secs(10), "a lease", || {
