@@ -62,7 +62,7 @@ struct Entry {
 
 /// The running drains of one controller, at most one per machine.
 pub struct DrainTasks {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Arc<Mutex<HashMap<String, Entry>>>,
     wake: mpsc::UnboundedSender<ObjectRef<Machine>>,
     wakeups: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<Machine>>>>,
     gone_check: Duration,
@@ -84,7 +84,7 @@ impl DrainTasks {
     fn checking_every(gone_check: Duration) -> Self {
         let (wake, wakeups) = mpsc::unbounded();
         DrainTasks {
-            entries: Mutex::new(HashMap::new()),
+            entries: Arc::new(Mutex::new(HashMap::new())),
             wake,
             wakeups: Mutex::new(Some(wakeups)),
             gone_check,
@@ -155,6 +155,8 @@ impl DrainTasks {
         let slot = outcome.clone();
         let wake = self.wake.clone();
         let task_key = key.to_string();
+        let task_uid = uid.to_string();
+        let entries = self.entries.clone();
         let every = self.gone_check;
         let handle = tokio::spawn(async move {
             let gone = async move {
@@ -172,7 +174,14 @@ impl DrainTasks {
                     }
                     let _ = wake.unbounded_send(machine);
                 }
-                () = gone => info!(machine = %task_key, "machine gone; drain abandoned"),
+                () = gone => {
+                    info!(machine = %task_key, "machine gone; drain abandoned");
+                    if let Ok(mut map) = entries.lock() {
+                        if map.get(&task_key).is_some_and(|e| e.uid == task_uid) {
+                            map.remove(&task_key);
+                        }
+                    }
+                }
             }
         });
         let entry = Entry {
@@ -342,7 +351,8 @@ mod tests {
             || false,
         );
         for _ in 0..200 {
-            if tasks.state("ns/m", "u1") == DrainState::Idle {
+            if tasks.is_empty() {
+                assert_eq!(tasks.state("ns/m", "u1"), DrainState::Idle);
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
