@@ -92,7 +92,9 @@ async fn mcm_up_runs_scales_replaces_a_killed_machine_and_cleans_up() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dir = std::env::temp_dir().join(format!("mcm-up-test-{}", std::process::id()));
     let cloud_port = free_port();
-    let log = std::fs::File::create(std::env::temp_dir().join("mcm-up-test.log")).expect("log");
+    // One log per run: tests running at the same time (CI and a person) must not read each other's.
+    let log_path = std::env::temp_dir().join(format!("mcm-up-test-{}.log", std::process::id()));
+    let log = std::fs::File::create(&log_path).expect("log");
     let child = Command::new(env!("CARGO_BIN_EXE_mcm"))
         .args(["up", "--dir"])
         .arg(&dir)
@@ -165,7 +167,7 @@ async fn mcm_up_runs_scales_replaces_a_killed_machine_and_cleans_up() {
         .next()
         .expect("an instance");
     // With the command `mcm up` printed, filled in with the machine name.
-    let printed = std::fs::read_to_string(std::env::temp_dir().join("mcm-up-test.log"))
+    let printed = std::fs::read_to_string(&log_path)
         .expect("log")
         .lines()
         .find(|l| l.contains("local-cloud kill"))
