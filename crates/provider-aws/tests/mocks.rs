@@ -7,6 +7,9 @@
 
 mod common;
 
+use aws_sdk_ec2::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_ec2::error::BoxError;
 use aws_sdk_ec2::operation::assign_ipv6_addresses::AssignIpv6AddressesOutput;
 use aws_sdk_ec2::operation::describe_images::DescribeImagesOutput;
 use aws_sdk_ec2::operation::describe_instances::{DescribeInstancesInput, DescribeInstancesOutput};
@@ -58,16 +61,71 @@ fn fast_config() -> AwsDriverConfig {
     cfg
 }
 
-fn driver(rules: Vec<Rule>, mut cfg: AwsDriverConfig) -> AwsDriver {
+fn driver(rules: Vec<Rule>, cfg: AwsDriverConfig) -> AwsDriver {
+    driver_with_clock(rules, cfg, None)
+}
+
+fn driver_with_clock(
+    rules: Vec<Rule>,
+    mut cfg: AwsDriverConfig,
+    clock: Option<AttemptClock>,
+) -> AwsDriver {
     init_tracing();
     cfg.sdk_config_hook = Some(Arc::new(move |b| {
         let mut i = MockResponseInterceptor::new().rule_mode(RuleMode::MatchAny);
         for r in &rules {
             i = i.with_rule(r);
         }
-        b.http_client(create_mock_http_client()).interceptor(i)
+        let b = b.http_client(create_mock_http_client()).interceptor(i);
+        match &clock {
+            Some(c) => b.interceptor(c.clone()),
+            None => b,
+        }
     }));
     AwsDriver::new(cfg)
+}
+
+/// When each HTTP attempt of one EC2 action left the SDK (after its retry
+/// back-off and the driver's class pause, before the mock answered).
+#[derive(Clone, Debug)]
+struct AttemptClock {
+    action: &'static str,
+    sent: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl AttemptClock {
+    fn new(action: &'static str) -> Self {
+        AttemptClock {
+            action,
+            sent: Arc::default(),
+        }
+    }
+
+    fn times(&self) -> Vec<Instant> {
+        self.sent.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+impl Intercept for AttemptClock {
+    fn name(&self) -> &'static str {
+        "AttemptClock"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let action = format!("Action={}&", self.action);
+        let body = context.request().body().bytes().unwrap_or_default();
+        if String::from_utf8_lossy(body).contains(&action) {
+            if let Ok(mut sent) = self.sent.lock() {
+                sent.push(Instant::now());
+            }
+        }
+        Ok(())
+    }
 }
 
 fn ec2_error_xml(code: &str, message: &str) -> String {
@@ -355,14 +413,19 @@ async fn mock_throttling_backs_off_then_succeeds_moto_cannot() {
         })
         .build();
     let describe = describe_rule(|| vec![instance("i-0003", InstanceStateName::Running, vec![])]);
-    let d = driver(vec![images_rule(), describe, run.clone()], fast_config());
+    let clock = AttemptClock::new("RunInstances");
+    let cfg = fast_config();
+    let pause = cfg.retry.throttle_pause;
+    let d = driver_with_clock(
+        vec![images_rule(), describe, run.clone()],
+        cfg,
+        Some(clock.clone()),
+    );
     let class = class("throttle", spec(json!({})));
-    let started = Instant::now();
     let created = d
         .create_machine(&request(&machine("throttle"), &class, &secret()))
         .await
         .expect("create after throttling");
-    let took = started.elapsed();
     assert_eq!(created.provider_id, "aws:///eu-west-1/i-0003");
     // 3 SDK attempts, then a class pause (~50 ms) and a second round: 2 more attempts.
     assert_eq!(run.num_calls(), 5);
@@ -373,9 +436,15 @@ async fn mock_throttling_backs_off_then_succeeds_moto_cannot() {
         "two driver-level tries: {calls:?}"
     );
     assert_eq!(calls.attempts.get("RunInstances"), Some(&5));
+    // The class pause sits between the first round's last attempt and the
+    // second round's first: nothing else waits that long there (the SDK's
+    // back-off is at most 5 ms), so without the pause this gap is ~0.
+    let sent = clock.times();
+    assert_eq!(sent.len(), 5, "{sent:?}");
+    let gap = sent[3] - sent[2];
     assert!(
-        took >= Duration::from_millis(25),
-        "the class was paused: {took:?}"
+        gap >= pause,
+        "the RunInstances class was paused for {pause:?} between the rounds: {gap:?}"
     );
 }
 
@@ -387,23 +456,33 @@ async fn mock_persistent_throttling_gives_up_after_a_bounded_number_of_attempts_
         .http_status(503, Some(throttle))
         .repeatedly()
         .build();
-    let d = driver(vec![describe.clone()], fast_config());
+    let clock = AttemptClock::new("DescribeInstances");
+    let cfg = fast_config();
+    let pause = cfg.retry.throttle_pause;
+    let d = driver_with_clock(vec![describe.clone()], cfg, Some(clock.clone()));
     let class = class("storm", spec(json!({})));
     let req = request(&machine_with_provider_id("i-0004"), &class, &secret());
-    let started = Instant::now();
     let e = d.get_machine_status(&req).await.expect_err("throttled");
-    let took = started.elapsed();
     assert_eq!(e.code, Code::Internal, "{e}");
     assert!(e.message.contains("RequestLimitExceeded"), "{}", e.message);
-    // 3 SDK attempts × (1 + 2 driver retries), pauses 50 + 100 ms between rounds.
+    // 3 SDK attempts × (1 + 2 driver retries), pauses 50 + 100 ms between
+    // rounds (doubling per strike); the SDK's own back-off is at most 5 ms,
+    // so only the class pause makes these gaps.
     assert_eq!(describe.num_calls(), 9);
-    assert!(took >= Duration::from_millis(100), "{took:?}");
-    // The class stays paused for the next caller: it waits instead of hammering.
-    let started = Instant::now();
+    let sent = clock.times();
+    assert_eq!(sent.len(), 9, "{sent:?}");
+    assert!(sent[3] - sent[2] >= pause, "{:?}", sent[3] - sent[2]);
+    assert!(sent[6] - sent[5] >= pause * 2, "{:?}", sent[6] - sent[5]);
+    // The give-up is a third strike: the class stays paused (200 ms) for the
+    // next caller, whose first attempt waits for it instead of hammering
+    // (without the pause it would follow the last attempt at once).
     let _ = d.get_machine_status(&req).await;
+    let sent = clock.times();
+    assert_eq!(sent.len(), 18, "{sent:?}");
+    let gap = sent[9] - sent[8];
     assert!(
-        started.elapsed() >= Duration::from_millis(100),
-        "next call waited for the pause"
+        gap >= pause * 4,
+        "the next call waited for the class pause: {gap:?}"
     );
 }
 
