@@ -5,8 +5,10 @@
 //! It runs the real binary, which starts its own control plane (from the
 //! binaries that `hack/test.sh` built), the local cloud and the controllers.
 
+use futures::StreamExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Config, ResourceExt};
 use mcm_api::{Machine, MachineDeployment, MachinePhase};
 use mcm_provider_local::admin::KILL_HINT_PLACEHOLDER;
@@ -16,6 +18,7 @@ use mcm_testenv::{must_eventually, service, skip_or_fail};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 fn free_port() -> u16 {
@@ -175,6 +178,39 @@ async fn mcm_up_runs_scales_replaces_a_killed_machine_and_cleans_up() {
         .expect("mcm up printed a kill command");
     let filled = printed.replace(KILL_HINT_PLACEHOLDER, &victim.machine_name);
     let argv: Vec<&str> = filled.split_whitespace().collect();
+    // Every phase the victim's Machine passes through, from a watch started
+    // before the kill, so a skipped phase cannot hide behind a poll.
+    let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
+    let phases_seen: Arc<Mutex<Vec<MachinePhase>>> = Arc::default();
+    let watch = {
+        let phases_seen = phases_seen.clone();
+        let cfg =
+            watcher::Config::default().fields(&format!("metadata.name={}", victim.machine_name));
+        let mut events = watcher(machines.clone(), cfg)
+            .default_backoff()
+            .applied_objects()
+            .boxed();
+        tokio::spawn(async move {
+            while let Some(event) = events.next().await {
+                let Ok(m) = event else { continue };
+                let p = m.status.unwrap_or_default().current_status.phase;
+                if let Ok(mut seen) = phases_seen.lock() {
+                    if seen.last() != Some(&p) {
+                        seen.push(p);
+                    }
+                }
+            }
+        })
+    };
+    must_eventually(
+        Duration::from_secs(30),
+        "the watch saw the victim Running",
+        || async {
+            let seen = phases_seen.lock().ok()?;
+            seen.contains(&MachinePhase::Running).then_some(())
+        },
+    )
+    .await;
     let killed = Command::new(argv[0])
         .args(&argv[1..])
         .current_dir(&root)
@@ -189,28 +225,21 @@ async fn mcm_up_runs_scales_replaces_a_killed_machine_and_cleans_up() {
         .find(|i| i.id == victim.id)
         .map(|i| i.state);
     assert_eq!(state, Some(InstanceState::Killed), "{filled}");
-    let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
-    let seen = |want: MachinePhase| {
-        let machines = machines.clone();
-        let name = victim.machine_name.clone();
-        async move {
-            must_eventually(
-                Duration::from_secs(180),
-                &format!("{name} {want}"),
-                || async {
-                    let m = machines.get_opt(&name).await.ok().flatten()?;
-                    let p = m.status.unwrap_or_default().current_status.phase;
-                    (p == want
-                        || (want == MachinePhase::Unknown && p == MachinePhase::Failed)
-                        || p == MachinePhase::Terminating)
-                        .then_some(())
-                },
-            )
-            .await
-        }
-    };
-    seen(MachinePhase::Unknown).await;
-    seen(MachinePhase::Failed).await;
+    // Running → Unknown (health check fails) → Failed (after the 10 s
+    // health timeout), in that order.
+    must_eventually(
+        Duration::from_secs(180),
+        &format!("{} Unknown, then Failed", victim.machine_name),
+        || async {
+            let seen = phases_seen.lock().ok()?;
+            let unknown = seen.iter().position(|p| *p == MachinePhase::Unknown)?;
+            seen[unknown..]
+                .contains(&MachinePhase::Failed)
+                .then_some(())
+        },
+    )
+    .await;
+    watch.abort();
     must_eventually(
         Duration::from_secs(240),
         "the killed machine is replaced",
