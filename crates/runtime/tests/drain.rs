@@ -5,11 +5,11 @@
 //! timeout has passed. The tests play kubelet by writing Nodes and pod status.
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use mcm_api::{Machine, MachineClass, MachinePhase};
+use mcm_api::{Machine, MachinePhase};
 use mcm_driver::testing::{Script, ScriptedDriver};
 use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
 use mcm_testenv::{must_eventually, TestEnv};
@@ -51,25 +51,10 @@ fn start(env: &TestEnv, driver: Arc<ScriptedDriver>) -> (Arc<Context>, JoinHandl
 
 async fn setup(test: &str) -> Option<TestEnv> {
     let env = TestEnv::new(test).await?;
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "creds"},
-        "stringData": {"userData": "#!/bin/sh\necho <<MACHINE_NAME>>"}
-    }))
-    .expect("secret");
-    env.api::<Secret>()
-        .create(&PostParams::default(), &secret)
+    env.create_user_data_secret("creds", "#!/bin/sh\necho <<MACHINE_NAME>>")
         .await
         .expect("create secret");
-    let class: MachineClass = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
-        "metadata": {"name": "scripted-class"},
-        "provider": "scripted",
-        "providerSpec": {"image": "x"},
-        "secretRef": {"name": "creds", "namespace": env.namespace},
-    }))
-    .expect("class");
-    env.api::<MachineClass>()
-        .create(&PostParams::default(), &class)
+    env.create_class("scripted-class", "scripted", "creds", json!({"image": "x"}))
         .await
         .expect("create class");
     Some(env)

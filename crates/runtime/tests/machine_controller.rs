@@ -3,11 +3,11 @@
 //! The tests play kubelet by writing Node objects.
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use mcm_api::{Machine, MachineClass, MachinePhase};
+use mcm_api::{Machine, MachinePhase};
 use mcm_driver::testing::{Script, ScriptedDriver, ScriptedVm};
 use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
 use mcm_testenv::{must_eventually, TestEnv};
@@ -57,32 +57,18 @@ fn start(env: &TestEnv, driver: Arc<ScriptedDriver>, target: bool, cfg: Config) 
 
 async fn setup(test: &str) -> Option<TestEnv> {
     let env = TestEnv::new(test).await?;
-    let secrets: Api<Secret> = env.api();
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "creds"},
-        "stringData": {"userData": "#!/bin/sh\necho <<MACHINE_NAME>> <<BOOTSTRAP_TOKEN>>"}
-    }))
-    .expect("secret");
-    secrets
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("create secret");
+    env.create_user_data_secret(
+        "creds",
+        "#!/bin/sh\necho <<MACHINE_NAME>> <<BOOTSTRAP_TOKEN>>",
+    )
+    .await
+    .expect("create secret");
     create_class(&env, "scripted-class", "creds", json!({"image": "x"})).await;
     Some(env)
 }
 
 async fn create_class(env: &TestEnv, name: &str, secret: &str, spec: serde_json::Value) {
-    let classes: Api<MachineClass> = env.api();
-    let class: MachineClass = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
-        "metadata": {"name": name},
-        "provider": "scripted",
-        "providerSpec": spec,
-        "secretRef": {"name": secret, "namespace": env.namespace},
-    }))
-    .expect("class");
-    classes
-        .create(&PostParams::default(), &class)
+    env.create_class(name, "scripted", secret, spec)
         .await
         .expect("create class");
 }

@@ -8,7 +8,6 @@
 //! `"broken": true`, as a real provider does for a spec it cannot decode.
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineClass, MachinePhase};
@@ -107,29 +106,14 @@ fn start(env: &TestEnv, driver: Arc<ScriptedDriver>, target: bool) -> Running {
 
 async fn setup(test: &str) -> Option<TestEnv> {
     let env = TestEnv::new(test).await?;
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "creds"},
-        "stringData": {"userData": "#!/bin/sh\necho <<MACHINE_NAME>>"}
-    }))
-    .expect("secret");
-    env.api::<Secret>()
-        .create(&PostParams::default(), &secret)
+    env.create_user_data_secret("creds", "#!/bin/sh\necho <<MACHINE_NAME>>")
         .await
         .expect("create secret");
     Some(env)
 }
 
 async fn create_class(env: &TestEnv, name: &str, spec: serde_json::Value) {
-    let class: MachineClass = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
-        "metadata": {"name": name},
-        "provider": "scripted",
-        "providerSpec": spec,
-        "secretRef": {"name": "creds", "namespace": env.namespace},
-    }))
-    .expect("class");
-    env.api::<MachineClass>()
-        .create(&PostParams::default(), &class)
+    env.create_class(name, "scripted", "creds", spec)
         .await
         .expect("create class");
 }

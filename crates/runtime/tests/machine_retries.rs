@@ -12,9 +12,8 @@
 //! (without jitter every spacing is at least that value).
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PostParams};
-use mcm_api::{Machine, MachineClass};
+use mcm_api::Machine;
 use mcm_driver::*;
 use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
 use mcm_testenv::{must_eventually, TestEnv};
@@ -120,25 +119,10 @@ fn start(env: &TestEnv, driver: Arc<FailingDriver>) -> Running {
 
 async fn setup(test: &str) -> Option<TestEnv> {
     let env = TestEnv::new(test).await?;
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "creds"},
-        "stringData": {"userData": "#!/bin/sh\necho hi"}
-    }))
-    .expect("secret");
-    env.api::<Secret>()
-        .create(&PostParams::default(), &secret)
+    env.create_user_data_secret("creds", "#!/bin/sh\necho hi")
         .await
         .expect("create secret");
-    let class: MachineClass = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
-        "metadata": {"name": "failing-class"},
-        "provider": "failing",
-        "providerSpec": {"image": "x"},
-        "secretRef": {"name": "creds", "namespace": env.namespace},
-    }))
-    .expect("class");
-    env.api::<MachineClass>()
-        .create(&PostParams::default(), &class)
+    env.create_class("failing-class", "failing", "creds", json!({"image": "x"}))
         .await
         .expect("create class");
     Some(env)

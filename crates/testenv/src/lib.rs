@@ -53,6 +53,9 @@ pub enum TestEnvError {
     /// A Kubernetes call failed.
     #[error(transparent)]
     Kube(#[from] kube::Error),
+    /// A test object did not fit its type.
+    #[error("test object: {0}")]
+    Json(#[from] serde_json::Error),
     /// Waiting for a condition timed out.
     #[error("timed out after {0:?} waiting for {1}")]
     Timeout(Duration, String),
@@ -167,6 +170,49 @@ impl TestEnv {
         <K as kube::Resource>::DynamicType: Default,
     {
         Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Creates a Secret `name` in this namespace whose `userData` key holds
+    /// `user_data` (the shape every MachineClass's secretRef points to).
+    pub async fn create_user_data_secret(
+        &self,
+        name: &str,
+        user_data: &str,
+    ) -> Result<(), TestEnvError> {
+        let secret = k8s_openapi::api::core::v1::Secret {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            string_data: Some([("userData".to_string(), user_data.to_string())].into()),
+            ..Default::default()
+        };
+        self.api::<k8s_openapi::api::core::v1::Secret>()
+            .create(&PostParams::default(), &secret)
+            .await?;
+        Ok(())
+    }
+
+    /// Creates a MachineClass `name` of `provider` in this namespace with
+    /// `provider_spec`, its secretRef pointing to the Secret `secret` here.
+    pub async fn create_class(
+        &self,
+        name: &str,
+        provider: &str,
+        secret: &str,
+        provider_spec: serde_json::Value,
+    ) -> Result<(), TestEnvError> {
+        let class: mcm_api::MachineClass = serde_json::from_value(serde_json::json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": name},
+            "provider": provider,
+            "providerSpec": provider_spec,
+            "secretRef": {"name": secret, "namespace": self.namespace},
+        }))?;
+        self.api::<mcm_api::MachineClass>()
+            .create(&PostParams::default(), &class)
+            .await?;
+        Ok(())
     }
 }
 
