@@ -12,8 +12,6 @@ use mcm_api::{MachineDeployment, MachineDeploymentConditionType};
 use mcm_testenv::{must_eventually, TestEnv};
 use serde_json::json;
 use sets_common::*;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 fn conditions(d: &MachineDeployment) -> Vec<(String, String, String)> {
@@ -27,70 +25,6 @@ fn conditions(d: &MachineDeployment) -> Vec<(String, String, String)> {
         .collect();
     v.sort();
     v
-}
-
-/// Watches the machines in the background and records extremes.
-struct Observer {
-    stop: Arc<AtomicBool>,
-    min_running: Arc<AtomicUsize>,
-    max_live: Arc<AtomicUsize>,
-    mixed: Arc<AtomicBool>,
-    samples: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Observer {
-    fn start(env: &TestEnv) -> Observer {
-        let stop = Arc::new(AtomicBool::new(false));
-        let min_running = Arc::new(AtomicUsize::new(usize::MAX));
-        let max_live = Arc::new(AtomicUsize::new(0));
-        let mixed = Arc::new(AtomicBool::new(false));
-        let samples = Arc::new(AtomicUsize::new(0));
-        let (s, mr, ml, mx, sa) = (
-            stop.clone(),
-            min_running.clone(),
-            max_live.clone(),
-            mixed.clone(),
-            samples.clone(),
-        );
-        let env = env.clone();
-        let task = tokio::spawn(async move {
-            while !s.load(Ordering::Relaxed) {
-                let ms = machines(&env).await;
-                mr.fetch_min(running(&ms), Ordering::Relaxed);
-                let live_ms = live(&ms);
-                ml.fetch_max(live_ms.len(), Ordering::Relaxed);
-                let mut classes: Vec<String> = live_ms.iter().map(|m| class_of(m)).collect();
-                classes.sort();
-                classes.dedup();
-                if classes.len() > 1 {
-                    mx.store(true, Ordering::Relaxed);
-                }
-                sa.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        });
-        Observer {
-            stop,
-            min_running,
-            max_live,
-            mixed,
-            samples,
-            task,
-        }
-    }
-
-    /// Stops and returns (min running, max live, mixed classes seen, samples).
-    async fn finish(self) -> (usize, usize, bool, usize) {
-        self.stop.store(true, Ordering::Relaxed);
-        let _ = self.task.await;
-        (
-            self.min_running.load(Ordering::Relaxed),
-            self.max_live.load(Ordering::Relaxed),
-            self.mixed.load(Ordering::Relaxed),
-            self.samples.load(Ordering::Relaxed),
-        )
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,7 +114,7 @@ async fn rolling_update_with_max_surge_one_keeps_every_desired_machine_available
     create_deployment(&env, &deployment("roll", 3, "class-v1", rolling(1, 0))).await;
     wait_settled(&env, "roll", 3, "class-v1").await;
 
-    let observer = Observer::start(&env);
+    let watch = MachineWatch::start(&env).await;
     patch_deployment(
         &env,
         "roll",
@@ -188,20 +122,25 @@ async fn rolling_update_with_max_surge_one_keeps_every_desired_machine_available
     )
     .await;
     wait_settled(&env, "roll", 3, "class-v2").await;
-    let (min_running, max_live, mixed, samples) = observer.finish().await;
+    // The state after every Machine event of the rollout: replicas 3,
+    // maxSurge 1, maxUnavailable 0.
+    let states = watch.finish();
     assert!(
-        samples > 10,
-        "the observer looked often enough ({samples} samples)"
+        states.iter().any(|s| s.classes.len() > 1),
+        "old and new machines coexisted during the rollout: {states:?}"
     );
-    assert!(mixed, "old and new machines coexisted during the rollout");
-    assert!(
-        min_running >= 3,
-        "available machines dropped to {min_running} during the rollout"
-    );
-    assert!(
-        max_live <= 4,
-        "{max_live} machines at once, more than replicas + maxSurge"
-    );
+    for (i, s) in states.iter().enumerate() {
+        assert!(
+            s.live <= 3 + 1,
+            "event {i}: {} machines at once, more than replicas + maxSurge: {s:?}",
+            s.live
+        );
+        assert!(
+            s.running >= 3,
+            "event {i}: available machines dropped to {}, fewer than replicas - maxUnavailable: {s:?}",
+            s.running
+        );
+    }
 
     let sets = sets_of(&env).await;
     assert_eq!(sets.len(), 2, "the old MachineSet is kept for rollback");
@@ -259,7 +198,7 @@ async fn recreate_removes_every_old_machine_before_creating_new_ones() {
     .await;
     wait_settled(&env, "rec", 2, "class-v1").await;
 
-    let observer = Observer::start(&env);
+    let watch = MachineWatch::start(&env).await;
     patch_deployment(
         &env,
         "rec",
@@ -267,12 +206,23 @@ async fn recreate_removes_every_old_machine_before_creating_new_ones() {
     )
     .await;
     wait_settled(&env, "rec", 2, "class-v2").await;
-    let (_, max_live, mixed, _) = observer.finish().await;
-    assert!(!mixed, "old and new machines existed at the same time");
+    // The state after every Machine event of the Recreate.
+    let states = watch.finish();
     assert!(
-        max_live <= 2,
-        "{max_live} machines at once during a Recreate"
+        states.iter().any(|s| s.live == 0),
+        "every old machine was gone at one point: {states:?}"
     );
+    for (i, s) in states.iter().enumerate() {
+        assert!(
+            s.classes.len() <= 1,
+            "event {i}: old and new machines existed at the same time: {s:?}"
+        );
+        assert!(
+            s.live <= 2,
+            "event {i}: {} machines at once during a Recreate",
+            s.live
+        );
+    }
     fake.stop().await;
     controllers.stop().await;
 }
@@ -478,50 +428,23 @@ async fn settled_deployment_causes_no_further_writes() {
     let Some(env) = TestEnv::new("sets-steady").await else {
         return;
     };
-    let controllers = start(&env, config());
+    let controllers = start(&env, config_short_resync());
     let fake = FakeMachineController::start(&env, Duration::ZERO);
     create_deployment(&env, &deployment("steady", 3, "class-v1", rolling(1, 0))).await;
     wait_settled(&env, "steady", 3, "class-v1").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let versions = |d: Option<MachineDeployment>,
-                    sets: Vec<mcm_api::MachineSet>,
-                    ms: Vec<mcm_api::Machine>| {
-        let mut v: Vec<String> = sets
-            .iter()
-            .map(|s| {
-                format!(
-                    "{}={}",
-                    s.name_any(),
-                    s.resource_version().unwrap_or_default()
-                )
-            })
-            .chain(ms.iter().map(|m| {
-                format!(
-                    "{}={}",
-                    m.name_any(),
-                    m.resource_version().unwrap_or_default()
-                )
-            }))
-            .collect();
-        v.push(d.and_then(|d| d.resource_version()).unwrap_or_default());
-        v.sort();
-        v
-    };
-    let before = versions(
-        get_deployment(&env, "steady").await,
-        sets_of(&env).await,
-        machines(&env).await,
-    );
-    // Longer than several safety periods; shorter than the periodic resync.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let after = versions(
-        get_deployment(&env, "steady").await,
-        sets_of(&env).await,
-        machines(&env).await,
-    );
-    assert_eq!(
-        before, after,
-        "a settled deployment must not be rewritten (hot loop)"
+    let watches = [
+        WriteWatch::start::<MachineDeployment>(&env).await,
+        WriteWatch::start::<mcm_api::MachineSet>(&env).await,
+        WriteWatch::start::<mcm_api::Machine>(&env).await,
+    ];
+    // Every write for longer than the controllers' (shortened) resync
+    // period, so each object went through a periodic reconcile.
+    tokio::time::sleep(SHORT_RESYNC * 2 + Duration::from_millis(500)).await;
+    let writes: Vec<String> = watches.into_iter().flat_map(|w| w.finish()).collect();
+    assert!(
+        writes.is_empty(),
+        "a settled deployment must not be rewritten (hot loop): {writes:?}"
     );
     fake.stop().await;
     controllers.stop().await;
@@ -535,7 +458,11 @@ async fn deployment_whose_selector_does_not_select_its_template_creates_nothing(
     let Some(env) = TestEnv::new("md-runaway").await else {
         return;
     };
-    let controllers = start(&env, config());
+    let controllers = start(&env, config_short_resync());
+    let created = [
+        WriteWatch::start::<mcm_api::MachineSet>(&env).await,
+        WriteWatch::start::<mcm_api::Machine>(&env).await,
+    ];
     let mut d = deployment("runaway", 2, "class-v1", rolling(1, 0));
     d.spec.selector = serde_json::from_value(json!({"matchLabels": {"test-label": "runaway"},
                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web"]}]}))
@@ -555,8 +482,10 @@ async fn deployment_whose_selector_does_not_select_its_template_creates_nothing(
         "{}",
         condition.message
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(sets_of(&env).await.is_empty(), "no MachineSet");
-    assert!(machines(&env).await.is_empty(), "no Machine");
+    // Watched from before the deployment existed until more than a resync
+    // period after it was found invalid.
+    tokio::time::sleep(SHORT_RESYNC * 2 + Duration::from_millis(500)).await;
+    let writes: Vec<String> = created.into_iter().flat_map(|w| w.finish()).collect();
+    assert!(writes.is_empty(), "no MachineSet, no Machine: {writes:?}");
     controllers.stop().await;
 }

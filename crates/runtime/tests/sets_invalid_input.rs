@@ -54,7 +54,11 @@ async fn deployment_with_creation_timeout_banana_reports_invalid_spec_and_create
     let Some(env) = TestEnv::new("md-bad-duration").await else {
         return;
     };
-    let controllers = start(&env, config());
+    let controllers = start(&env, config_short_resync());
+    let created = [
+        WriteWatch::start::<mcm_api::MachineSet>(&env).await,
+        WriteWatch::start::<mcm_api::Machine>(&env).await,
+    ];
     let cases = [
         ("banana", "banana", "must be a duration"),
         ("negative", "-5m", "must not be negative"),
@@ -79,15 +83,13 @@ async fn deployment_with_creation_timeout_banana_reports_invalid_spec_and_create
         .await;
         assert!(note.contains(&field), "{name}: {note}");
     }
-    // Several syncs later still nothing was created.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Watched from before the deployments existed until more than a resync
+    // period after they were found invalid: nothing was created.
+    tokio::time::sleep(SHORT_RESYNC * 2 + Duration::from_millis(500)).await;
+    let writes: Vec<String> = created.into_iter().flat_map(|w| w.finish()).collect();
     assert!(
-        sets_of(&env).await.is_empty(),
-        "no MachineSet for an invalid deployment"
-    );
-    assert!(
-        machines(&env).await.is_empty(),
-        "no Machine for an invalid deployment"
+        writes.is_empty(),
+        "no MachineSet, no Machine for an invalid deployment: {writes:?}"
     );
 
     // Fixing the field lets the deployment roll out.

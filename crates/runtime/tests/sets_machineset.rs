@@ -309,7 +309,8 @@ async fn machineset_whose_selector_does_not_select_its_template_creates_no_machi
     let Some(env) = TestEnv::new("ms-runaway").await else {
         return;
     };
-    let controllers = start(&env, config());
+    let controllers = start(&env, config_short_resync());
+    let created = WriteWatch::start::<Machine>(&env).await;
     let mut bad = machine_set("runaway", 2);
     bad.spec.selector =
         serde_json::from_value(json!({"matchLabels": {"set": "runaway", "x": ""}})).ok();
@@ -331,11 +332,13 @@ async fn machineset_whose_selector_does_not_select_its_template_creates_no_machi
         event_count(&env, "InvalidSpec").await >= 1,
         "an InvalidSpec Event"
     );
-    // Several syncs later (the set is re-read on every Machine event and resync), still nothing.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Watched from before the set existed until more than a resync period
+    // after it was found invalid: not one Machine written.
+    tokio::time::sleep(SHORT_RESYNC * 2 + Duration::from_millis(500)).await;
+    let writes = created.finish();
     assert!(
-        machines(&env).await.is_empty(),
-        "a set whose selector does not select its template must create no Machine"
+        writes.is_empty(),
+        "a set whose selector does not select its template must create no Machine: {writes:?}"
     );
     controllers.stop().await;
 }

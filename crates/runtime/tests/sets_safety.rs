@@ -117,7 +117,7 @@ async fn machines_created_behind_the_controllers_back_freeze_the_set_until_they_
         &env,
         SetsConfig {
             safety_down: 3,
-            ..config()
+            ..config_short_resync()
         },
     );
     let fake = FakeMachineController::start(&env, Duration::ZERO);
@@ -133,19 +133,27 @@ async fn machines_created_behind_the_controllers_back_freeze_the_set_until_they_
     );
 
     // Frozen: a scale-up raises the set's replicas but creates nothing
-    // (limit now 6, unfreeze at 3; the count is 5).
+    // (limit now 6, unfreeze at 3; the count is 5). Every Machine write is
+    // watched from before the scale-up until more than a resync period
+    // after the set asked for 3.
+    let writes = WriteWatch::start::<Machine>(&env).await;
     patch_deployment(&env, "safe", json!({"spec": {"replicas": 3}})).await;
     must_eventually(WAIT, "the set asks for 3 machines", || async {
         let s = env.api::<MachineSet>().get_opt(&set_name).await.ok()??;
         (s.spec.replicas == 3).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        owned_by(&machines(&env).await, &set_name).len(),
-        2,
-        "a frozen set created a machine"
+    tokio::time::sleep(SHORT_RESYNC * 2 + Duration::from_millis(500)).await;
+    let created: Vec<String> = writes
+        .finish()
+        .into_iter()
+        .filter(|w| w.ends_with(" created"))
+        .collect();
+    assert!(
+        created.is_empty(),
+        "a frozen set created a machine: {created:?}"
     );
+    assert_eq!(owned_by(&machines(&env).await, &set_name).len(), 2);
     let s = env
         .api::<MachineSet>()
         .get_opt(&set_name)

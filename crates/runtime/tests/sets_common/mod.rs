@@ -310,3 +310,187 @@ pub async fn wait_settled(env: &TestEnv, name: &str, n: usize, class: &str) {
     })
     .await;
 }
+
+/// The machines of the namespace after one watch event.
+#[derive(Clone, Debug)]
+pub struct MachineState {
+    /// Machines without a deletion timestamp.
+    pub live: usize,
+    /// Live Running machines.
+    pub running: usize,
+    /// The classes of the live machines.
+    pub classes: std::collections::BTreeSet<String>,
+}
+
+/// A watch of every Machine change in the test namespace: after its initial
+/// list, the state after each event is recorded, so an invariant is checked
+/// on every state the API server went through, not on samples.
+pub struct MachineWatch {
+    states: Arc<std::sync::Mutex<Vec<MachineState>>>,
+    task: JoinHandle<()>,
+}
+
+impl MachineWatch {
+    /// Starts the watch and returns once its initial list is in.
+    pub async fn start(env: &TestEnv) -> MachineWatch {
+        use futures::StreamExt;
+        use kube::runtime::watcher::{self, Event};
+        let states: Arc<std::sync::Mutex<Vec<MachineState>>> = Arc::default();
+        let (synced_tx, synced_rx) = oneshot::channel::<()>();
+        let api: Api<Machine> = env.api();
+        let s = states.clone();
+        let task = tokio::spawn(async move {
+            let mut synced_tx = Some(synced_tx);
+            let mut all: HashMap<String, Machine> = HashMap::new();
+            let mut init: HashMap<String, Machine> = HashMap::new();
+            let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(Event::Init) => init.clear(),
+                    Ok(Event::InitApply(m)) => {
+                        init.insert(m.name_any(), m);
+                    }
+                    Ok(Event::InitDone) => {
+                        all = std::mem::take(&mut init);
+                        if let Some(tx) = synced_tx.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    Ok(Event::Apply(m)) => {
+                        all.insert(m.name_any(), m);
+                    }
+                    Ok(Event::Delete(m)) => {
+                        all.remove(&m.name_any());
+                    }
+                    Err(_) => continue,
+                }
+                if synced_tx.is_some() {
+                    continue;
+                }
+                let ms: Vec<Machine> = all.values().cloned().collect();
+                let live_ms = live(&ms);
+                let state = MachineState {
+                    live: live_ms.len(),
+                    running: running(&ms),
+                    classes: live_ms.iter().map(|m| class_of(m)).collect(),
+                };
+                if let Ok(mut v) = s.lock() {
+                    v.push(state);
+                }
+            }
+        });
+        let _ = tokio::time::timeout(WAIT, synced_rx).await;
+        MachineWatch { states, task }
+    }
+
+    /// Stops the watch and returns the state after every event, in order.
+    pub fn finish(self) -> Vec<MachineState> {
+        self.task.abort();
+        self.states.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+/// Records every write of `K` objects in the test namespace after the
+/// watch's initial list, by resourceVersion, also across a re-list of the
+/// watch: "<Kind> <name> created", "… written (rv …)" or "… deleted".
+pub struct WriteWatch {
+    writes: Arc<std::sync::Mutex<Vec<String>>>,
+    task: JoinHandle<()>,
+}
+
+impl WriteWatch {
+    /// Starts the watch and returns once its initial list is in.
+    pub async fn start<K>(env: &TestEnv) -> WriteWatch
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        use futures::StreamExt;
+        use kube::runtime::watcher::{self, Event};
+        let writes: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let (synced_tx, synced_rx) = oneshot::channel::<()>();
+        let api: Api<K> = env.api();
+        let w = writes.clone();
+        let task = tokio::spawn(async move {
+            let mut synced_tx = Some(synced_tx);
+            let kind = K::kind(&()).to_string();
+            let rv = |o: &K| o.meta().resource_version.clone().unwrap_or_default();
+            let mut known: HashMap<String, String> = HashMap::new();
+            let mut init: HashMap<String, String> = HashMap::new();
+            let record = |what: String| {
+                if let Ok(mut v) = w.lock() {
+                    v.push(what);
+                }
+            };
+            let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(Event::Init) => init.clear(),
+                    Ok(Event::InitApply(o)) => {
+                        init.insert(o.name_any(), rv(&o));
+                    }
+                    Ok(Event::InitDone) => {
+                        let fresh = std::mem::take(&mut init);
+                        if synced_tx.take().map(|tx| tx.send(())).is_none() {
+                            for (name, v) in &fresh {
+                                match known.get(name) {
+                                    None => record(format!("{kind} {name} created")),
+                                    Some(old) if old != v => {
+                                        record(format!("{kind} {name} written (rv {v})"))
+                                    }
+                                    Some(_) => {}
+                                }
+                            }
+                            for name in known.keys().filter(|n| !fresh.contains_key(*n)) {
+                                record(format!("{kind} {name} deleted"));
+                            }
+                        }
+                        known = fresh;
+                    }
+                    Ok(Event::Apply(o)) => {
+                        let (name, v) = (o.name_any(), rv(&o));
+                        match known.get(&name) {
+                            None => record(format!("{kind} {name} created")),
+                            Some(old) if *old != v => {
+                                record(format!("{kind} {name} written (rv {v})"))
+                            }
+                            Some(_) => continue,
+                        }
+                        known.insert(name, v);
+                    }
+                    Ok(Event::Delete(o)) => {
+                        record(format!("{kind} {} deleted", o.name_any()));
+                        known.remove(&o.name_any());
+                    }
+                    Err(_) => {}
+                }
+            }
+        });
+        let _ = tokio::time::timeout(WAIT, synced_rx).await;
+        WriteWatch { writes, task }
+    }
+
+    /// Stops the watch and returns the writes it saw, in order.
+    pub fn finish(self) -> Vec<String> {
+        self.task.abort();
+        self.writes.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+/// The set controllers' resync period in the "nothing happens" tests: each
+/// such test watches for longer than this, so a periodic reconcile of every
+/// object has run in the window.
+pub const SHORT_RESYNC: Duration = Duration::from_secs(2);
+
+/// [`config`] with the short resync period.
+pub fn config_short_resync() -> SetsConfig {
+    SetsConfig {
+        resync_period: SHORT_RESYNC,
+        ..config()
+    }
+}
