@@ -276,7 +276,8 @@ async fn invalid_machineset_is_reported_and_left_alone() {
     let Some(env) = TestEnv::new("ms-invalid").await else {
         return;
     };
-    let controllers = start(&env, config());
+    let controllers = start(&env, config_short_resync());
+    let created = WriteWatch::start::<Machine>(&env).await;
     let mut bad = machine_set("bad", 2);
     // The selector does not match the template labels.
     bad.spec.selector = serde_json::from_value(json!({"matchLabels": {"set": "other"}})).ok();
@@ -285,10 +286,13 @@ async fn invalid_machineset_is_reported_and_left_alone() {
         (event_count(&env, "InvalidSpec").await >= 1).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Watched from before the set existed until more than a resync period
+    // after it was reported.
+    tokio::time::sleep(SHORT_RESYNC * 2 + Duration::from_millis(500)).await;
+    let writes = created.finish();
     assert!(
-        machines(&env).await.is_empty(),
-        "no machine for an invalid set"
+        writes.is_empty(),
+        "no machine for an invalid set: {writes:?}"
     );
     let set = env
         .api::<MachineSet>()
