@@ -190,7 +190,7 @@ async fn unfreeze_annotation_unfreezes_a_frozen_deployment_and_its_set() {
         &env,
         SetsConfig {
             safety_down: 10,
-            ..config()
+            ..config_short_resync()
         },
     );
     let fake = FakeMachineController::start(&env, Duration::ZERO);
@@ -204,15 +204,15 @@ async fn unfreeze_annotation_unfreezes_a_frozen_deployment_and_its_set() {
     if let Some(first) = intruders.first() {
         delete_machine(&env, first).await;
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let s = env
-        .api::<MachineSet>()
-        .get_opt(&set_name)
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    assert_eq!(set_frozen(&s), (true, true));
+    // Every state of the set for more than a resync period stays frozen.
+    let still = holds_throughout::<MachineSet>(
+        &env,
+        &set_name,
+        SHORT_RESYNC * 2 + Duration::from_millis(500),
+        |s| set_frozen(s) == (true, true),
+    )
+    .await;
+    assert_eq!(still, Ok(()), "below the limit the set stays frozen");
 
     env.api::<MachineDeployment>()
         .patch(
@@ -228,19 +228,14 @@ async fn unfreeze_annotation_unfreezes_a_frozen_deployment_and_its_set() {
         (!d.annotations().contains_key(c::UNFREEZE_ANNOTATION)).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let s = env
-        .api::<MachineSet>()
-        .get_opt(&set_name)
-        .await
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    assert_eq!(
-        set_frozen(&s),
-        (false, false),
-        "stays unfrozen below the limit"
-    );
+    let stays = holds_throughout::<MachineSet>(
+        &env,
+        &set_name,
+        SHORT_RESYNC * 2 + Duration::from_millis(500),
+        |s| set_frozen(s) == (false, false),
+    )
+    .await;
+    assert_eq!(stays, Ok(()), "stays unfrozen below the limit");
     fake.stop().await;
     controllers.stop().await;
 }

@@ -494,3 +494,40 @@ pub fn config_short_resync() -> SetsConfig {
         ..config()
     }
 }
+
+/// Watches the `K` named `name` for `period` and checks `holds` on its
+/// state at the start and after every change; the first state that breaks it
+/// is the error (a deletion counts as breaking it).
+pub async fn holds_throughout<K>(
+    env: &TestEnv,
+    name: &str,
+    period: Duration,
+    holds: impl Fn(&K) -> bool,
+) -> Result<(), String>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::watcher::{self, Event};
+    let cfg = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = watcher::watcher(env.api::<K>(), cfg).boxed();
+    let check = async {
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Apply(o)) | Ok(Event::InitApply(o)) if !holds(&o) => {
+                    return Err(format!("{name} broke the rule: {o:?}"));
+                }
+                Ok(Event::Delete(_)) => return Err(format!("{name} was deleted")),
+                _ => {}
+            }
+        }
+        Ok(())
+    };
+    tokio::time::timeout(period, check).await.unwrap_or(Ok(()))
+}
