@@ -234,16 +234,24 @@ async fn matching_orphan_is_adopted_instead_of_creating_a_machine() {
         .create(&PostParams::default(), &orphan)
         .await
         .unwrap_or_else(|e| panic!("create orphan: {e}"));
-    let controllers = start(&env, config());
+    let controllers = start(&env, config_short_resync());
     let fake = FakeMachineController::start(&env, Duration::ZERO);
+    let writes = WriteWatch::start::<Machine>(&env).await;
     create_set(&env, &machine_set("adopt", 1)).await;
     let ms = wait_running(&env, "adopt", 1).await;
     assert_eq!(ms.first().map(|m| m.name_any()).as_deref(), Some("orphan"));
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        machines(&env).await.len(),
-        1,
-        "no machine created next to the adopted one"
+    // Watched from before the set existed until more than a resync period
+    // after the adoption: the orphan is written (adopted, Running), nothing
+    // is created.
+    tokio::time::sleep(SHORT_RESYNC * 2 + Duration::from_millis(500)).await;
+    let created: Vec<String> = writes
+        .finish()
+        .into_iter()
+        .filter(|w| w.ends_with(" created"))
+        .collect();
+    assert!(
+        created.is_empty(),
+        "no machine created next to the adopted one: {created:?}"
     );
     fake.stop().await;
     controllers.stop().await;
