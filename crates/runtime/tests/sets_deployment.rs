@@ -32,7 +32,7 @@ async fn deployment_scales_0_1_6_2_with_exact_machine_counts() {
     let Some(env) = TestEnv::new("sets-scale").await else {
         return;
     };
-    let controllers = start(&env, config());
+    let controllers = start(&env, config_short_resync());
     let fake = FakeMachineController::start(&env, Duration::ZERO);
     create_deployment(&env, &deployment("pool", 0, "class-v1", rolling(2, 1))).await;
     must_eventually(WAIT, "one MachineSet for 0 replicas", || async {
@@ -40,7 +40,9 @@ async fn deployment_scales_0_1_6_2_with_exact_machine_counts() {
     })
     .await;
     wait_settled(&env, "pool", 0, "class-v1").await;
+    let mut previous = 0usize;
     for target in [1usize, 6, 2] {
+        let scaling = MachineWatch::start(&env).await;
         if target == 2 {
             // The way `kubectl scale mcd` does it: through the scale subresource.
             env.api::<MachineDeployment>()
@@ -55,13 +57,26 @@ async fn deployment_scales_0_1_6_2_with_exact_machine_counts() {
             patch_deployment(&env, "pool", json!({"spec": {"replicas": target}})).await;
         }
         wait_settled(&env, "pool", target, "class-v1").await;
-        // The count stays exact: no overshoot, no late extra machine.
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(
-            machines(&env).await.len(),
-            target,
-            "machines after scaling to {target}"
-        );
+        // No overshoot: on every Machine event of the scaling, at most the
+        // larger of the old and the new count.
+        for (i, st) in scaling.finish().iter().enumerate() {
+            assert!(
+                st.live <= previous.max(target),
+                "scaling {previous} -> {target}, event {i}: {} machines",
+                st.live
+            );
+        }
+        // No late extra (or missing) machine: exactly `target` on every
+        // event for more than a resync period after settling.
+        let settled = MachineWatch::start(&env).await;
+        tokio::time::sleep(SHORT_RESYNC * 2 + Duration::from_millis(500)).await;
+        for (i, st) in settled.finish().iter().enumerate() {
+            assert_eq!(
+                st.live, target,
+                "after scaling to {target}, event {i}: {st:?}"
+            );
+        }
+        previous = target;
         if target == 1 {
             let want: Vec<(String, String, String)> = vec![
                 (
