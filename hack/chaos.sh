@@ -419,7 +419,7 @@ case_sentinel() { # the sentinel in userData and credentials, RUST_LOG=debug, cr
 
 case_apiserver_down() { # kube-apiserver stopped for 3 minutes, one VM out of band
   local ns=c-apiserver tag=shoot--chaos-c-apiserver
-  apply_class "$ns"; start_mcm mcm "$ns" --machine-safety-apiserver-statuscheck-period 5s --machine-safety-apiserver-statuscheck-timeout 10s
+  apply_class "$ns"; start_mcm mcm "$ns" --machine-safety-apiserver-statuscheck-period 10s --machine-safety-apiserver-statuscheck-timeout 5s
   apply_deployment "$ns" apiserver 2 2 0
   wait_for 120 "2 Running machines" eq count_running "$ns" 2 || return
   # A VM out of band: its Machine is removed behind the controller's back (finalizer dropped),
