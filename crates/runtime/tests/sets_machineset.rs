@@ -72,7 +72,7 @@ async fn machineset_creates_machines_from_its_template_and_scales_down() {
     let Some(env) = TestEnv::new("ms-basic").await else {
         return;
     };
-    let controllers = start(&env, config());
+    let controllers = start(&env, config_short_resync());
     let fake = FakeMachineController::start(&env, Duration::ZERO);
     create_set(&env, &machine_set("basic", 3)).await;
     let ms = wait_running(&env, "basic", 3).await;
@@ -100,7 +100,12 @@ async fn machineset_creates_machines_from_its_template_and_scales_down() {
 
     scale_set(&env, "basic", 1).await;
     wait_running(&env, "basic", 1).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Exactly one machine on every event for more than a resync period.
+    let settled = MachineWatch::start(&env).await;
+    tokio::time::sleep(SHORT_RESYNC * 2 + Duration::from_millis(500)).await;
+    for (i, st) in settled.finish().iter().enumerate() {
+        assert_eq!(st.live, 1, "after scaling to 1, event {i}: {st:?}");
+    }
     assert_eq!(machines(&env).await.len(), 1);
     assert_eq!(event_count_reaching(&env, "SuccessfulCreate", 3).await, 3);
     assert_eq!(event_count_reaching(&env, "SuccessfulDelete", 2).await, 2);
