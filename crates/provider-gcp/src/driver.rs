@@ -153,7 +153,12 @@ impl GcpDriver {
                     .build()
                     .await
                     .map_err(|e| format!("building the Compute operations client: {e}"))?;
-                clients.insert(creds.fingerprint, (instances.clone(), operations.clone()));
+                mcm_driver::bounded::insert_bounded(
+                    &mut clients,
+                    creds.fingerprint,
+                    (instances.clone(), operations.clone()),
+                    mcm_driver::bounded::CLIENT_CACHE_CAP,
+                );
                 (instances, operations)
             }
         };

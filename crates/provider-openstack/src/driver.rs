@@ -143,7 +143,15 @@ impl OpenStackDriver {
         );
         debug!(auth = %creds.auth_url, region, "OpenStack session established");
         if let Ok(mut m) = self.clouds.lock() {
-            return Ok(Arc::clone(m.entry(key).or_insert(cloud)));
+            if let Some(existing) = m.get(&key) {
+                return Ok(Arc::clone(existing));
+            }
+            mcm_driver::bounded::insert_bounded(
+                &mut m,
+                key,
+                Arc::clone(&cloud),
+                mcm_driver::bounded::CLIENT_CACHE_CAP,
+            );
         }
         Ok(cloud)
     }
