@@ -260,28 +260,33 @@ pub fn validate_machine_timeouts(machine: &Machine) -> Result<(), Vec<FieldError
     into_result(errors)
 }
 
+/// What a MachineSet and a MachineDeployment share: a selector that selects
+/// the template's labels, the template's class reference and machine
+/// configuration, and the `effective-creation-timeout` annotation.
+fn validate_selected_template(
+    selector: Option<&LabelSelector>,
+    template: &crate::machine::MachineTemplateSpec,
+    annotations: Option<&BTreeMap<String, String>>,
+    errors: &mut Vec<FieldError>,
+) {
+    validate_selector(selector, template.metadata.labels.as_ref(), errors);
+    validate_class_reference(&template.spec.class, "spec.template.spec.class", errors);
+    validate_machine_configuration(&template.spec.configuration, "spec.template.spec", errors);
+    validate_effective_creation_timeout(annotations, errors);
+}
+
 /// Validates a MachineSet: non-negative replicas, a selector matching the template labels,
 /// and a template class reference.
 pub fn validate_machine_set(set: &MachineSet) -> Result<(), Vec<FieldError>> {
     let mut errors = Vec::new();
     let spec = &set.spec;
     validate_replicas(spec.replicas, &mut errors);
-    validate_selector(
+    validate_selected_template(
         spec.selector.as_ref(),
-        spec.template.metadata.labels.as_ref(),
+        &spec.template,
+        set.metadata.annotations.as_ref(),
         &mut errors,
     );
-    validate_class_reference(
-        &spec.template.spec.class,
-        "spec.template.spec.class",
-        &mut errors,
-    );
-    validate_machine_configuration(
-        &spec.template.spec.configuration,
-        "spec.template.spec",
-        &mut errors,
-    );
-    validate_effective_creation_timeout(set.metadata.annotations.as_ref(), &mut errors);
     if spec.min_ready_seconds < 0 {
         errors.push(FieldError::invalid(
             "spec.minReadySeconds",
@@ -299,22 +304,12 @@ pub fn validate_machine_deployment(deployment: &MachineDeployment) -> Result<(),
     let spec = &deployment.spec;
     validate_replicas(spec.replicas, &mut errors);
     validate_update_strategy(spec, &mut errors);
-    validate_selector(
+    validate_selected_template(
         spec.selector.as_ref(),
-        spec.template.metadata.labels.as_ref(),
+        &spec.template,
+        deployment.metadata.annotations.as_ref(),
         &mut errors,
     );
-    validate_class_reference(
-        &spec.template.spec.class,
-        "spec.template.spec.class",
-        &mut errors,
-    );
-    validate_machine_configuration(
-        &spec.template.spec.configuration,
-        "spec.template.spec",
-        &mut errors,
-    );
-    validate_effective_creation_timeout(deployment.metadata.annotations.as_ref(), &mut errors);
     validate_deployment_periods(spec, &mut errors);
     into_result(errors)
 }

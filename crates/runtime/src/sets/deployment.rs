@@ -22,7 +22,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use mcm_api::constants as c;
-use mcm_api::validation::{aggregate, validate_machine_deployment};
+use mcm_api::validation::validate_machine_deployment;
 use mcm_api::{
     ConditionStatus, Machine, MachineDeployment, MachineDeploymentConditionType,
     MachineDeploymentStatus, MachineSet, MachineSetSpec,
@@ -61,17 +61,9 @@ pub(crate) fn error_policy(d: Arc<MachineDeployment>, err: &Error, ctx: Arc<Ctx>
 
 /// Why a deployment cannot be acted upon, if it cannot.
 pub(crate) fn invalid_deployment(d: &MachineDeployment) -> Option<String> {
-    if let Err(errs) = validate_machine_deployment(d) {
-        // A deployment being deleted needs no timeouts: a bad one must not keep
-        // its finalizer (its deletion only deletes its MachineSets).
-        let deleting = d.meta().deletion_timestamp.is_some();
-        let errs: Vec<_> = errs
-            .into_iter()
-            .filter(|e| !(deleting && mcm_api::validation::is_timeout_error(e)))
-            .collect();
-        if !errs.is_empty() {
-            return Some(aggregate(&errs));
-        }
+    let deleting = d.meta().deletion_timestamp.is_some();
+    if let Some(why) = super::blocking_errors(validate_machine_deployment(d), deleting) {
+        return Some(why);
     }
     let sel = d.spec.selector.as_ref()?;
     validate_selector(sel)

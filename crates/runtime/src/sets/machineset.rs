@@ -24,7 +24,7 @@ use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use mcm_api::constants as c;
-use mcm_api::validation::{aggregate, validate_machine_set};
+use mcm_api::validation::validate_machine_set;
 use mcm_api::{
     ConditionStatus, Machine, MachineSet, MachineSetCondition, MachineSetConditionType,
     MachineSpec, MachineSummary,
@@ -57,16 +57,9 @@ pub(crate) fn error_policy(ms: Arc<MachineSet>, err: &Error, ctx: Arc<Ctx>) -> A
 
 /// Why a set cannot be acted upon, if it cannot.
 pub(crate) fn invalid_set(ms: &MachineSet) -> Option<String> {
-    if let Err(errs) = validate_machine_set(ms) {
-        // A set being deleted needs no timeouts: a bad one must not keep its finalizer.
-        let deleting = ms.meta().deletion_timestamp.is_some();
-        let errs: Vec<_> = errs
-            .into_iter()
-            .filter(|e| !(deleting && mcm_api::validation::is_timeout_error(e)))
-            .collect();
-        if !errs.is_empty() {
-            return Some(aggregate(&errs));
-        }
+    let deleting = ms.meta().deletion_timestamp.is_some();
+    if let Some(why) = super::blocking_errors(validate_machine_set(ms), deleting) {
+        return Some(why);
     }
     let sel = ms.spec.selector.as_ref()?;
     if selector_is_empty(sel) {

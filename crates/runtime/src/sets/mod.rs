@@ -294,6 +294,21 @@ where
     }
 }
 
+/// The validation errors that keep an object from being acted upon, as one
+/// message, or `None`. An object being deleted needs no timeouts: a bad one
+/// must not keep its finalizer (its deletion only deletes what it owns).
+pub(crate) fn blocking_errors(
+    validation: Result<(), Vec<mcm_api::validation::FieldError>>,
+    deleting: bool,
+) -> Option<String> {
+    let errs: Vec<_> = validation
+        .err()?
+        .into_iter()
+        .filter(|e| !(deleting && mcm_api::validation::is_timeout_error(e)))
+        .collect();
+    (!errs.is_empty()).then(|| mcm_api::validation::aggregate(&errs))
+}
+
 /// The controller ownerReference pointing at `owner`.
 pub(crate) fn owner_reference<K: Resource<DynamicType = ()>>(owner: &K) -> OwnerReference {
     OwnerReference {
