@@ -12,6 +12,8 @@
 //! `shared/reference/gardener-manifests/` lies next to the repository they are also compared
 //! with it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

@@ -2,6 +2,8 @@
 //!
 //! Regenerate them with `MCM_UPDATE_CRDS=1 cargo test -p mcm-api --test crds`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use std::path::PathBuf;
 
 use mcm_api::{crd_file_name, crd_yaml, crds, crds_yaml};

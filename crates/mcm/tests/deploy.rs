@@ -8,6 +8,8 @@
 //! `crates/runtime/src` and `crates/mcm/src/run.rs`. When a controller starts
 //! making a new call, add it here and to `deploy/rbac.yaml`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authorization::v1::{

@@ -2,6 +2,8 @@
 //! with a message that names the flag. No control plane is needed (the kubeconfigs point
 //! nowhere; a flag that passed validation would fail on them instead, with another message).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use std::process::Command;
 
 /// Runs `mcm <args>` with unusable kubeconfigs; returns (success, stderr).

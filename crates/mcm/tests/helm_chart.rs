@@ -7,6 +7,8 @@
 //! under `~/.cache/mcm-helm/`); `MCM_HELM` may name another binary. Without
 //! helm or the control plane the tests skip visibly, except in CI (`mcm_testenv::skip`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;

@@ -4,6 +4,8 @@
 //! same with an instance ID. (Multi-threaded: the commands block this thread
 //! while the in-process cloud answers them.)
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use mcm_provider_local::admin::KILL_HINT_PLACEHOLDER;
 use mcm_provider_local::server::{spawn, CloudConfig};
 use mcm_provider_local::wire::{Instance, InstanceState};

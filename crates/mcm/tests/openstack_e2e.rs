@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 #![cfg(feature = "openstack")]
 //! The OpenStack provider end to end: the real `mcm run` binary, without a
 //! target cluster, against the real control plane and the in-process

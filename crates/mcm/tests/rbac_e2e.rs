@@ -16,6 +16,8 @@
 //! scale-up to 2, node-bound Running machines, a scale-down whose machine is
 //! drained (its pod evicted) and deleted with its Node, and a scale-down to 0.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;

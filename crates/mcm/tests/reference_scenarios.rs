@@ -9,6 +9,8 @@
 //!
 //! The controllers' output goes to `$TMPDIR/mcm-reference-scenarios-<ns>.log`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};

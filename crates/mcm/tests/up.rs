@@ -5,6 +5,8 @@
 //! It runs the real binary, which starts its own control plane (from the
 //! binaries that `hack/test.sh` built), the local cloud and the controllers.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use futures::StreamExt;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};

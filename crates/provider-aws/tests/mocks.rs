@@ -5,6 +5,8 @@
 //! instance. The mocks sit behind the SDK's real serializers, retry strategy
 //! and (for `http_status` answers) the real EC2 error parser.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 mod common;
 
 use aws_sdk_ec2::config::interceptors::BeforeTransmitInterceptorContextRef;

@@ -11,6 +11,8 @@
 //! here), EFA interfaces, capacity/throttling errors, eventual consistency,
 //! and ClientToken idempotency (the driver's adopt-by-Name-tag covers retries).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 mod common;
 
 use aws_sdk_ec2::config::interceptors::BeforeSerializationInterceptorContextRef;

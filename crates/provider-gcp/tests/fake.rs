@@ -1,6 +1,8 @@
 //! The GCP driver against the in-repo Compute fake (`mcm-fake-gcp`), through
 //! the official client and real service-account JWT signing.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, GCEPersistentDiskVolumeSource, PersistentVolumeSpec, Secret,
 };

@@ -192,6 +192,10 @@ pub struct InstanceArgs {
     /// The instance: its ID (`i-...`), its provider ID (`local:///<zone>/<id>`)
     /// or the name of its machine.
     pub instance: String,
+    #[allow(
+        missing_docs,
+        reason = "a doc comment here would become clap help text"
+    )]
     #[command(flatten)]
     pub url: UrlArgs,
 }
@@ -205,6 +209,10 @@ pub struct FaultsArgs {
     /// A JSON document replacing the tunables (fields left out take the defaults).
     #[arg(long)]
     pub replace: Option<String>,
+    #[allow(
+        missing_docs,
+        reason = "a doc comment here would become clap help text"
+    )]
     #[command(flatten)]
     pub url: UrlArgs,
 }

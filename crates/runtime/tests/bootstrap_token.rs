@@ -2,6 +2,8 @@
 //! machine's ownership marker: a Secret of the same name that belongs to
 //! something else is neither handed out nor deleted.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};

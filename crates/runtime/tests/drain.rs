@@ -4,6 +4,8 @@
 //! around its budget, and the pod goes only by the forced drain once the drain
 //! timeout has passed. The tests play kubelet by writing Nodes and pod status.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;

@@ -2,6 +2,8 @@
 //! when the API server stops answering, readiness needs leadership and synced
 //! caches.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 mod blackhole;
 
 use blackhole::Blackhole;

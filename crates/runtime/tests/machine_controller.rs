@@ -2,6 +2,8 @@
 //! scriptable test driver (fault injection is why a test double is right here).
 //! The tests play kubelet by writing Node objects.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;

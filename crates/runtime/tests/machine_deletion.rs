@@ -7,6 +7,8 @@
 //! every call with `InvalidArgument` for a class whose providerSpec says
 //! `"broken": true`, as a real provider does for a spec it cannot decode.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use async_trait::async_trait;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;

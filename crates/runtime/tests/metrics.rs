@@ -1,6 +1,8 @@
 //! MachineSet / MachineDeployment metrics are collected on scrape from a
 //! cache kept by a watch (no API call per scrape).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use mcm_api::{MachineDeployment, MachineSet};
 use mcm_runtime::metrics::{cache, encode, SetMetrics};

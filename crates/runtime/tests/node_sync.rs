@@ -5,6 +5,8 @@
 //! Nodes are cluster-wide and other tests share the control plane; every Node
 //! here belongs to a Machine of this test's namespace.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use k8s_openapi::api::core::v1::{Node, Secret, Taint};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};

@@ -2,6 +2,8 @@
 //! against the real control plane. The tests play the machine controller by
 //! writing Machine phases.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 mod sets_common;
 
 use chrono::{SecondsFormat, Utc};

@@ -3,6 +3,8 @@
 //! Event naming the field, and creates no MachineSet and no Machine (so no VM is ever
 //! created and deleted in a loop). Fixing the field lets the rollout start.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 mod sets_common;
 
 use k8s_openapi::api::events::v1::Event as K8sEvent;

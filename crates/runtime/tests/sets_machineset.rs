@@ -1,6 +1,8 @@
 //! The MachineSet controller against the real control plane. The tests play
 //! the machine controller by writing Machine phases.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 mod sets_common;
 
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};

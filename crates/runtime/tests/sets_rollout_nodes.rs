@@ -3,6 +3,8 @@
 //! gives every new machine a Node and makes it Running after a delay, so the
 //! rollout is slow enough to observe.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 mod sets_common;
 
 use k8s_openapi::api::core::v1::Node;

@@ -263,6 +263,7 @@ where
 }
 
 /// Like [`eventually`] but panics with the description on timeout: for tests.
+#[allow(clippy::panic, reason = "fails the calling test, by design")]
 pub async fn must_eventually<T, F, Fut>(timeout: Duration, what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,

@@ -50,6 +50,7 @@ pub fn skip_or_fail(test: &str, service: &str, why: impl Display) {
 }
 
 /// [`skip_or_fail`] with the CI decision given (for its own tests).
+#[allow(clippy::panic, reason = "failing the calling test is the point in CI")]
 pub fn skip_or_fail_in(ci: bool, test: &str, service: &str, why: impl Display) {
     if ci {
         panic!("{test} needs {service} and CI is set, so it may not skip: {why}");

@@ -2,6 +2,8 @@
 //! watches deliver, the status subresource is separate from spec, and stale
 //! resourceVersions conflict.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
