@@ -398,18 +398,10 @@ fn one_of(errs: &mut Vec<FieldError>, field: String, value: &str, accepted: &[&s
     }
 }
 
-/// Joins findings the way Kubernetes aggregates errors: one error as is, several as `[a, b]`.
+/// Joins findings the way Kubernetes aggregates errors: one error as is, several as `[a, b]`
+/// (the shared `mcm_api::validation::aggregate`).
 pub fn aggregate(errs: &[FieldError]) -> String {
-    match errs {
-        [one] => one.to_string(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
+    mcm_api::validation::aggregate(errs)
 }
 
 fn is_data_device_name(name: &str) -> bool {

@@ -140,7 +140,9 @@ impl FieldError {
 
 /// All errors of one object as a single line, like Go's `ErrorList.ToAggregate()`:
 /// `[a, b]` for several errors, the error itself for one.
-pub fn aggregate(errors: &[FieldError]) -> String {
+/// Generic over the error type, so providers with field errors of their own
+/// aggregate the same way.
+pub fn aggregate<E: fmt::Display>(errors: &[E]) -> String {
     match errors {
         [] => String::new(),
         [single] => single.to_string(),

@@ -102,7 +102,7 @@ fn field_error_display_matches_kubernetes() {
         invalid.to_string(),
         "spec.strategy.type: Invalid value: \"Foo\": bad"
     );
-    assert_eq!(aggregate(&[]), "");
+    assert_eq!(aggregate::<FieldError>(&[]), "");
     assert_eq!(
         aggregate(std::slice::from_ref(&invalid)),
         invalid.to_string()
