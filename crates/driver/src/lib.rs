@@ -19,6 +19,7 @@
 
 pub mod bounded;
 pub mod budget;
+pub mod cloud_api;
 pub mod codes;
 pub mod conformance;
 #[cfg(test)]
