@@ -18,6 +18,8 @@
 //! - status: [`deployment_status`], [`rollout_status`],
 //!   [`status_update_required`], [`progress_requeue`], conditions
 //!   ([`set_condition`]), [`paused_condition`];
+//! - InPlaceUpdate: [`sets_to_disable_scale_up`], [`nodes_to_mark_candidate`],
+//!   [`sync_sets`], [`new_set_step`], [`old_sets_step`] (module `inplace`);
 //! - [`history_cleanup`]; the cluster-autoscaler annotations
 //!   ([`normalize_trigger_deletion`], [`trigger_deletion_plan`],
 //!   [`scale_down_disabled_change`] for nodes, used once a target cluster
@@ -121,6 +123,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 mod autoscaler;
+mod inplace;
 mod overshoot;
 mod revisions;
 mod rollback;
@@ -130,6 +133,7 @@ mod status;
 mod strategy;
 
 pub use autoscaler::*;
+pub use inplace::*;
 pub use overshoot::*;
 pub use revisions::*;
 pub use rollback::*;
