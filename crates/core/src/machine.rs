@@ -261,6 +261,8 @@ mod creation;
 pub use creation::*;
 mod deletion;
 pub use deletion::*;
+mod preserve;
+pub use preserve::*;
 
 // ---------------------------------------------------------------------------
 // Health
