@@ -1,0 +1,303 @@
+//! [`AwsDriver`]: the `Driver` implementation, one file per concern:
+//! [`clients`] (SDK clients and token buckets per account and region),
+//! [`create`], [`initialize`], [`status`] (look-ups and identities),
+//! [`delete`] and [`list`] (ListMachines and GetVolumeIDs).
+
+mod clients;
+mod create;
+mod delete;
+mod initialize;
+mod list;
+mod status;
+
+pub use create::client_token;
+pub use initialize::{init_plan, InitStep};
+pub use list::{ebs_volume_id, EBS_CSI_DRIVER};
+pub use status::{addresses, decode_provider_id, provider_id, provider_id_region};
+
+use crate::calls::{ApiCallRecorder, ApiCalls};
+use crate::config::AwsDriverConfig;
+use crate::ec2::Ec2;
+use crate::ratelimit::Limiter;
+use crate::spec::{
+    aggregate, credentials, validate_secret, validate_spec, AwsProviderSpec, Credentials,
+    PROVIDER_NAME,
+};
+use async_trait::async_trait;
+use aws_sdk_ec2::config::SharedHttpClient;
+use aws_sdk_ec2::types::Instance;
+use k8s_openapi::api::core::v1::Secret;
+use mcm_api::{Machine, MachineClass};
+use mcm_driver::{
+    Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
+    Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
+    GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse, ListMachinesRequest,
+    ListMachinesResponse, Status,
+};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::Semaphore;
+use tracing::{debug, info_span, warn, Instrument};
+
+/// The machine-controller-manager driver for AWS EC2.
+pub struct AwsDriver {
+    config: AwsDriverConfig,
+    http: SharedHttpClient,
+    clients: Mutex<HashMap<clients::ClientKey, Arc<Ec2>>>,
+    limiters: Mutex<HashMap<(String, String), Arc<Limiter>>>,
+    create_permits: Arc<Semaphore>,
+    /// One lock per machine being created, so that concurrent creates of the
+    /// same machine in this process run one after the other (the second adopts).
+    creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    calls: ApiCallRecorder,
+}
+
+impl std::fmt::Debug for AwsDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsDriver")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A validated request: the decoded spec and the EC2 access for its account and region.
+struct Prepared {
+    spec: AwsProviderSpec,
+    ec2: Arc<Ec2>,
+    creds: Credentials,
+}
+
+impl AwsDriver {
+    /// A driver with the given configuration. Clients are made per credentials
+    /// and region on first use; nothing is contacted here.
+    pub fn new(config: AwsDriverConfig) -> Self {
+        let http = aws_smithy_http_client::Builder::new()
+            .tls_provider(aws_smithy_http_client::tls::Provider::Rustls(
+                aws_smithy_http_client::tls::rustls_provider::CryptoMode::Ring,
+            ))
+            .build_https();
+        AwsDriver {
+            create_permits: Arc::new(Semaphore::new(config.max_concurrent_creates.max(1))),
+            config,
+            http,
+            clients: Mutex::new(HashMap::new()),
+            limiters: Mutex::new(HashMap::new()),
+            creating: Mutex::new(HashMap::new()),
+            calls: ApiCallRecorder::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AwsDriverConfig {
+        &self.config
+    }
+
+    /// EC2 calls made by this driver so far, by action.
+    pub fn api_calls(&self) -> ApiCalls {
+        self.calls.snapshot()
+    }
+
+    /// Decodes and validates the class and secret, and finds the EC2 access.
+    fn prepare(
+        &self,
+        class: &MachineClass,
+        secret: &Secret,
+        check_provider: bool,
+    ) -> Result<Prepared, Status> {
+        if check_provider && class.provider != PROVIDER_NAME {
+            return Err(Status::invalid_argument(format!(
+                "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
+                class.provider
+            )));
+        }
+        let spec = AwsProviderSpec::from_json(&class.provider_spec).map_err(|e| {
+            Status::invalid_argument(format!(
+                "providerSpec: cannot decode the AWS providerSpec: {e}"
+            ))
+        })?;
+        let mut errs = validate_spec(&spec);
+        errs.extend(validate_secret(secret));
+        if !errs.is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "error while validating ProviderSpec {}",
+                aggregate(&errs)
+            )));
+        }
+        let creds = credentials(secret);
+        let ec2 = self.ec2(&spec.region, &creds)?;
+        Ok(Prepared { spec, ec2, creds })
+    }
+
+    /// The EC2 access for an existing VM: in the region its providerID names
+    /// (`aws:///<region>/<id>`), which is where it was created, not the class's
+    /// current region (a class moved to another region must not make its old
+    /// VMs look gone: issue 17, finding 3). A providerID without a region
+    /// (`aws:////<id>`) uses the class's region.
+    fn ec2_for_vm(&self, p: &Prepared, provider_id: &str) -> Result<Arc<Ec2>, Status> {
+        match provider_id_region(provider_id) {
+            Some(region) if region != p.spec.region => {
+                debug!(vm_region = %region, class_region = %p.spec.region,
+                    "the VM lives in another region than the class names; using the VM's");
+                self.ec2(&region, &p.creds)
+            }
+            _ => Ok(p.ec2.clone()),
+        }
+    }
+}
+
+fn machine_name(m: &Machine) -> Result<&str, Status> {
+    m.metadata
+        .name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| Status::invalid_argument("machine.metadata.name: Required value"))
+}
+
+fn tag_keys(spec: &AwsProviderSpec) -> Result<(&str, &str), Status> {
+    match (spec.cluster_tag_key(), spec.role_tag_key()) {
+        (Some(c), Some(r)) => Ok((c, r)),
+        _ => Err(Status::invalid_argument(
+            "providerSpec.tags: cluster and role tags are required",
+        )),
+    }
+}
+
+fn multiple_vms(name: &str, many: &[Instance]) -> Status {
+    let ids: Vec<&str> = many.iter().filter_map(|i| i.instance_id()).collect();
+    Status::new(
+        Code::OutOfRange,
+        format!(
+            "AWS plugin is returning multiple VM instances backing machine {name}. IDs for all backing VMs - {ids:?}"
+        ),
+    )
+}
+
+fn span(op: &'static str, machine: Option<&Machine>, class: &MachineClass) -> tracing::Span {
+    let name = machine
+        .and_then(|m| m.metadata.name.as_deref())
+        .unwrap_or("");
+    let provider_id = machine.map(|m| m.spec.provider_id.as_str()).unwrap_or("");
+    info_span!(
+        "aws",
+        op,
+        machine = name,
+        provider_id,
+        class = class.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+fn log_result<T>(op: &str, r: &DriverResult<T>) {
+    match r {
+        Ok(_) => debug!(op, "done"),
+        Err(s) if matches!(s.code, Code::NotFound | Code::Uninitialized) => {
+            debug!(op, code = %s.code, message = %s.message, "answered")
+        }
+        Err(s) => warn!(op, code = %s.code, message = %s.message, "failed"),
+    }
+}
+
+#[async_trait]
+impl Driver for AwsDriver {
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        let span = span("create_machine", Some(&req.machine), &req.machine_class);
+        let r = self.create(req).instrument(span.clone()).await;
+        span.in_scope(|| log_result("create_machine", &r));
+        r
+    }
+
+    async fn initialize_machine(
+        &self,
+        req: &InitializeMachineRequest,
+    ) -> DriverResult<InitializeMachineResponse> {
+        let span = span("initialize_machine", Some(&req.machine), &req.machine_class);
+        let r = self.initialize(req).instrument(span.clone()).await;
+        span.in_scope(|| log_result("initialize_machine", &r));
+        r
+    }
+
+    async fn delete_machine(
+        &self,
+        req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
+        let span = span("delete_machine", Some(&req.machine), &req.machine_class);
+        let r = self.delete(req).instrument(span.clone()).await;
+        span.in_scope(|| log_result("delete_machine", &r));
+        r
+    }
+
+    async fn get_machine_status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        let span = span("get_machine_status", Some(&req.machine), &req.machine_class);
+        let r = self.status(req).instrument(span.clone()).await;
+        span.in_scope(|| log_result("get_machine_status", &r));
+        r
+    }
+
+    async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        let span = span("list_machines", None, &req.machine_class);
+        let r = self.list(req).instrument(span.clone()).await;
+        span.in_scope(|| log_result("list_machines", &r));
+        r
+    }
+
+    async fn get_volume_ids(
+        &self,
+        req: &GetVolumeIdsRequest,
+    ) -> DriverResult<GetVolumeIdsResponse> {
+        Ok(GetVolumeIdsResponse {
+            volume_ids: list::volume_ids(req),
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use crate::spec::AwsProviderSpec;
+    use aws_sdk_ec2::types::{
+        InstanceIpv6Address, InstanceIpv6Prefix, InstanceNetworkInterface,
+        InstanceNetworkInterfaceAttachment,
+    };
+
+    pub(crate) fn eni(
+        id: &str,
+        idx: i32,
+        sdc: Option<bool>,
+        kind: &str,
+        v6: usize,
+        prefixes: usize,
+    ) -> InstanceNetworkInterface {
+        let mut b = InstanceNetworkInterface::builder()
+            .network_interface_id(id)
+            .interface_type(kind)
+            .attachment(
+                InstanceNetworkInterfaceAttachment::builder()
+                    .device_index(idx)
+                    .build(),
+            )
+            .set_source_dest_check(sdc);
+        for n in 0..v6 {
+            b = b.ipv6_addresses(
+                InstanceIpv6Address::builder()
+                    .ipv6_address(format!("2001:db8::{n}"))
+                    .build(),
+            );
+        }
+        for n in 0..prefixes {
+            b = b.ipv6_prefixes(
+                InstanceIpv6Prefix::builder()
+                    .ipv6_prefix(format!("2001:db8:{n}::/80"))
+                    .build(),
+            );
+        }
+        b.build()
+    }
+
+    pub(crate) fn spec(v: serde_json::Value) -> AwsProviderSpec {
+        AwsProviderSpec::from_json(&v).expect("spec")
+    }
+}

@@ -1,0 +1,1 @@
+//! Decoding the providerSpec JSON with the key matching of Go's `encoding/json`.
