@@ -367,7 +367,8 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
         }
         (Phase::Running, true) => {}
         (Phase::Pending, true) if node.critical_components_not_ready => {}
-        (Phase::Pending | Phase::Unknown, true) => {
+        // In-place: a successful update re-joins (design: machine.md, "In-place updates").
+        (Phase::Pending | Phase::Unknown | Phase::InPlaceUpdateSuccessful, true) => {
             let first_join = matches!(&m.last_operation,
                 Some((_, state, OpType::Create)) if *state != OpState::Successful);
             let (description, kind) = if first_join {
@@ -418,7 +419,7 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
 fn timeouts(m: &MachineView, mut d: HealthDecision, now: DateTime<Utc>) -> HealthDecision {
     let (timeout, since) = match m.phase {
         Phase::Pending => (m.settings.creation_timeout, m.created),
-        Phase::Unknown if !m.settings.disable_health_timeout => (
+        Phase::Unknown | Phase::InPlaceUpdateFailed if !m.settings.disable_health_timeout => (
             m.settings.health_timeout,
             m.phase_since.unwrap_or(m.created),
         ),
