@@ -261,6 +261,7 @@ mod creation;
 pub use creation::*;
 mod deletion;
 pub use deletion::*;
+pub mod inplace;
 mod preserve;
 pub use preserve::*;
 
