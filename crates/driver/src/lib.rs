@@ -230,4 +230,13 @@ pub trait Driver: Send + Sync {
     ) -> DriverResult<GetVolumeIdsResponse> {
         Ok(GetVolumeIdsResponse::default())
     }
+
+    /// Warnings about a MachineClass's `providerSpec` that do not stop it
+    /// from working, each a sentence naming the key and what to write instead
+    /// (e.g. a key accepted in another spelling than its canonical one). The
+    /// MachineClass controller publishes each as a Warning Event on the class
+    /// when the class changes. Makes no cloud call. Default: none.
+    fn provider_spec_warnings(&self, _provider_spec: &serde_json::Value) -> Vec<String> {
+        Vec::new()
+    }
 }

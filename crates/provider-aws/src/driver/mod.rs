@@ -253,6 +253,12 @@ impl Driver for AwsDriver {
             volume_ids: list::volume_ids(req),
         })
     }
+
+    /// Keys that only Go's case-insensitive matching accepts, each naming
+    /// the canonical key (see [`crate::spec::canonical_keys`]).
+    fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
+        crate::spec::canonical_keys(provider_spec).1
+    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod secret;
 mod tests;
 mod validate;
 
+pub use decode::canonical_keys;
 pub use secret::{credentials, secret_value, validate_secret, Credentials};
 pub use validate::{aggregate, validate_spec, FieldError};
 
@@ -309,12 +310,15 @@ pub const VALID_MARKET_TYPES: [&str; 3] = [
 
 impl AwsProviderSpec {
     /// Decodes a providerSpec JSON value. `null` decodes as an empty spec (which
-    /// validation then rejects field by field).
+    /// validation then rejects field by field). Keys are matched as Go's
+    /// `encoding/json` matches them: exactly, else case-insensitively
+    /// ([`canonical_keys`], which also gives the warnings about such keys).
     pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
         if value.is_null() {
             return Ok(Self::default());
         }
-        serde_json::from_value(value.clone()).map_err(|e| e.to_string())
+        let (canonical, _warnings) = canonical_keys(value);
+        serde_json::from_value(canonical).map_err(|e| e.to_string())
     }
 
     /// The cluster tag key (the first key containing `kubernetes.io/cluster/`).
