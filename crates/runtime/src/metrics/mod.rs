@@ -13,8 +13,10 @@
 //! (0.0.4) with the reference's sample names.
 
 pub mod cache;
+pub mod cloud;
 pub mod process;
 pub mod sets;
+pub mod workqueue;
 
 pub use cache::Cache;
 pub use process::{ProcessMetrics, ScrapeMetrics};
@@ -219,6 +221,7 @@ fn histogram() -> Histogram {
 impl Metrics {
     /// Creates the metrics and registers them (with the `mcm` prefix) in `registry`.
     pub fn new(registry: &mut Registry) -> Self {
+        let cloud = cloud::families();
         let m = Metrics {
             items: Gauge::default(),
             phase: Family::default(),
@@ -231,9 +234,9 @@ impl Metrics {
             delete_duration: Family::default(),
             drain_duration: Family::default(),
             failed_join: Family::default(),
-            api_requests: Family::default(),
-            api_requests_failed: Family::default(),
-            api_request_duration: Family::new_with_constructor(histogram),
+            api_requests: cloud.requests,
+            api_requests_failed: cloud.failed,
+            api_request_duration: cloud.duration,
             driver_duration: Family::new_with_constructor(histogram),
             driver_failed: Family::default(),
         };
@@ -410,20 +413,14 @@ impl Metrics {
     }
 }
 
-/// The reference's `operation` label of a driver call: `CreateMachine` → `create_machine`.
+/// The reference's `operation` label of a driver call: `CreateMachine` →
+/// `create_machine`; `ListMachines` is `list_machine` in the reference's
+/// providers (AWS, Azure, GCP).
 pub fn operation_label(op: &str) -> String {
-    let mut out = String::with_capacity(op.len() + 4);
-    for (i, ch) in op.chars().enumerate() {
-        if ch.is_ascii_uppercase() {
-            if i > 0 {
-                out.push('_');
-            }
-            out.push(ch.to_ascii_lowercase());
-        } else {
-            out.push(ch);
-        }
+    if op == "ListMachines" {
+        return "list_machine".into();
     }
-    out
+    mcm_driver::cloud_api::snake_case(op)
 }
 
 /// The reference's `provider` label: the provider's name in lower case (`aws`).
@@ -492,6 +489,8 @@ mod tests {
     fn driver_labels_use_the_reference_values() {
         assert_eq!(operation_label("CreateMachine"), "create_machine");
         assert_eq!(operation_label("GetMachineStatus"), "get_machine_status");
+        assert_eq!(operation_label("ListMachines"), "list_machine");
+        assert_eq!(operation_label("GetVolumeIDs"), "get_volume_ids");
         assert_eq!(provider_label("AWS"), "aws");
         assert_eq!(error_code_label(mcm_driver::Code::Internal), "13");
     }

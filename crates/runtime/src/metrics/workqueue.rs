@@ -1,0 +1,368 @@
+//! The reference's workqueue series (`mcm_workqueue_*{name}`, its
+//! `pkg/util/workqueue/prometheus`, which both of its binaries import),
+//! approximated from kube-runtime's controllers, whose queue is not visible:
+//!
+//! - `mcm_workqueue_adds_total`: reconciles started ([`work`]);
+//! - `mcm_workqueue_retries_total`: reconciles that failed and were requeued
+//!   with backoff (the error policies call [`retry`]);
+//! - `mcm_workqueue_work_duration_seconds`: how long each reconcile took;
+//! - `mcm_workqueue_depth`, `mcm_workqueue_unfinished_work_seconds`,
+//!   `mcm_workqueue_longest_running_processor_seconds`: from the reconciles
+//!   in flight at the scrape (depth counts them; kube-runtime does not expose
+//!   the items still waiting);
+//! - `mcm_workqueue_queue_duration_seconds`: declared, never observed (the
+//!   wait between trigger and reconcile is inside kube-runtime).
+//!
+//! As in the reference (package-level collectors) the state is the
+//! process's: [`register`] adds a collector of it to a registry, and
+//! [`declare`] creates a queue's series before its first item, as the
+//! reference does when it builds the queue. Queue names are the reference's
+//! (`machine`, `machineclass`, `machineset`, ...).
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::time::Instant;
+
+/// The queues of the reference's machine-controller (port 10259).
+pub const MACHINE_CONTROLLER_QUEUES: [&str; 7] = [
+    "secret",
+    "node",
+    "machineclass",
+    "machine",
+    "machinetermination",
+    "machinesafetyorphanvms",
+    "machinesafetyapiserver",
+];
+
+/// The queues of the reference's machine-controller-manager (port 10258).
+pub const MACHINE_CONTROLLER_MANAGER_QUEUES: [&str; 5] = [
+    "node",
+    "machine",
+    "machineset",
+    "machinedeployment",
+    "machinesafetyovershooting",
+];
+
+#[derive(Debug)]
+struct Queue {
+    adds: Counter,
+    retries: Counter,
+    work: Histogram,
+    waited: Histogram,
+    running: Mutex<HashMap<u64, Instant>>,
+}
+
+impl Queue {
+    fn new() -> Self {
+        // The reference's buckets: ExponentialBuckets(10e-9, 10, 10).
+        let buckets = || Histogram::new(exponential_buckets(1e-8, 10.0, 10));
+        Queue {
+            adds: Counter::default(),
+            retries: Counter::default(),
+            work: buckets(),
+            waited: buckets(),
+            running: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// (in flight, their summed seconds, the longest one's seconds).
+    fn in_flight(&self) -> (i64, f64, f64) {
+        let now = Instant::now();
+        let Ok(running) = self.running.lock() else {
+            return (0, 0.0, 0.0);
+        };
+        let ages = running
+            .values()
+            .map(|s| now.saturating_duration_since(*s).as_secs_f64());
+        let (sum, max) = ages.fold((0.0, 0.0_f64), |(s, m), a| (s + a, m.max(a)));
+        (i64::try_from(running.len()).unwrap_or(i64::MAX), sum, max)
+    }
+}
+
+static QUEUES: LazyLock<RwLock<BTreeMap<&'static str, Arc<Queue>>>> =
+    LazyLock::new(|| RwLock::new(BTreeMap::new()));
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+fn queue(name: &'static str) -> Option<Arc<Queue>> {
+    if let Some(q) = QUEUES.read().ok()?.get(name) {
+        return Some(q.clone());
+    }
+    let mut queues = QUEUES.write().ok()?;
+    Some(
+        queues
+            .entry(name)
+            .or_insert_with(|| Arc::new(Queue::new()))
+            .clone(),
+    )
+}
+
+/// Creates the series of `names` (zero until their first item).
+pub fn declare(names: &[&'static str]) {
+    for name in names {
+        let _ = queue(name);
+    }
+}
+
+/// One item being worked on; dropping it ends the work (its duration is observed).
+#[must_use = "the work ends when this is dropped"]
+pub struct Work {
+    queue: Option<Arc<Queue>>,
+    id: u64,
+    start: Instant,
+}
+
+/// Starts one item of queue `name` (one reconcile): counted as an add and
+/// in flight until the returned guard is dropped.
+pub fn work(name: &'static str) -> Work {
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    let start = Instant::now();
+    let queue = queue(name);
+    if let Some(q) = &queue {
+        q.adds.inc();
+        if let Ok(mut running) = q.running.lock() {
+            running.insert(id, start);
+        }
+    }
+    Work { queue, id, start }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        if let Some(q) = &self.queue {
+            if let Ok(mut running) = q.running.lock() {
+                running.remove(&self.id);
+            }
+            q.work.observe(self.start.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// Counts a failed item of queue `name` requeued with backoff.
+pub fn retry(name: &'static str) {
+    if let Some(q) = queue(name) {
+        q.retries.inc();
+    }
+}
+
+/// Adds the workqueue families (the process's queues) to `registry`.
+pub fn register(registry: &mut Registry) {
+    registry.register_collector(Box::new(Workqueues));
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NameLabel {
+    name: String,
+}
+
+#[derive(Debug)]
+struct Workqueues;
+
+/// A family's name, help and type.
+type Descriptor = (&'static str, &'static str, MetricType);
+
+/// How a family reads one queue.
+type SampleOf = fn(&Queue) -> Sample;
+
+/// One queue's sample of a family, taken at the scrape.
+enum Sample {
+    Gauge(i64),
+    Seconds(f64),
+    Counter(Counter),
+    Histogram(Histogram),
+}
+
+impl Sample {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        match self {
+            Sample::Gauge(v) => encoder.encode_gauge(v),
+            Sample::Seconds(v) => encoder.encode_gauge(v),
+            Sample::Counter(c) => c.encode(encoder),
+            Sample::Histogram(h) => h.encode(encoder),
+        }
+    }
+}
+
+impl Workqueues {
+    fn family(
+        encoder: &mut DescriptorEncoder,
+        queues: &[(&'static str, Arc<Queue>)],
+        (name, help, metric_type): Descriptor,
+        sample: SampleOf,
+    ) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(name, help, None, metric_type)?;
+        for (queue, q) in queues {
+            let labels = NameLabel {
+                name: (*queue).to_string(),
+            };
+            sample(q).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Collector for Workqueues {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let queues: Vec<(&'static str, Arc<Queue>)> = match QUEUES.read() {
+            Ok(q) => q.iter().map(|(k, v)| (*k, v.clone())).collect(),
+            Err(_) => return Ok(()),
+        };
+        let families: [(Descriptor, SampleOf); 7] = [
+            (
+                ("mcm_workqueue_depth", "Current depth of workqueue", MetricType::Gauge),
+                |q| Sample::Gauge(q.in_flight().0),
+            ),
+            (
+                (
+                    "mcm_workqueue_adds",
+                    "Total number of adds handled by workqueue",
+                    MetricType::Counter,
+                ),
+                |q| Sample::Counter(q.adds.clone()),
+            ),
+            (
+                (
+                    "mcm_workqueue_queue_duration_seconds",
+                    "How long in seconds an item stays in workqueue before being requested.",
+                    MetricType::Histogram,
+                ),
+                |q| Sample::Histogram(q.waited.clone()),
+            ),
+            (
+                (
+                    "mcm_workqueue_work_duration_seconds",
+                    "How long in seconds processing an item from workqueue takes.",
+                    MetricType::Histogram,
+                ),
+                |q| Sample::Histogram(q.work.clone()),
+            ),
+            (
+                (
+                    "mcm_workqueue_unfinished_work_seconds",
+                    "How many seconds of work has done that is in progress and hasn't been observed by work_duration. Large values indicate stuck threads. One can deduce the number of stuck threads by observing the rate at which this increases.",
+                    MetricType::Gauge,
+                ),
+                |q| Sample::Seconds(q.in_flight().1),
+            ),
+            (
+                (
+                    "mcm_workqueue_longest_running_processor_seconds",
+                    "How many seconds has the longest running processor for workqueue been running.",
+                    MetricType::Gauge,
+                ),
+                |q| Sample::Seconds(q.in_flight().2),
+            ),
+            (
+                (
+                    "mcm_workqueue_retries",
+                    "Total number of retries handled by workqueue",
+                    MetricType::Counter,
+                ),
+                |q| Sample::Counter(q.retries.clone()),
+            ),
+        ];
+        for (descriptor, sample) in families {
+            Self::family(&mut encoder, &queues, descriptor, sample)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape() -> String {
+        let mut registry = Registry::default();
+        register(&mut registry);
+        super::super::encode(&registry)
+    }
+
+    fn value(text: &str, series: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(f64::NAN)
+    }
+
+    #[test]
+    fn declared_queues_have_every_series_of_the_reference_before_their_first_item() {
+        declare(&["wq-declared"]);
+        let text = scrape();
+        for family in [
+            "mcm_workqueue_depth",
+            "mcm_workqueue_adds_total",
+            "mcm_workqueue_queue_duration_seconds",
+            "mcm_workqueue_work_duration_seconds",
+            "mcm_workqueue_unfinished_work_seconds",
+            "mcm_workqueue_longest_running_processor_seconds",
+            "mcm_workqueue_retries_total",
+        ] {
+            let kind = if family.ends_with("_seconds") && family.contains("duration") {
+                "histogram"
+            } else if family.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            assert!(
+                text.contains(&format!("# TYPE {family} {kind}\n")),
+                "{family}: {text}"
+            );
+        }
+        assert_eq!(
+            value(&text, "mcm_workqueue_adds_total{name=\"wq-declared\"}"),
+            0.0
+        );
+    }
+
+    #[test]
+    fn items_in_flight_count_as_depth_and_finished_ones_as_adds_work_and_retries() {
+        let first = work("wq-flight");
+        let second = work("wq-flight");
+        let text = scrape();
+        assert_eq!(value(&text, "mcm_workqueue_depth{name=\"wq-flight\"}"), 2.0);
+        assert!(
+            value(
+                &text,
+                "mcm_workqueue_longest_running_processor_seconds{name=\"wq-flight\"}"
+            ) >= 0.0
+        );
+        drop(first);
+        retry("wq-flight");
+        drop(second);
+        let text = scrape();
+        assert_eq!(value(&text, "mcm_workqueue_depth{name=\"wq-flight\"}"), 0.0);
+        assert_eq!(
+            value(&text, "mcm_workqueue_adds_total{name=\"wq-flight\"}"),
+            2.0
+        );
+        assert_eq!(
+            value(&text, "mcm_workqueue_retries_total{name=\"wq-flight\"}"),
+            1.0
+        );
+        assert_eq!(
+            value(
+                &text,
+                "mcm_workqueue_work_duration_seconds_count{name=\"wq-flight\"}"
+            ),
+            2.0
+        );
+        assert_eq!(
+            value(
+                &text,
+                "mcm_workqueue_unfinished_work_seconds{name=\"wq-flight\"}"
+            ),
+            0.0
+        );
+    }
+}
