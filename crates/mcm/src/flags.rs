@@ -176,7 +176,7 @@ pub struct MachineFlags {
     /// How often the API servers are probed.
     #[arg(long, default_value = "1m", value_parser = duration)]
     pub machine_safety_apiserver_statuscheck_period: Duration,
-    /// How long a failed machine with the preserve annotation is kept (accepted; preservation is not implemented).
+    /// How long a machine annotated `node.machine.sapcloud.io/preserve` is preserved (its spec's `machinePreserveTimeout` wins).
     #[arg(long, default_value = "96h", value_parser = duration)]
     pub machine_preserve_timeout: Duration,
     /// How often orphan VMs are collected.

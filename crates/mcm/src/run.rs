@@ -366,6 +366,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             drain_timeout: mf.machine_drain_timeout,
             max_evict_retries: mf.machine_max_evict_retries,
             pv_detach_timeout: mf.machine_pv_detach_timeout,
+            preserve_timeout: mf.machine_preserve_timeout,
             node_conditions: mf.node_conditions.clone(),
             bootstrap_token_auth_extra_groups: mf.bootstrap_token_auth_extra_groups.clone(),
             concurrent_syncs,

@@ -18,6 +18,8 @@ pub struct Config {
     pub max_evict_retries: i32,
     /// `--machine-pv-detach-timeout` (2m).
     pub pv_detach_timeout: Duration,
+    /// `--machine-preserve-timeout` (96h): how long a machine stays preserved.
+    pub preserve_timeout: Duration,
     /// `--node-conditions`.
     pub node_conditions: String,
     /// `--bootstrap-token-auth-extra-groups`.
@@ -45,6 +47,7 @@ impl Default for Config {
             drain_timeout: Duration::from_secs(2 * 3600),
             max_evict_retries: 360,
             pv_detach_timeout: Duration::from_secs(120),
+            preserve_timeout: Duration::from_secs(96 * 3600),
             node_conditions: "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
                 .into(),
             bootstrap_token_auth_extra_groups: String::new(),

@@ -172,6 +172,29 @@ pub async fn drain_node(
         Err(e) if opts.force => warn!(node, error = %e, "cordon failed; continuing forced drain"),
         Err(e) => return Err(e.into()),
     }
+    remove_pods(client, node, opts, driver, deadline).await
+}
+
+/// Drains `node` without cordoning it: the drain of a preserved Failed
+/// machine, whose Node is kept free of new pods by the `preserved:NoSchedule`
+/// taint instead, so that a user's own cordon is never undone (design:
+/// machine.md, "Preservation").
+pub async fn drain_pods(
+    client: &Client,
+    node: &str,
+    opts: &DrainOptions,
+    driver: &dyn Driver,
+) -> Result<(), DrainError> {
+    remove_pods(client, node, opts, driver, Instant::now() + opts.timeout).await
+}
+
+async fn remove_pods(
+    client: &Client,
+    node: &str,
+    opts: &DrainOptions,
+    driver: &dyn Driver,
+    deadline: Instant,
+) -> Result<(), DrainError> {
     let pods_api: Api<Pod> = Api::all(client.clone());
     let pods = pods_to_drain(
         pods_api

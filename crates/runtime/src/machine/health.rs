@@ -91,6 +91,14 @@ impl Reconciler<'_> {
             .items
             .iter()
             .filter(|m| m.name_any() != me)
+            // A preserved machine is not a replacement in progress: a
+            // preserved Failed machine must not hold up the others for days
+            // (design: machine.md, "Preservation").
+            .filter(|m| {
+                m.status
+                    .as_ref()
+                    .is_none_or(|s| s.current_status.preserve_expiry_time.is_none())
+            })
             .map(|m| m.status.clone().unwrap_or_default().current_status.phase)
             .collect();
         Ok(decide::may_mark_failed(phases.iter()))

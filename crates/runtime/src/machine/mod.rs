@@ -11,6 +11,7 @@
 //! - [`health`]: the health check and the Node sync;
 //! - [`delete`]: the deletion step machine's effects;
 //! - [`drain_step`]: its Drain step, run as a task that holds no reconcile slot;
+//! - [`preserve`]: preservation's effects (decisions in `mcm_core::machine::plan_preservation`);
 //! - [`triggers`]: which changes of Machines, classes and Nodes cause a reconcile.
 //!
 //! See `docs/design/machine.md`.
@@ -19,6 +20,7 @@ mod create;
 mod delete;
 mod drain_step;
 mod health;
+mod preserve;
 pub mod triggers;
 
 pub use delete::delete_orphan;
@@ -460,6 +462,10 @@ impl<'a> Reconciler<'a> {
                 Err(Stop::After(d)) => return Ok(Action::requeue(d)),
             }
         }
+        match self.preserve(&driver).await? {
+            Ok(r) => recheck = min_some(recheck, r),
+            Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+        }
         if self.view().needs_creation_flow() {
             if let Some(wait) = self.ctx.creation_wait(&self.key) {
                 debug!(
@@ -497,6 +503,14 @@ impl<'a> Reconciler<'a> {
             })
             .observe(start.elapsed().as_secs_f64());
         r
+    }
+}
+
+/// The earlier of two optional recheck delays.
+fn min_some(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

@@ -149,6 +149,9 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
         .iter()
         .map(|m| MachineView::from_machine(m))
         .collect();
+    for v in &mut views {
+        v.node_preserve = node_preserve(ctx, v);
+    }
     auto_preserve(ctx, &ms, &claimed, &mut views).await;
 
     let mut manage_error = None;
@@ -318,6 +321,25 @@ async fn propagate(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>]) {
             Err(e) => warn!(machine = %v.name, error = %e, "template push failed"),
         }
     }
+}
+
+/// The preserve annotation of the machine's Node, from the cache (`Some("")`
+/// for a Node without one), so that a Failed machine preserved through its
+/// Node is kept before the machine controller recorded the preservation.
+/// `None` when the Node is not known: the machine's own annotation decides
+/// (design: machine.md, "Preservation").
+fn node_preserve(ctx: &Ctx, v: &MachineView) -> Option<String> {
+    let name = v
+        .labels
+        .get(mcm_api::constants::NODE_LABEL)
+        .filter(|n| !n.is_empty())?;
+    let node = ctx.nodes.get(&ObjectRef::new(name))?;
+    Some(
+        node.annotations()
+            .get(mcm_api::constants::PRESERVE_ANNOTATION)
+            .cloned()
+            .unwrap_or_default(),
+    )
 }
 
 /// The auto-preservation annotations (design: sets-and-deployments.md,
