@@ -157,7 +157,9 @@ async fn config_of(source: &Source) -> anyhow::Result<Config> {
 pub async fn client(source: &Source, qps: f32, burst: i32) -> anyhow::Result<Client> {
     let config = config_of(source).await?;
     let limiter = RateLimitLayer::new(qps, burst);
+    let metrics = crate::rest_metrics::RestMetricsLayer::new(&config.cluster_url);
     Ok(ClientBuilder::try_from(config)?
+        .with_layer(&metrics)
         .with_layer(&limiter)
         .build())
 }

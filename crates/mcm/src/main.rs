@@ -16,6 +16,7 @@
 mod drivers;
 mod flags;
 mod kubeclient;
+mod rest_metrics;
 mod run;
 mod up;
 

@@ -292,6 +292,7 @@ pub async fn run(
 }
 
 async fn reconcile_class(class: Arc<MachineClass>, client: Arc<Client>) -> Result<Action, Error> {
+    let _work = crate::metrics::workqueue::work("machineclass");
     let ns = class.namespace().unwrap_or_default();
     let name = class.name_any();
     let machines: Api<Machine> = Api::namespaced((*client).clone(), &ns);

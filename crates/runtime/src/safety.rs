@@ -192,6 +192,7 @@ pub async fn collect_orphans(
     tracker: &mut OrphanTracker,
     grace: Duration,
 ) -> Result<Vec<String>, Error> {
+    let _work = crate::metrics::workqueue::work("machinesafetyorphanvms");
     if ctx.is_frozen() {
         info!("orphan collection skipped: the controller is frozen");
         return Ok(Vec::new());
@@ -277,6 +278,7 @@ pub async fn collect_orphans(
 
 /// Probes the control and target API servers.
 pub async fn apiservers_reachable(ctx: &Context) -> bool {
+    let _work = crate::metrics::workqueue::work("machinesafetyapiserver");
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ctx.config.namespace);
     let lp = ListParams::default().limit(1);
     let control = tokio::time::timeout(Duration::from_secs(10), machines.list(&lp)).await;

@@ -123,6 +123,7 @@ impl Drop for AbortDrains {
 }
 
 fn error_policy(m: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Action {
+    crate::metrics::workqueue::retry("machine");
     let key = key_of(&m);
     warn!(machine = %m.name_any(), error = %err, "reconcile failed");
     Action::requeue(ctx.failure_delay(&key, FailureKind::Normal))
@@ -135,6 +136,7 @@ fn key_of(m: &Machine) -> String {
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default()))]
 pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _work = crate::metrics::workqueue::work("machine");
     let mut r = Reconciler::new(&m, &ctx);
     let action = if m.meta().deletion_timestamp.is_some() {
         r.delete().await?

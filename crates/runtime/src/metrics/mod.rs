@@ -15,6 +15,7 @@
 pub mod cache;
 pub mod cloud;
 pub mod process;
+pub mod rest;
 pub mod sets;
 pub mod workqueue;
 
@@ -222,6 +223,7 @@ impl Metrics {
     /// Creates the metrics and registers them (with the `mcm` prefix) in `registry`.
     pub fn new(registry: &mut Registry) -> Self {
         let cloud = cloud::families();
+        workqueue::declare(&workqueue::MACHINE_CONTROLLER_QUEUES);
         let m = Metrics {
             items: Gauge::default(),
             phase: Family::default(),
@@ -440,6 +442,13 @@ pub fn condition_value(status: &str) -> i64 {
         "False" => 0,
         _ => 2,
     }
+}
+
+/// Adds the process-wide families to `registry` (once per registry): the
+/// workqueue series ([`workqueue`]) and the REST client series ([`rest`]).
+pub fn register_shared(registry: &mut Registry) {
+    workqueue::register(registry);
+    rest::register(registry);
 }
 
 /// Encodes a registry in the Prometheus text format (0.0.4, what the

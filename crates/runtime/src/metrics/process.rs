@@ -48,9 +48,12 @@ pub struct ProcessMetrics {
 }
 
 impl ProcessMetrics {
-    /// Creates and registers the process metrics.
+    /// Creates and registers the process metrics, and the other
+    /// process-wide families ([`super::register_shared`]: workqueues, REST
+    /// client), once per registry as every process serves one.
     pub fn new(registry: &mut Registry) -> Self {
         let m = ProcessMetrics::default();
+        super::register_shared(registry);
         registry.register(
             "process_cpu_seconds",
             "Total user and system CPU time spent in seconds.",

@@ -54,6 +54,7 @@ fn key_of(ctx: &Ctx, name: &str) -> String {
 
 /// The controller's error policy: conflicts retry soon, other errors back off per deployment.
 pub(crate) fn error_policy(d: Arc<MachineDeployment>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    crate::metrics::workqueue::retry("machinedeployment");
     let name = d.name_any();
     warn!(machinedeployment = %name, namespace = %ctx.namespace, error = %err, "machinedeployment reconcile failed");
     Action::requeue(ctx.failure_delay(&format!("mcd/{}", key_of(&ctx, &name)), err))
@@ -74,6 +75,7 @@ pub(crate) fn invalid_deployment(d: &MachineDeployment) -> Option<String> {
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machinedeployment = %obj.name_any(), namespace = %ctx.namespace))]
 pub(crate) async fn reconcile(obj: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let _work = crate::metrics::workqueue::work("machinedeployment");
     let name = obj.name_any();
     let action = reconcile_deployment(&name, &ctx).await?;
     ctx.reset_failures(&format!("mcd/{}", key_of(&ctx, &name)));

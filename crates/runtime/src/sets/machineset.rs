@@ -50,6 +50,7 @@ fn key_of(ctx: &Ctx, name: &str) -> String {
 
 /// The controller's error policy: conflicts retry soon, other errors back off per set.
 pub(crate) fn error_policy(ms: Arc<MachineSet>, err: &Error, ctx: Arc<Ctx>) -> Action {
+    crate::metrics::workqueue::retry("machineset");
     let name = ms.name_any();
     warn!(machineset = %name, namespace = %ctx.namespace, error = %err, "machineset reconcile failed");
     Action::requeue(ctx.failure_delay(&key_of(&ctx, &name), err))
@@ -109,6 +110,7 @@ pub(crate) const INVALID_SPEC: &str = "InvalidSpec";
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machineset = %obj.name_any(), namespace = %ctx.namespace))]
 pub(crate) async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let _work = crate::metrics::workqueue::work("machineset");
     let name = obj.name_any();
     let key = key_of(&ctx, &name);
     let action = reconcile_set(&name, &key, &ctx).await?;
