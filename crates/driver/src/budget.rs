@@ -98,22 +98,28 @@ impl TokenBucket {
 
     /// Takes one token, waiting until it is available. Returns how long it waited.
     pub async fn acquire(&self) -> Duration {
-        let wait = {
-            let mut s = self.state.lock().await;
-            let now = Instant::now();
-            self.refill(&mut s, now);
-            s.tokens -= 1.0;
-            let deficit = if s.tokens < 0.0 {
-                Duration::from_secs_f64(-s.tokens / self.refill_per_sec)
-            } else {
-                Duration::ZERO
-            };
-            deficit + s.paused_until.saturating_duration_since(now)
-        };
+        let wait = self.reserve().await;
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
         wait
+    }
+
+    /// Takes one token now and returns when it is due (zero: at once). The
+    /// caller may spend it later, e.g. a controller that requeues a machine
+    /// until its turn instead of holding a worker: callers are served in
+    /// the order they reserved, so a queue of waiting machines never stampedes.
+    pub async fn reserve(&self) -> Duration {
+        let mut s = self.state.lock().await;
+        let now = Instant::now();
+        self.refill(&mut s, now);
+        s.tokens -= 1.0;
+        let deficit = if s.tokens < 0.0 {
+            Duration::from_secs_f64(-s.tokens / self.refill_per_sec)
+        } else {
+            Duration::ZERO
+        };
+        deficit + s.paused_until.saturating_duration_since(now)
     }
 
     /// How long a caller arriving now would wait for a token (without taking it).
@@ -184,6 +190,15 @@ impl<C: Copy + Eq + Hash> Limiter<C> {
     pub async fn acquire(&self, class: C) -> Duration {
         match self.bucket(class) {
             Some(b) => b.acquire().await,
+            None => Duration::ZERO,
+        }
+    }
+
+    /// Takes a token of `class` now and returns when it is due (see
+    /// [`TokenBucket::reserve`]); zero for a class without a bucket.
+    pub async fn reserve(&self, class: C) -> Duration {
+        match self.bucket(class) {
+            Some(b) => b.reserve().await,
             None => Duration::ZERO,
         }
     }

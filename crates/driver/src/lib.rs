@@ -186,6 +186,22 @@ pub struct GetVolumeIdsResponse {
     pub volume_ids: Vec<String>,
 }
 
+/// The cloud operations the controller paces by the driver's
+/// [`Driver::rate_limits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CloudOp {
+    /// `CreateMachine`.
+    Create,
+    /// `InitializeMachine`.
+    Initialize,
+    /// `DeleteMachine`.
+    Delete,
+    /// `GetMachineStatus`.
+    Status,
+    /// `ListMachines`.
+    List,
+}
+
 /// The provider contract. All methods are idempotent from the controller's point of view.
 #[async_trait]
 pub trait Driver: Send + Sync {
@@ -219,6 +235,21 @@ pub trait Driver: Send + Sync {
         &self,
         req: &GetMachineStatusRequest,
     ) -> DriverResult<GetMachineStatusResponse>;
+
+    /// The cloud's rate limits per operation, which the controller paces its
+    /// calls by (one budget per [`Driver::rate_limit_scope`]), so that a
+    /// scale-up waits in the controller's queue instead of drawing throttled
+    /// answers (docs/design/driver.md, "Cloud budget"). Default: none.
+    async fn rate_limits(&self) -> Vec<(CloudOp, budget::BucketLimit)> {
+        Vec::new()
+    }
+
+    /// The scope one budget applies to (an account and region, a project):
+    /// a stable key derived from the request, never secret data in clear.
+    /// Default: one scope for the driver.
+    fn rate_limit_scope(&self, _req: &MachineRequest) -> String {
+        String::new()
+    }
 
     /// All VMs of the class's cluster, by the cluster and role tags.
     async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse>;

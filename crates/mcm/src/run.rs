@@ -17,10 +17,11 @@ use crate::flags::{log_filter, CommonFlags, MachineFlags, SetFlags};
 use crate::kubeclient;
 use anyhow::Context as _;
 use clap::Args;
-use kube::{Api, Client};
+use kube::Client;
 use mcm_api::{Machine, MachineDeployment, MachineSet};
+use mcm_runtime::caches::{Caches, Shared};
 use mcm_runtime::health::{self, Half, Health, HealthConfig};
-use mcm_runtime::metrics::{cache, Cache, Metrics, ProcessMetrics, ScrapeMetrics, SetMetrics};
+use mcm_runtime::metrics::{Metrics, ProcessMetrics, ScrapeMetrics, SetMetrics};
 use mcm_runtime::{leader, safety, Context};
 use prometheus_client::registry::Registry;
 use std::future::Future;
@@ -139,8 +140,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 struct Scrape {
     registry: Registry,
     namespace: String,
-    machines: Option<(Arc<Metrics>, Cache<Machine>)>,
-    sets: Option<(Arc<SetMetrics>, Cache<MachineSet>, Cache<MachineDeployment>)>,
+    machines: Option<(Arc<Metrics>, Shared<Machine>)>,
+    sets: Option<(
+        Arc<SetMetrics>,
+        Shared<MachineSet>,
+        Shared<MachineDeployment>,
+    )>,
     process: ProcessMetrics,
     misc: ScrapeMetrics,
 }
@@ -157,12 +162,12 @@ impl Scrape {
     /// this replica leads); a standby reports the families without series.
     fn collect(&self) -> String {
         if let Some((m, machines)) = &self.machines {
-            if let Some(machines) = machines.state() {
+            if let Some(machines) = machines.synced_state() {
                 m.fill(&machines, &self.namespace);
             }
         }
         if let Some((m, sets, deployments)) = &self.sets {
-            match (sets.state(), deployments.state()) {
+            match (sets.synced_state(), deployments.synced_state()) {
                 (Some(sets), Some(deployments)) => m.fill(&sets, &deployments, &self.namespace),
                 _ => m.flush_counters(),
             }
@@ -348,57 +353,88 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     let mut machine_metrics = None;
     let mut set_metrics = None;
 
+    // One target client, one cache per kind and one Context for every
+    // controller of the process (docs/design/runtime.md).
+    let target = match &target_src {
+        None => None,
+        Some(src) if *src == control_src => Some(control.clone()),
+        Some(src) => Some(
+            kubeclient::client(src, qps, burst)
+                .await
+                .context("target cluster")?,
+        ),
+    };
+    let caches = Caches::new(&control, target.as_ref(), &ns);
+    let mut config = mcm_runtime::Config {
+        namespace: ns.clone(),
+        concurrent_syncs,
+        short_retry: common.min_retry_period,
+        long_retry: common.max_retry_period,
+        ..Default::default()
+    };
     if let Some(mf) = &plan.machines {
-        let target = match &target_src {
-            None => None,
-            Some(src) if *src == control_src => Some(control.clone()),
-            Some(src) => Some(
-                kubeclient::client(src, qps, burst)
-                    .await
-                    .context("target cluster")?,
-            ),
-        };
-        let metrics = Arc::new(Metrics::new(&mut registry));
-        let config = mcm_runtime::Config {
-            namespace: ns.clone(),
-            creation_timeout: mf.machine_creation_timeout,
-            health_timeout: mf.machine_health_timeout,
-            drain_timeout: mf.machine_drain_timeout,
-            max_evict_retries: mf.machine_max_evict_retries,
-            pv_detach_timeout: mf.machine_pv_detach_timeout,
-            preserve_timeout: mf.machine_preserve_timeout,
-            node_conditions: mf.node_conditions.clone(),
-            bootstrap_token_auth_extra_groups: mf.bootstrap_token_auth_extra_groups.clone(),
-            concurrent_syncs,
-            orphan_vms_period: mf.machine_safety_orphan_vms_period,
-            apiserver_statuscheck_timeout: mf.machine_safety_apiserver_statuscheck_timeout,
-            short_retry: common.min_retry_period,
-            long_retry: common.max_retry_period,
+        config.creation_timeout = mf.machine_creation_timeout;
+        config.health_timeout = mf.machine_health_timeout;
+        config.drain_timeout = mf.machine_drain_timeout;
+        config.in_place_update_timeout = mf.machine_inplace_update_timeout;
+        config.max_evict_retries = mf.machine_max_evict_retries;
+        config.pv_detach_timeout = mf.machine_pv_detach_timeout;
+        config.preserve_timeout = mf.machine_preserve_timeout;
+        config.node_conditions = mf.node_conditions.clone();
+        config.bootstrap_token_auth_extra_groups = mf.bootstrap_token_auth_extra_groups.clone();
+        config.orphan_vms_period = mf.machine_safety_orphan_vms_period;
+        config.apiserver_statuscheck_timeout = mf.machine_safety_apiserver_statuscheck_timeout;
+    }
+    if let Some(sf) = &plan.sets {
+        config.sets = mcm_runtime::sets::SetsConfig {
+            safety_up: sf.safety_up,
+            safety_down: sf.safety_down,
+            overshooting_period: sf.machine_safety_overshooting_period,
+            reporting_instance: std::env::var("POD_NAME").ok(),
+            autoscaler_scaledown_annotation_during_rollout: sf
+                .autoscaler_scaledown_annotation_during_rollout,
             ..Default::default()
         };
-        let drivers = crate::drivers::registry(&mf.providers)?;
-        info!(half = CONTROLLER, providers = ?drivers.providers(), namespace = %ns, target = target.is_some(), "starting");
-        let ctx = Context::new(control.clone(), target, config, drivers, metrics.clone());
+    }
+    // Machine metrics are served by the half that runs machines only.
+    let metrics = Arc::new(if plan.machines.is_some() {
+        Metrics::new(&mut registry)
+    } else {
+        Metrics::new(&mut Registry::default())
+    });
+    let drivers = match &plan.machines {
+        Some(mf) => crate::drivers::registry(&mf.providers)?,
+        None => mcm_runtime::DriverRegistry::new(),
+    };
+    let ctx = Context::with_caches(
+        control.clone(),
+        target.clone(),
+        config,
+        drivers,
+        metrics.clone(),
+        caches.clone(),
+    );
+
+    if let Some(mf) = &plan.machines {
+        info!(half = CONTROLLER, providers = ?ctx.drivers.providers(), namespace = %ns, target = target.is_some(), "starting");
         let safety_cfg = safety::SafetyConfig {
             orphan_period: mf.machine_safety_orphan_vms_period,
             orphan_grace: mf.machine_safety_orphan_vms_grace,
             apiserver_check_period: mf.machine_safety_apiserver_statuscheck_period,
         };
         let (machines_stop, classes_stop, safety_stop) = (stopper(&rx), stopper(&rx), stopper(&rx));
-        let (machine_cache, fill) = cache::watch(Api::<Machine>::namespaced(control.clone(), &ns));
         let leading = Arc::new(AtomicBool::new(false));
         let half = Half::new(
             CONTROLLER,
             leading.clone(),
-            vec![machine_cache.synced_flag()],
+            vec![caches.machines.synced_flag()],
         );
         health.add(half.clone());
-        machine_metrics = Some((metrics, machine_cache));
-        let control = control.clone();
-        let ns = ns.clone();
+        machine_metrics = Some((metrics, caches.machines.clone()));
+        let ctx = ctx.clone();
         let controllers = async move {
             let machines = mcm_runtime::machine::run(ctx.clone(), machines_stop);
-            let classes = mcm_runtime::class::run(control, ns, classes_stop);
+            let classes = mcm_runtime::class::run(ctx.clone(), classes_stop);
             let safety_loop = async {
                 tokio::select! {
                     _ = safety::run(ctx.clone(), safety_cfg) => {},
@@ -407,58 +443,31 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             };
             tokio::join!(machines, classes, safety_loop);
         };
-        let companions: Vec<Work> = vec![Box::pin(fill), Box::pin(half.heartbeat(HEARTBEAT))];
+        let companions: Vec<Work> = vec![Box::pin(half.heartbeat(HEARTBEAT))];
         halves.push((
             CONTROLLER,
             with_companions(controllers, companions),
             leading,
         ));
     }
-    if let Some(sf) = &plan.sets {
-        let metrics = SetMetrics::new(&mut registry);
-        let config = mcm_runtime::sets::SetsConfig {
-            concurrent_syncs,
-            safety_up: sf.safety_up,
-            safety_down: sf.safety_down,
-            overshooting_period: sf.machine_safety_overshooting_period,
-            min_retry: common.min_retry_period,
-            max_retry: common.max_retry_period,
-            reporting_instance: std::env::var("POD_NAME").ok(),
-            autoscaler_scaledown_annotation_during_rollout: sf
-                .autoscaler_scaledown_annotation_during_rollout,
-            ..Default::default()
-        };
-        // Rollouts taint and annotate the Nodes of their machines.
-        let target = match &target_src {
-            None => None,
-            Some(src) if *src == control_src => Some(control.clone()),
-            Some(src) => Some(
-                kubeclient::client(src, qps, burst)
-                    .await
-                    .context("target cluster")?,
-            ),
-        };
+    if plan.sets.is_some() {
+        let set_metric_families = SetMetrics::new(&mut registry);
         info!(half = MANAGER, namespace = %ns, target = target.is_some(), "starting");
         let stop = stopper(&rx);
-        let (set_cache, fill_sets) =
-            cache::watch(Api::<MachineSet>::namespaced(control.clone(), &ns));
-        let (deployment_cache, fill_deployments) =
-            cache::watch(Api::<MachineDeployment>::namespaced(control.clone(), &ns));
         let leading = Arc::new(AtomicBool::new(false));
         let half = Half::new(
             MANAGER,
             leading.clone(),
-            vec![set_cache.synced_flag(), deployment_cache.synced_flag()],
+            vec![caches.sets.synced_flag(), caches.deployments.synced_flag()],
         );
         health.add(half.clone());
-        set_metrics = Some((metrics, set_cache, deployment_cache));
-        let (control, ns) = (control.clone(), ns.clone());
-        let controllers = mcm_runtime::sets::run_with_target(control, target, ns, config, stop);
-        let companions: Vec<Work> = vec![
-            Box::pin(fill_sets),
-            Box::pin(fill_deployments),
-            Box::pin(half.heartbeat(HEARTBEAT)),
-        ];
+        set_metrics = Some((
+            set_metric_families,
+            caches.sets.clone(),
+            caches.deployments.clone(),
+        ));
+        let controllers = mcm_runtime::sets::run_with(ctx.clone(), stop);
+        let companions: Vec<Work> = vec![Box::pin(half.heartbeat(HEARTBEAT))];
         halves.push((MANAGER, with_companions(controllers, companions), leading));
     }
 

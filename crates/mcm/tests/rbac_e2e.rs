@@ -397,8 +397,13 @@ async fn run_scenario(env: &TestEnv, control: Client, target: Client, forbidden:
         namespace: ns.clone(),
         short_retry: Duration::from_secs(1),
         long_retry: Duration::from_secs(5),
+        sets: SetsConfig {
+            resync_period: Duration::from_secs(10),
+            ..SetsConfig::default()
+        },
         ..Config::default()
     };
+    // One Context for both halves, as `mcm run` has.
     let ctx = Context::new(
         control.clone(),
         Some(target.clone()),
@@ -409,27 +414,15 @@ async fn run_scenario(env: &TestEnv, control: Client, target: Client, forbidden:
     let machine_half = tokio::spawn(run_as_leader(
         control.clone(),
         LeaderConfig::new(&ns, "rbac-test"),
-        machine::run(ctx, std::future::pending()),
+        machine::run(ctx.clone(), std::future::pending()),
     ));
-    let sets_config = SetsConfig {
-        min_retry: Duration::from_secs(1),
-        max_retry: Duration::from_secs(5),
-        resync_period: Duration::from_secs(10),
-        ..SetsConfig::default()
-    };
     let manager_half = tokio::spawn(run_as_leader(
         control.clone(),
         LeaderConfig {
             name: "machine-controller-manager".into(),
             ..LeaderConfig::new(&ns, "rbac-test")
         },
-        mcm_runtime::sets::run_with_target(
-            control.clone(),
-            Some(target.clone()),
-            ns.clone(),
-            sets_config,
-            std::future::pending(),
-        ),
+        mcm_runtime::sets::run_with(ctx, std::future::pending()),
     ));
     let reaper = pod_reaper(env);
 

@@ -21,11 +21,12 @@ use crate::Error;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::NodeAddress;
 use mcm_api::{Machine, MachineClass};
+use mcm_driver::budget::BucketLimit;
 use mcm_driver::{
-    Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
-    Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
-    GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse, ListMachinesRequest,
-    ListMachinesResponse, MachineIdentity, Status,
+    CloudOp, Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
+    DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
+    GetVolumeIdsRequest, GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse,
+    ListMachinesRequest, ListMachinesResponse, MachineIdentity, Status,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -45,6 +46,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct LocalDriver {
     base: reqwest::Url,
     http: reqwest::Client,
+    /// The cloud's rate limits, read once from its admin API.
+    limits: tokio::sync::OnceCell<Vec<(CloudOp, BucketLimit)>>,
 }
 
 fn url_error(url: &str, message: impl Into<String>) -> Error {
@@ -176,6 +179,7 @@ impl LocalDriver {
         Ok(LocalDriver {
             base: base_url(url.as_ref())?,
             http: http_client(timeout)?,
+            limits: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -274,6 +278,51 @@ impl LocalDriver {
 
 #[async_trait]
 impl Driver for LocalDriver {
+    /// The limits the local cloud enforces (`GET /admin/faults`, read once):
+    /// EC2's published buckets by default, none for an unlimited cloud.
+    async fn rate_limits(&self) -> Vec<(CloudOp, BucketLimit)> {
+        let read = self
+            .limits
+            .get_or_try_init(|| async {
+                let url = self.endpoint("admin/faults")?;
+                let tunables: crate::tunables::Tunables = self
+                    .http
+                    .get(url)
+                    .send()
+                    .await
+                    .and_then(reqwest::Response::error_for_status)
+                    .map_err(|e| {
+                        Status::new(Code::Unavailable, format!("local cloud limits: {e}"))
+                    })?
+                    .json()
+                    .await
+                    .map_err(|e| Status::internal(format!("local cloud limits: {e}")))?;
+                let ops = [
+                    (CloudOp::Create, &tunables.create),
+                    (CloudOp::Initialize, &tunables.initialize),
+                    (CloudOp::Delete, &tunables.delete),
+                    (CloudOp::Status, &tunables.status),
+                    (CloudOp::List, &tunables.list),
+                ];
+                Ok::<_, Status>(
+                    ops.into_iter()
+                        .filter_map(|(op, t)| {
+                            let r = t.rate_limit.as_ref()?;
+                            Some((op, BucketLimit::new(r.capacity, r.refill_per_second)))
+                        })
+                        .collect(),
+                )
+            })
+            .await;
+        match read {
+            Ok(limits) => limits.clone(),
+            Err(e) => {
+                debug!(error = %e, "local cloud limits unknown; not pacing");
+                Vec::new()
+            }
+        }
+    }
+
     #[instrument(skip_all, fields(machine = req.machine.metadata.name.as_deref().unwrap_or("")))]
     async fn create_machine(
         &self,

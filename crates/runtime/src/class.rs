@@ -1,14 +1,15 @@
 //! MachineClasses and their Secrets: finalizers, the merged secret, bootstrap
 //! tokens, and the class controller that releases classes no machine uses.
 
-use crate::Error;
+use crate::caches::{Caches, Change};
+use crate::{Context, Error};
 use chrono::Utc;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass};
@@ -16,6 +17,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, info};
+
+mod spec_warnings;
 
 /// Adds a finalizer; a conflict (someone else wrote first) is retried by the next reconcile.
 async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), Error>
@@ -46,38 +49,36 @@ fn secret_refs(class: &MachineClass) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Adds the MCM finalizer to a class and the secret finalizer to its Secrets.
-pub async fn ensure_class_finalizer(client: &Client, class: &MachineClass) -> Result<(), Error> {
+/// Adds the MCM finalizer to a class and the secret finalizer to its Secrets
+/// (read from the caches; only a missing finalizer costs a write).
+pub async fn ensure_class_finalizer(ctx: &Context, class: &MachineClass) -> Result<(), Error> {
     let api: Api<MachineClass> =
-        Api::namespaced(client.clone(), &class.namespace().unwrap_or_default());
+        Api::namespaced(ctx.client.clone(), &class.namespace().unwrap_or_default());
     add_finalizer(&api, class, c::MCM_FINALIZER).await?;
     for (ns, name) in secret_refs(class) {
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        if let Some(s) = secrets.get_opt(&name).await? {
-            add_finalizer(&secrets, &s, c::MC_SECRET_FINALIZER).await?;
+        if let Some(s) = ctx.caches.secret(&ns, &name) {
+            let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+            add_finalizer(&secrets, &*s, c::MC_SECRET_FINALIZER).await?;
         }
     }
     Ok(())
 }
 
-/// The data of the class's `secretRef` then `credentialsSecretRef` merged (later
-/// keys win). `Err(name)` names a referenced Secret that does not exist.
-pub async fn merged_secret(
-    client: &Client,
-    class: &MachineClass,
-) -> Result<Result<Secret, String>, Error> {
+/// The data of the class's `secretRef` then `credentialsSecretRef` merged
+/// (later keys win), from the Secret cache. `Err(name)` names a referenced
+/// Secret that does not exist.
+pub fn merged_secret(caches: &Caches, class: &MachineClass) -> Result<Secret, String> {
     let mut data: BTreeMap<String, ByteString> = BTreeMap::new();
     for (ns, name) in secret_refs(class) {
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        match secrets.get_opt(&name).await? {
-            Some(s) => data.extend(s.data.unwrap_or_default()),
-            None => return Ok(Err(format!("{ns}/{name}"))),
+        match caches.secret(&ns, &name) {
+            Some(s) => data.extend(s.data.clone().unwrap_or_default()),
+            None => return Err(format!("{ns}/{name}")),
         }
     }
-    Ok(Ok(Secret {
+    Ok(Secret {
         data: Some(data),
         ..Default::default()
-    }))
+    })
 }
 
 /// The annotation on a bootstrap-token Secret naming the UID of the machine it
@@ -268,45 +269,70 @@ pub async fn delete_bootstrap_token(target: &Client, m: &Machine) -> Result<(), 
 }
 
 /// The class controller: a class (and its Secrets) keeps its finalizer while
-/// any machine uses it; a deleted class with no machines is released.
+/// any machine uses it; a deleted class with no machines is released. Reads
+/// classes, machines and Secrets from the process's shared caches.
 pub async fn run(
-    client: Client,
-    namespace: String,
+    ctx: Arc<Context>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let classes: Api<MachineClass> = Api::namespaced(client.clone(), &namespace);
-    let machines: Api<Machine> = Api::namespaced(client.clone(), &namespace);
-    Controller::new(classes, watcher::Config::default())
-        .watches(machines, watcher::Config::default(), |m: Machine| {
-            let ns = m.namespace().unwrap_or_default();
-            Some(kube::runtime::reflector::ObjectRef::new(&m.spec.class.name).within(&ns))
+    let caches = ctx.caches.clone();
+    let ns = ctx.config.namespace.clone();
+    let classes = (*caches.classes).clone();
+    let class_events = caches.classes.subscribe().flat_map({
+        let classes = classes.clone();
+        move |change| {
+            futures::stream::iter(match change {
+                Change::Applied(c) => vec![c],
+                Change::Deleted(_) => Vec::new(),
+                Change::Listed => classes.state(),
+            })
+        }
+    });
+    let machine_events = caches.machines.subscribe().flat_map(move |change| {
+        futures::stream::iter(match change {
+            Change::Applied(m) | Change::Deleted(m) => {
+                vec![ObjectRef::new(&m.spec.class.name).within(&ns)]
+            }
+            Change::Listed => Vec::new(),
         })
+    });
+    let shutdown = shutdown.boxed().shared();
+    tokio::select! {
+        _ = async {
+            caches.classes.synced().await;
+            caches.machines.synced().await;
+            caches.secrets.synced().await;
+        } => {},
+        _ = shutdown.clone() => return,
+    }
+    Controller::for_shared_stream(class_events, classes)
+        .reconcile_on(machine_events)
         .graceful_shutdown_on(shutdown)
         .run(
             reconcile_class,
             |_, _, _| Action::requeue(Duration::from_secs(5)),
-            Arc::new(client),
+            ctx,
         )
         .for_each(|_| async {})
         .await;
 }
 
-async fn reconcile_class(class: Arc<MachineClass>, client: Arc<Client>) -> Result<Action, Error> {
+async fn reconcile_class(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _work = crate::metrics::workqueue::work("machineclass");
     let ns = class.namespace().unwrap_or_default();
     let name = class.name_any();
-    let machines: Api<Machine> = Api::namespaced((*client).clone(), &ns);
-    let users = machines
-        .list(&ListParams::default())
-        .await?
-        .items
-        .into_iter()
-        .filter(|m| m.spec.class.name == name)
+    let users = ctx
+        .caches
+        .machines
+        .state()
+        .iter()
+        .filter(|m| m.namespace().as_deref() == Some(ns.as_str()) && m.spec.class.name == name)
         .count();
-    let api: Api<MachineClass> = Api::namespaced((*client).clone(), &ns);
+    let api: Api<MachineClass> = Api::namespaced(ctx.client.clone(), &ns);
     if class.meta().deletion_timestamp.is_none() {
+        spec_warnings::report(&ctx, &class).await;
         if users > 0 {
-            ensure_class_finalizer(&client, &class).await?;
+            ensure_class_finalizer(&ctx, &class).await?;
         }
         return Ok(Action::requeue(Duration::from_secs(600)));
     }
@@ -315,10 +341,10 @@ async fn reconcile_class(class: Arc<MachineClass>, client: Arc<Client>) -> Resul
         return Ok(Action::requeue(Duration::from_secs(30)));
     }
     // Release the secrets no other class uses, then the class.
-    let others: Vec<MachineClass> = api
-        .list(&ListParams::default())
-        .await?
-        .items
+    let others: Vec<Arc<MachineClass>> = ctx
+        .caches
+        .classes
+        .state()
         .into_iter()
         .filter(|c| c.name_any() != name && c.meta().deletion_timestamp.is_none())
         .collect();
@@ -327,9 +353,9 @@ async fn reconcile_class(class: Arc<MachineClass>, client: Arc<Client>) -> Resul
             .iter()
             .any(|o| secret_refs(o).contains(&(sns.clone(), sname.clone())));
         if !used {
-            let secrets: Api<Secret> = Api::namespaced((*client).clone(), &sns);
-            if let Some(s) = secrets.get_opt(&sname).await? {
-                crate::finalizer::remove(&secrets, &s, c::MC_SECRET_FINALIZER).await?;
+            if let Some(s) = ctx.caches.secret(&sns, &sname) {
+                let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &sns);
+                crate::finalizer::remove(&secrets, &*s, c::MC_SECRET_FINALIZER).await?;
             }
         }
     }

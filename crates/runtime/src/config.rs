@@ -1,9 +1,12 @@
 //! Controller settings, named and defaulted like the reference's flags.
 
+pub use crate::sets::SetsConfig;
 use mcm_core::machine::{split_conditions, Settings};
 use std::time::Duration;
 
-/// Settings of the machine controller (the reference's `machine-controller` flags).
+/// Settings of every controller: the reference's `machine-controller` flags,
+/// the shared ones (namespace, concurrency, retry periods) and, in
+/// [`Config::sets`], those of `machine-controller-manager`.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The control namespace (`--namespace`).
@@ -14,6 +17,8 @@ pub struct Config {
     pub health_timeout: Duration,
     /// `--machine-drain-timeout` (2h).
     pub drain_timeout: Duration,
+    /// `--machine-inplace-update-timeout` (20m).
+    pub in_place_update_timeout: Duration,
     /// `--machine-max-evict-retries` (360).
     pub max_evict_retries: i32,
     /// `--machine-pv-detach-timeout` (2m).
@@ -24,7 +29,8 @@ pub struct Config {
     pub node_conditions: String,
     /// `--bootstrap-token-auth-extra-groups`.
     pub bootstrap_token_auth_extra_groups: String,
-    /// `--concurrent-syncs` (50).
+    /// `--concurrent-syncs`: reconciles running at once per controller (50
+    /// for machines in the reference, 10 for sets; one value per process).
     pub concurrent_syncs: u16,
     /// `--machine-safety-orphan-vms-period` (15m).
     pub orphan_vms_period: Duration,
@@ -36,6 +42,8 @@ pub struct Config {
     pub short_retry: Duration,
     /// The longest retry period (10m); backoff stops here.
     pub long_retry: Duration,
+    /// The MachineSet / MachineDeployment / overshoot-safety settings.
+    pub sets: SetsConfig,
 }
 
 impl Default for Config {
@@ -45,6 +53,7 @@ impl Default for Config {
             creation_timeout: Duration::from_secs(20 * 60),
             health_timeout: Duration::from_secs(10 * 60),
             drain_timeout: Duration::from_secs(2 * 3600),
+            in_place_update_timeout: Duration::from_secs(20 * 60),
             max_evict_retries: 360,
             pv_detach_timeout: Duration::from_secs(120),
             preserve_timeout: Duration::from_secs(96 * 3600),
@@ -57,6 +66,7 @@ impl Default for Config {
             eviction_retry_interval: Duration::from_secs(20),
             short_retry: Duration::from_secs(5),
             long_retry: Duration::from_secs(600),
+            sets: SetsConfig::default(),
         }
     }
 }

@@ -1,13 +1,14 @@
-//! What every reconcile shares: clients, caches, drivers, the event recorder,
-//! metrics and per-machine backoff state.
+//! What every controller shares: clients, caches, drivers, the event
+//! recorders, metrics and per-object backoff state.
 
 use crate::bounded::Pruned;
+use crate::caches::Caches;
 use crate::events::Recorder;
 use crate::{metrics::Metrics, Config};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, Store};
-use kube::Client;
+use kube::{Api, Client};
 use mcm_core::backoff::{Backoff, FailureKind};
 use mcm_driver::Driver;
 use std::collections::HashMap;
@@ -57,7 +58,11 @@ impl DriverRegistry {
     }
 }
 
-/// Shared state of the machine controllers.
+/// What every controller of the process shares (design:
+/// docs/design/runtime.md): the clients, the caches (one watch per kind),
+/// the settings, the drivers, the Event recorders, the metrics and one
+/// per-object backoff. The Machine and class controllers, the set
+/// controllers and the safety loops all run on one `Arc<Context>`.
 pub struct Context {
     /// The control cluster (Machines, MachineClasses, Secrets).
     pub client: Client,
@@ -71,28 +76,46 @@ pub struct Context {
     pub recorder: Recorder,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// Cache of the target cluster's Nodes (filled by the machine controller).
+    /// The shared caches: one watch per kind for every controller.
+    pub caches: Caches,
+    /// The target cluster's Nodes (the shared cache's store; empty without a
+    /// target cluster).
     pub nodes: Store<Node>,
-    node_writer: Mutex<Option<reflector::store::Writer<Node>>>,
+    /// What the set controllers keep between reconciles.
+    pub(crate) sets: crate::sets::SetsState,
     backoff: Backoff,
     failures: Mutex<Pruned<u32>>,
     creation_attempts: Mutex<Pruned<std::time::Instant>>,
     frozen: AtomicBool,
-    machines: Mutex<Option<Store<mcm_api::Machine>>>,
     /// Serialises Unknown→Failed per MachineDeployment (at most one replacement at a time).
     pub failed_permits: tokio::sync::Mutex<()>,
     /// The running drains, at most one per machine (they hold no reconcile slot).
     pub drains: crate::drain::tasks::DrainTasks,
+    /// The machines' queue in front of the cloud budget.
+    pub pacer: crate::pacing::Pacer,
 }
 
 impl Context {
-    /// Builds the context.
+    /// Builds the context with caches of its own.
     pub fn new(
         client: Client,
         target: Option<Client>,
         config: Config,
         drivers: DriverRegistry,
         metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
+        let caches = Caches::new(&client, target.as_ref(), &config.namespace);
+        Self::with_caches(client, target, config, drivers, metrics, caches)
+    }
+
+    /// Builds the context on caches that already exist.
+    pub fn with_caches(
+        client: Client,
+        target: Option<Client>,
+        config: Config,
+        drivers: DriverRegistry,
+        metrics: Arc<Metrics>,
+        caches: Caches,
     ) -> Arc<Self> {
         let recorder = Recorder::new(
             client.clone(),
@@ -101,12 +124,16 @@ impl Context {
                 instance: std::env::var("POD_NAME").ok(),
             },
         );
-        let (nodes, writer) = reflector::store();
         let backoff = Backoff {
             min: config.short_retry,
             max: config.long_retry,
             ..Backoff::default()
         };
+        let nodes = match &caches.nodes {
+            Some(n) => (**n).clone(),
+            None => reflector::store().0,
+        };
+        let sets = crate::sets::SetsState::new(&client, &config.sets);
         Arc::new(Context {
             client,
             target,
@@ -114,21 +141,46 @@ impl Context {
             drivers,
             recorder,
             metrics,
+            caches,
             nodes,
-            node_writer: Mutex::new(Some(writer)),
+            sets,
             backoff,
             failures: Mutex::new(Pruned::new()),
             creation_attempts: Mutex::new(Pruned::new()),
             frozen: AtomicBool::new(false),
             failed_permits: tokio::sync::Mutex::new(()),
-            machines: Mutex::new(None),
             drains: crate::drain::tasks::DrainTasks::new(),
+            pacer: crate::pacing::Pacer::new(),
         })
     }
 
-    /// Takes the node cache's writer (once, for the controller that fills it).
-    pub(crate) fn take_node_writer(&self) -> Option<reflector::store::Writer<Node>> {
-        self.node_writer.lock().ok().and_then(|mut w| w.take())
+    /// The control namespace.
+    pub fn namespace(&self) -> &str {
+        &self.config.namespace
+    }
+
+    /// Machines of the control namespace.
+    pub fn machines(&self) -> Api<mcm_api::Machine> {
+        Api::namespaced(self.client.clone(), &self.config.namespace)
+    }
+
+    /// MachineSets of the control namespace.
+    pub fn machine_sets(&self) -> Api<mcm_api::MachineSet> {
+        Api::namespaced(self.client.clone(), &self.config.namespace)
+    }
+
+    /// MachineDeployments of the control namespace.
+    pub fn machine_deployments(&self) -> Api<mcm_api::MachineDeployment> {
+        Api::namespaced(self.client.clone(), &self.config.namespace)
+    }
+
+    /// The delay before retrying `key` after `err`: a conflict (someone
+    /// wrote first) is retried soon, everything else with the backoff.
+    pub fn error_delay(&self, key: &str, err: &crate::Error) -> Duration {
+        if err.is_conflict() {
+            return mcm_core::backoff::periods::CONFLICT;
+        }
+        self.failure_delay(key, FailureKind::Normal)
     }
 
     /// Records a failure for `key` and returns the delay before the next try.
@@ -182,40 +234,63 @@ impl Context {
             .unwrap_or(0)
     }
 
-    /// Whether the machine of a bookkeeping key (`namespace/name`) still
-    /// exists in the controller's cache (always `true` before the cache runs):
-    /// what [`Pruned`] keeps.
+    /// Whether the object of a bookkeeping key still exists (for maps of
+    /// per-object state outside the context).
+    pub(crate) fn machine_key_exists(&self) -> impl Fn(&str) -> bool {
+        self.machine_exists()
+    }
+
+    /// Whether the object of a bookkeeping key still exists in the caches
+    /// (always `true` before they are filled): what [`Pruned`] keeps. Keys
+    /// are `namespace/name` of a Machine, `ms/namespace/name` of a
+    /// MachineSet and `mcd/namespace/name` of a MachineDeployment.
     fn machine_exists(&self) -> impl Fn(&str) -> bool {
-        let store = self.machine_store();
+        let caches = self.caches.clone();
         move |key: &str| {
-            let Some(store) = &store else { return true };
-            let Some((ns, name)) = key.split_once('/') else {
+            let (kind, rest) = match key.split_once('/') {
+                Some((k @ ("ms" | "mcd"), rest)) => (k, rest),
+                _ => ("machine", key),
+            };
+            let Some((ns, name)) = rest.split_once('/') else {
                 return false;
             };
-            store
-                .get(&reflector::ObjectRef::new(name).within(ns))
-                .is_some()
+            match kind {
+                "ms" => {
+                    !caches.sets.is_synced()
+                        || caches
+                            .sets
+                            .get(&reflector::ObjectRef::new(name).within(ns))
+                            .is_some()
+                }
+                "mcd" => {
+                    !caches.deployments.is_synced()
+                        || caches
+                            .deployments
+                            .get(&reflector::ObjectRef::new(name).within(ns))
+                            .is_some()
+                }
+                _ => {
+                    !caches.machines.is_synced()
+                        || caches
+                            .machines
+                            .get(&reflector::ObjectRef::new(name).within(ns))
+                            .is_some()
+                }
+            }
         }
     }
 
-    pub(crate) fn set_machine_store(&self, store: Store<mcm_api::Machine>) {
-        if let Ok(mut s) = self.machines.lock() {
-            *s = Some(store);
-        }
-    }
-
-    /// The machine controller's cache of Machines, once it runs.
+    /// The shared cache of Machines, once it is filled.
     pub(crate) fn machine_store(&self) -> Option<Store<mcm_api::Machine>> {
-        self.machines.lock().ok().and_then(|s| s.clone())
+        self.caches
+            .machines
+            .is_synced()
+            .then(|| (*self.caches.machines).clone())
     }
 
-    /// How many machines the controller's cache holds.
+    /// How many machines the cache holds.
     pub fn machine_count(&self) -> i64 {
-        self.machines
-            .lock()
-            .ok()
-            .and_then(|s| s.as_ref().map(|s| s.state().len() as i64))
-            .unwrap_or(0)
+        self.caches.machines.state().len() as i64
     }
 
     /// Whether machine reconciliation is frozen (API servers unreachable).

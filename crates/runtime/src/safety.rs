@@ -198,6 +198,14 @@ pub async fn collect_orphans(
         return Ok(Vec::new());
     }
     let ns = &ctx.config.namespace;
+    // Class Secrets come from the shared cache: wait for its first list (a
+    // pass without it would skip every class).
+    if tokio::time::timeout(Duration::from_secs(30), ctx.caches.secrets.synced())
+        .await
+        .is_err()
+    {
+        return Err(Error::NotReady);
+    }
     let classes: Api<MachineClass> = Api::namespaced(ctx.client.clone(), ns);
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), ns);
     let machine_list = machines.list(&ListParams::default()).await?.items;
@@ -208,7 +216,7 @@ pub async fn collect_orphans(
         let Some(driver) = ctx.drivers.get(Some(&class.provider)) else {
             continue;
         };
-        let secret = match crate::class::merged_secret(&ctx.client, &class).await? {
+        let secret = match crate::class::merged_secret(&ctx.caches, &class) {
             Ok(s) => s,
             Err(_) => continue,
         };

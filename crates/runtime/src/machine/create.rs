@@ -3,6 +3,7 @@
 //! step names and feeds the result back (see `docs/design/machine.md`, "Creation").
 
 use super::{Reconciler, Step, Stop};
+use crate::pacing::Admission;
 use crate::Error;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::ByteString;
@@ -13,7 +14,7 @@ use kube::ResourceExt;
 use mcm_api::constants as c;
 use mcm_api::MachineClass;
 use mcm_core::machine::{self as decide, CreationFlow, CreationOutcome, CreationStep, MachineView};
-use mcm_driver::{Driver, MachineIdentity, MachineRequest};
+use mcm_driver::{CloudOp, Driver, MachineIdentity, MachineRequest};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,6 +24,46 @@ use tracing::{debug, info, warn};
 const MAX_STEPS: usize = 16;
 
 impl Reconciler<'_> {
+    /// Waits for the machine's turn at the cloud budget: `Some(wait)` when
+    /// the turn is later than [`crate::pacing::HOLD`] (requeue until then).
+    pub(super) async fn pace(
+        &self,
+        driver: &dyn Driver,
+        provider: &str,
+        req: &MachineRequest,
+        op: CloudOp,
+    ) -> Option<std::time::Duration> {
+        let exists = self.ctx.machine_key_exists();
+        match self
+            .ctx
+            .pacer
+            .admit(&self.key, provider, driver, req, op, exists)
+            .await
+        {
+            Admission::Go => None,
+            Admission::Wait(wait) => {
+                debug!(?op, ?wait, "waiting for the cloud budget");
+                Some(wait)
+            }
+        }
+    }
+
+    /// Tells the pacer how an admitted call was answered.
+    pub(super) async fn answered<T>(
+        &self,
+        driver: &dyn Driver,
+        provider: &str,
+        req: &MachineRequest,
+        op: CloudOp,
+        result: &Result<T, mcm_driver::Status>,
+    ) {
+        let throttled = matches!(result, Err(e) if e.code == mcm_driver::Code::ResourceExhausted);
+        self.ctx
+            .pacer
+            .answered(provider, driver, req, op, throttled)
+            .await;
+    }
+
     /// Runs the creation flow until it is done or a step fails.
     pub(super) async fn create(
         &mut self,
@@ -44,15 +85,27 @@ impl Reconciler<'_> {
             debug!(?step, "creation step");
             req.machine = self.machine.clone();
             outcome = match step {
-                CreationStep::Probe => CreationOutcome::Probed(
-                    self.timed(
-                        "GetMachineStatus",
-                        &provider,
-                        driver.get_machine_status(&req),
-                    )
-                    .await,
-                ),
+                CreationStep::Probe => {
+                    if let Some(wait) = self.pace(&*driver, &provider, &req, CloudOp::Status).await
+                    {
+                        return Ok(Action::requeue(wait));
+                    }
+                    let result = self
+                        .timed(
+                            "GetMachineStatus",
+                            &provider,
+                            driver.get_machine_status(&req),
+                        )
+                        .await;
+                    self.answered(&*driver, &provider, &req, CloudOp::Status, &result)
+                        .await;
+                    CreationOutcome::Probed(result)
+                }
                 CreationStep::Create => {
+                    if let Some(wait) = self.pace(&*driver, &provider, &req, CloudOp::Create).await
+                    {
+                        return Ok(Action::requeue(wait));
+                    }
                     let create_req = match self.with_userdata(&req, &view).await? {
                         Ok(r) => r,
                         Err(Stop::After(d)) => return Ok(Action::requeue(d)),
@@ -66,6 +119,8 @@ impl Reconciler<'_> {
                             &provider,
                             driver.create_machine(&create_req),
                         )
+                        .await;
+                    self.answered(&*driver, &provider, &req, CloudOp::Create, &result)
                         .await;
                     if let Ok(resp) = &result {
                         info!(provider_id = %resp.provider_id, node = %resp.node_name,
@@ -97,6 +152,12 @@ impl Reconciler<'_> {
                     CreationOutcome::Persisted
                 }
                 CreationStep::Initialize { reason } => {
+                    if let Some(wait) = self
+                        .pace(&*driver, &provider, &req, CloudOp::Initialize)
+                        .await
+                    {
+                        return Ok(Action::requeue(wait));
+                    }
                     info!(reason = reason.as_str(), "initializing VM");
                     let result = self
                         .timed(
@@ -104,6 +165,8 @@ impl Reconciler<'_> {
                             &provider,
                             driver.initialize_machine(&req),
                         )
+                        .await;
+                    self.answered(&*driver, &provider, &req, CloudOp::Initialize, &result)
                         .await;
                     if result.is_ok() {
                         self.event(
@@ -136,6 +199,11 @@ impl Reconciler<'_> {
                         };
                         self.write(t, extra).await?;
                         self.provider_failure(failure.call, &failure.error).await;
+                    }
+                    // A throttled call is the cloud's queue, not the machine's
+                    // failure: the pacer holds the machine back (docs/design/runtime.md).
+                    if failure.retry == decide::RetryClass::Throttled {
+                        return Ok(Action::requeue(crate::pacing::PAUSE_BASE));
                     }
                     return Ok(Action::requeue(self.retry_after(failure.retry)));
                 }

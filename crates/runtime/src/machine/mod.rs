@@ -20,14 +20,16 @@ mod create;
 mod delete;
 mod drain_step;
 mod health;
+mod inplace;
 mod preserve;
 pub mod triggers;
 
 pub use delete::delete_orphan;
 
+use crate::caches::Triggers;
 use crate::{drain, Context, Error};
 use chrono::Utc;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -35,7 +37,6 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::{reflector, watcher, PredicateConfig, WatchStreamExt};
 use kube::{Resource, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachinePhase as Phase};
@@ -56,52 +57,65 @@ use tracing::{debug, info, instrument, warn};
 /// ([`triggers`]): not on its own status writes, so a failed call's backoff is
 /// not cut short by the status the failure wrote.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+    let caches = ctx.caches.clone();
     let ns = ctx.config.namespace.clone();
-    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ns);
-    let classes: Api<MachineClass> = Api::namespaced(ctx.client.clone(), &ns);
-    let (store, writer) = reflector::store();
-    let machine_events = reflector(writer, watcher(machines, watcher::Config::default()))
-        .default_backoff()
-        .applied_objects()
-        .predicate_filter(triggers::machine, PredicateConfig::default());
-    let controller = Controller::for_stream(machine_events, store.clone());
-    ctx.set_machine_store(store.clone());
-    let class_store = store.clone();
-    let class_events = watcher(classes, watcher::Config::default())
-        .default_backoff()
-        .applied_objects()
-        .predicate_filter(triggers::class, PredicateConfig::default());
-    let mut controller = controller
-        .watches_stream(class_events, move |class: MachineClass| {
-            let name = class.name_any();
-            class_store
-                .state()
-                .into_iter()
-                .filter(|m| m.spec.class.name == name)
-                .map(|m| ObjectRef::from_obj(&*m))
-                .collect::<Vec<_>>()
-        })
+    // Changes of Machines (filtered by their trigger hash), of classes (to
+    // their machines) and of Nodes (to their machine), all from the
+    // process's shared caches.
+    let store = (*caches.machines).clone();
+    let mut machine_triggers = Triggers::new(triggers::machine);
+    let machine_store = store.clone();
+    let machine_events = caches.machines.subscribe().flat_map(move |change| {
+        futures::stream::iter(machine_triggers.filter(change, &machine_store))
+    });
+    let class_store = (*caches.classes).clone();
+    let mut class_triggers = Triggers::new(triggers::class);
+    let users = store.clone();
+    let class_events = caches.classes.subscribe().flat_map(move |change| {
+        let changed = class_triggers.filter(change, &class_store);
+        let refs: Vec<ObjectRef<Machine>> = users
+            .state()
+            .into_iter()
+            .filter(|m| changed.iter().any(|c| c.name_any() == m.spec.class.name))
+            .map(|m| ObjectRef::from_obj(&*m))
+            .collect();
+        futures::stream::iter(refs)
+    });
+    let mut controller = Controller::for_shared_stream(machine_events, store)
+        .reconcile_on(class_events)
         .with_config(
             kube::runtime::controller::Config::default().concurrency(ctx.config.concurrent_syncs),
         );
-    if let (Some(target), Some(writer)) = (ctx.target.clone(), ctx.take_node_writer()) {
-        let nodes: Api<Node> = Api::all(target);
+    if let Some(nodes) = &caches.nodes {
+        let node_store = (**nodes).clone();
+        let mut node_triggers = Triggers::new(triggers::node);
         let ns_for_nodes = ns.clone();
-        let stream = reflector(writer, watcher(nodes, watcher::Config::default()))
-            .default_backoff()
-            .applied_objects()
-            .predicate_filter(triggers::node, PredicateConfig::default());
-        controller = controller.watches_stream(stream, move |node: Node| {
-            node.labels()
-                .get(c::MACHINE_NAME_NODE_LABEL)
-                .map(|m| ObjectRef::new(m).within(&ns_for_nodes))
+        let node_events = nodes.subscribe().flat_map(move |change| {
+            let refs: Vec<ObjectRef<Machine>> = node_triggers
+                .filter(change, &node_store)
+                .into_iter()
+                .filter_map(|node| {
+                    node.labels()
+                        .get(c::MACHINE_NAME_NODE_LABEL)
+                        .map(|m| ObjectRef::new(m).within(&ns_for_nodes))
+                })
+                .collect();
+            futures::stream::iter(refs)
         });
+        controller = controller.reconcile_on(node_events);
     }
     if let Some(drained) = ctx.drains.take_wakeups() {
         controller = controller.reconcile_on(drained);
     }
     // Drains end with the controller (shutdown, or this future dropped when leadership is lost).
     let _abort_drains = AbortDrains(ctx.clone());
+    // Reconciles read classes, Secrets and Nodes from the caches: start once
+    // every cache holds a full list, so that nothing is judged missing early.
+    let shutdown = shutdown.boxed().shared();
+    tokio::select! {
+        _ = caches_ready(&caches) => {},
+        _ = shutdown.clone() => return,
+    }
     controller
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -111,6 +125,16 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             }
         })
         .await;
+}
+
+/// Waits until the caches the machine controller reads hold a full list.
+async fn caches_ready(caches: &crate::caches::Caches) {
+    caches.machines.synced().await;
+    caches.classes.synced().await;
+    caches.secrets.synced().await;
+    if let Some(nodes) = &caches.nodes {
+        nodes.synced().await;
+    }
 }
 
 /// Aborts the context's running drains when dropped.
@@ -324,16 +348,13 @@ impl<'a> Reconciler<'a> {
     }
 
     async fn provider_name(&self) -> String {
-        let classes: Api<MachineClass> = Api::namespaced(
-            self.ctx.client.clone(),
-            &self.machine.namespace().unwrap_or_default(),
-        );
-        classes
-            .get_opt(&self.machine.spec.class.name)
-            .await
-            .ok()
-            .flatten()
-            .map(|c| c.provider)
+        self.ctx
+            .caches
+            .class(
+                &self.machine.namespace().unwrap_or_default(),
+                &self.machine.spec.class.name,
+            )
+            .map(|c| c.provider.clone())
             .unwrap_or_default()
     }
 
@@ -391,8 +412,7 @@ impl<'a> Reconciler<'a> {
             let stop = self.input_problem("InvalidMachine", msg).await?;
             return Ok(Err(stop));
         }
-        let classes: Api<MachineClass> = Api::namespaced(self.ctx.client.clone(), &ns);
-        let Some(class) = classes.get_opt(&class_spec.name).await? else {
+        let Some(class) = self.ctx.caches.class(&ns, &class_spec.name) else {
             let msg = format!("MachineClass {ns}/{} not found", class_spec.name);
             let stop = self.input_problem("MachineClassNotFound", msg).await?;
             return Ok(Err(stop));
@@ -407,10 +427,11 @@ impl<'a> Reconciler<'a> {
             let stop = self.input_problem("InvalidMachineClass", msg).await?;
             return Ok(Err(stop));
         }
+        let class = (*class).clone();
         if self.machine.meta().deletion_timestamp.is_none() {
-            crate::class::ensure_class_finalizer(&self.ctx.client, &class).await?;
+            crate::class::ensure_class_finalizer(self.ctx, &class).await?;
         }
-        let secret = match crate::class::merged_secret(&self.ctx.client, &class).await? {
+        let secret = match crate::class::merged_secret(&self.ctx.caches, &class) {
             Ok(s) => s,
             Err(missing) => {
                 let msg = format!(
@@ -461,6 +482,11 @@ impl<'a> Reconciler<'a> {
             crate::node_sync::sync_and_report(self.ctx, &self.machine, &class).await;
             match self.health(&view).await? {
                 Ok(r) => recheck = r,
+                Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+            }
+            match self.in_place(&self.view(), &driver).await? {
+                Ok(Some(r)) => recheck = Some(recheck.map_or(r, |x| x.min(r))),
+                Ok(None) => {}
                 Err(Stop::After(d)) => return Ok(Action::requeue(d)),
             }
         }

@@ -45,19 +45,22 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, info, instrument, warn};
 
+#[path = "inplace.rs"]
+mod inplace;
+
 /// How soon to look again after a write whose watch event may be missed.
 const SHORTLY: Duration = Duration::from_secs(2);
 
 fn key_of(ctx: &Ctx, name: &str) -> String {
-    format!("{}/{}", ctx.namespace, name)
+    format!("{}/{}", ctx.config.namespace, name)
 }
 
 /// The controller's error policy: conflicts retry soon, other errors back off per deployment.
 pub(crate) fn error_policy(d: Arc<MachineDeployment>, err: &Error, ctx: Arc<Ctx>) -> Action {
     crate::metrics::workqueue::retry("machinedeployment");
     let name = d.name_any();
-    warn!(machinedeployment = %name, namespace = %ctx.namespace, error = %err, "machinedeployment reconcile failed");
-    Action::requeue(ctx.failure_delay(&format!("mcd/{}", key_of(&ctx, &name)), err))
+    warn!(machinedeployment = %name, namespace = %ctx.config.namespace, error = %err, "machinedeployment reconcile failed");
+    Action::requeue(ctx.error_delay(&format!("mcd/{}", key_of(&ctx, &name)), err))
 }
 
 /// Why a deployment cannot be acted upon, if it cannot.
@@ -73,12 +76,12 @@ pub(crate) fn invalid_deployment(d: &MachineDeployment) -> Option<String> {
 }
 
 /// The reconcile entry point.
-#[instrument(skip_all, fields(machinedeployment = %obj.name_any(), namespace = %ctx.namespace))]
+#[instrument(skip_all, fields(machinedeployment = %obj.name_any(), namespace = %ctx.config.namespace))]
 pub(crate) async fn reconcile(obj: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let _work = crate::metrics::workqueue::work("machinedeployment");
     let name = obj.name_any();
     let action = reconcile_deployment(&name, &ctx).await?;
-    ctx.reset_failures(&format!("mcd/{}", key_of(&ctx, &name)));
+    ctx.reset_backoff(&format!("mcd/{}", key_of(&ctx, &name)));
     Ok(action)
 }
 
@@ -116,7 +119,7 @@ async fn mark_invalid(
 }
 
 async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
-    let api = ctx.deployments();
+    let api = ctx.machine_deployments();
     let Some(mut d) = api.get_opt(name).await? else {
         return Ok(Action::await_change());
     };
@@ -126,7 +129,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     if let Some(problem) = invalid_deployment(&d) {
         warn!(problem = %problem, "invalid MachineDeployment, not acting on it");
         publish(
-            &ctx.deployment_recorder,
+            &ctx.sets.deployment_recorder,
             &d,
             EventType::Warning,
             super::machineset::INVALID_SPEC,
@@ -144,7 +147,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     let selector = d.spec.selector.clone().unwrap_or_default();
     if selector_is_empty(&selector) {
         publish(
-            &ctx.deployment_recorder,
+            &ctx.sets.deployment_recorder,
             &d,
             EventType::Warning,
             "SelectingAll",
@@ -226,7 +229,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     match pass.strategy {
         Strategy::RollingUpdate { .. } => pass.rolling().await,
         Strategy::Recreate => pass.recreate().await,
-        Strategy::InPlaceUpdate { .. } => pass.in_place_unsupported().await,
+        Strategy::InPlaceUpdate { .. } => pass.in_place().await,
     }
 }
 
@@ -243,7 +246,7 @@ async fn claim_sets(
         uid: &uid,
         deleting,
     };
-    let api = ctx.sets();
+    let api = ctx.machine_sets();
     let mut claimed = Vec::new();
     let mut rechecked = false;
     let mut first_error: Option<Error> = None;
@@ -260,7 +263,7 @@ async fn claim_sets(
             ClaimAction::Ignore => {}
             ClaimAction::Adopt => {
                 if !rechecked {
-                    let fresh = ctx.deployments().get_opt(&d.name_any()).await?;
+                    let fresh = ctx.machine_deployments().get_opt(&d.name_any()).await?;
                     if !fresh.is_some_and(|f| {
                         f.uid() == d.uid() && f.meta().deletion_timestamp.is_none()
                     }) {
@@ -323,7 +326,7 @@ impl Pass<'_> {
 
     async fn event(&self, type_: EventType, reason: &str, note: String) {
         publish(
-            &self.ctx.deployment_recorder,
+            &self.ctx.sets.deployment_recorder,
             &self.d,
             type_,
             reason,
@@ -421,7 +424,7 @@ impl Pass<'_> {
             "spec": { "replicas": size }
         });
         self.ctx
-            .sets()
+            .machine_sets()
             .patch(
                 &s.name_any(),
                 &PatchParams::default(),
@@ -452,7 +455,7 @@ impl Pass<'_> {
             info!("all MachineSets gone, finalizer removed");
             return Ok(Action::await_change());
         }
-        let api = self.ctx.sets();
+        let api = self.ctx.machine_sets();
         for s in self
             .sets
             .iter()
@@ -520,7 +523,7 @@ impl Pass<'_> {
             .await?;
         }
         let store = &self.ctx.caches.machines;
-        let ns = self.ctx.namespace.clone();
+        let ns = self.ctx.config.namespace.clone();
         let decision = plan::trigger_deletion_plan(&normalized, |n| {
             match store.get(&ObjectRef::new(n).within(&ns)) {
                 None => TriggerTarget::NotFound,
@@ -631,7 +634,7 @@ impl Pass<'_> {
         if !changed.is_empty() {
             let updated = self
                 .ctx
-                .sets()
+                .machine_sets()
                 .replace(&s.name_any(), &PostParams::default(), &upd)
                 .await?;
             info!(machineset = %s.name_any(), changed = ?changed, "updated new MachineSet");
@@ -712,7 +715,7 @@ impl Pass<'_> {
         let ms = MachineSet {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
-                namespace: Some(self.ctx.namespace.clone()),
+                namespace: Some(self.ctx.config.namespace.clone()),
                 labels: template.metadata.labels.clone(),
                 annotations: Some(annotations),
                 owner_references: Some(vec![owner_reference(&self.d)]),
@@ -728,7 +731,12 @@ impl Pass<'_> {
             },
             status: None,
         };
-        match self.ctx.sets().create(&PostParams::default(), &ms).await {
+        match self
+            .ctx
+            .machine_sets()
+            .create(&PostParams::default(), &ms)
+            .await
+        {
             Ok(created) => {
                 info!(machineset = %name, replicas, revision = new_revision, "created new MachineSet");
                 if replicas > 0 {
@@ -765,7 +773,7 @@ impl Pass<'_> {
             }
             Err(e) if is_conflict(&e) => {
                 // AlreadyExists: ours (a cache that lags) or a hash collision.
-                let existing = self.ctx.sets().get_opt(&name).await?;
+                let existing = self.ctx.machine_sets().get_opt(&name).await?;
                 let ours = existing.as_ref().is_some_and(|s| {
                     controller_ref(&s.metadata).is_some_and(|c| Some(c.uid) == self.d.uid())
                         && plan::equal_ignore_hash(&s.spec.template, &self.d.spec.template)
@@ -803,7 +811,7 @@ impl Pass<'_> {
     /// Old sets beyond `revisionHistoryLimit` (design: sets-and-deployments.md,
     /// "Revisions, rollback and history cleanup").
     async fn cleanup(&self) -> Result<(), Error> {
-        let api = self.ctx.sets();
+        let api = self.ctx.machine_sets();
         for i in history_cleanup(self.d.spec.revision_history_limit, &self.views, &self.part) {
             let name = self.views[i].name.clone();
             match api.delete(&name, &DeleteParams::default()).await {
@@ -964,7 +972,7 @@ impl Pass<'_> {
         }
     }
 
-    /// InPlaceUpdate needs the node agent protocol on a target cluster.
+    /// Without a target cluster there is no node agent protocol: InPlaceUpdate is refused.
     async fn in_place_unsupported(mut self) -> Result<Action, Error> {
         self.event(
             EventType::Warning,

@@ -45,15 +45,15 @@ use tracing::{debug, info, instrument, warn};
 const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
 
 fn key_of(ctx: &Ctx, name: &str) -> String {
-    format!("{}/{}", ctx.namespace, name)
+    format!("{}/{}", ctx.config.namespace, name)
 }
 
 /// The controller's error policy: conflicts retry soon, other errors back off per set.
 pub(crate) fn error_policy(ms: Arc<MachineSet>, err: &Error, ctx: Arc<Ctx>) -> Action {
     crate::metrics::workqueue::retry("machineset");
     let name = ms.name_any();
-    warn!(machineset = %name, namespace = %ctx.namespace, error = %err, "machineset reconcile failed");
-    Action::requeue(ctx.failure_delay(&key_of(&ctx, &name), err))
+    warn!(machineset = %name, namespace = %ctx.config.namespace, error = %err, "machineset reconcile failed");
+    Action::requeue(ctx.error_delay(&format!("ms/{}", key_of(&ctx, &name)), err))
 }
 
 /// Why a set cannot be acted upon, if it cannot.
@@ -108,20 +108,20 @@ async fn mark_invalid(api: &Api<MachineSet>, ms: &MachineSet, problem: &str) -> 
 pub(crate) const INVALID_SPEC: &str = "InvalidSpec";
 
 /// The reconcile entry point.
-#[instrument(skip_all, fields(machineset = %obj.name_any(), namespace = %ctx.namespace))]
+#[instrument(skip_all, fields(machineset = %obj.name_any(), namespace = %ctx.config.namespace))]
 pub(crate) async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let _work = crate::metrics::workqueue::work("machineset");
     let name = obj.name_any();
     let key = key_of(&ctx, &name);
     let action = reconcile_set(&name, &key, &ctx).await?;
-    ctx.reset_failures(&key);
+    ctx.reset_backoff(&format!("ms/{key}"));
     Ok(action)
 }
 
 async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error> {
-    let api = ctx.sets();
+    let api = ctx.machine_sets();
     let Some(mut ms) = api.get_opt(name).await? else {
-        if let Ok(mut e) = ctx.expectations.lock() {
+        if let Ok(mut e) = ctx.sets.expectations.lock() {
             e.forget(key);
         }
         return Ok(Action::await_change());
@@ -129,7 +129,7 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
     if let Some(problem) = invalid_set(&ms) {
         warn!(problem = %problem, "invalid MachineSet, not acting on it");
         publish(
-            &ctx.set_recorder,
+            &ctx.sets.set_recorder,
             &ms,
             EventType::Warning,
             "InvalidSpec",
@@ -164,7 +164,7 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
                 remove_finalizer(&api, &ms).await?;
                 info!("all machines gone, finalizer removed");
             }
-            if let Ok(mut e) = ctx.expectations.lock() {
+            if let Ok(mut e) = ctx.sets.expectations.lock() {
                 e.forget(key);
             }
             return Ok(Action::await_change());
@@ -197,7 +197,7 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
 
 fn expectations_satisfied(ctx: &Ctx, key: &str) -> bool {
     let store = &ctx.caches.machines;
-    let ns = ctx.namespace.clone();
+    let ns = ctx.config.namespace.clone();
     let seen = |n: &str| match store.get(&ObjectRef::new(n).within(&ns)) {
         None => Seen::Absent,
         Some(m) => {
@@ -209,7 +209,7 @@ fn expectations_satisfied(ctx: &Ctx, key: &str) -> bool {
             }
         }
     };
-    match ctx.expectations.lock() {
+    match ctx.sets.expectations.lock() {
         Ok(mut e) => e.satisfied(key, seen, Utc::now()),
         Err(_) => true,
     }
@@ -245,7 +245,7 @@ async fn claim_machines(
             ClaimAction::Ignore => {}
             ClaimAction::Adopt => {
                 if !rechecked {
-                    recheck_owner(&ctx.sets(), ms).await?;
+                    recheck_owner(&ctx.machine_sets(), ms).await?;
                     rechecked = true;
                 }
                 match adopt(&api, &*m, ms).await {
@@ -513,7 +513,7 @@ async fn create_machines(
                 Err(e) => {
                     warn!(error = %e, "machine creation failed");
                     publish(
-                        &ctx.set_recorder,
+                        &ctx.sets.set_recorder,
                         ms,
                         EventType::Warning,
                         "FailedCreate",
@@ -528,7 +528,7 @@ async fn create_machines(
         for n in &created {
             info!(machine = %n, "created machine");
             publish(
-                &ctx.set_recorder,
+                &ctx.sets.set_recorder,
                 ms,
                 EventType::Normal,
                 "SuccessfulCreate",
@@ -537,7 +537,7 @@ async fn create_machines(
             )
             .await;
         }
-        if let Ok(mut e) = ctx.expectations.lock() {
+        if let Ok(mut e) = ctx.sets.expectations.lock() {
             e.expect_creations(key, created, Utc::now());
         }
         if let Some(e) = first_error {
@@ -568,7 +568,7 @@ async fn delete_machines(
         .filter(|(_, ok)| *ok)
         .map(|(m, _)| m.name_any())
         .collect();
-    if let Ok(mut e) = ctx.expectations.lock() {
+    if let Ok(mut e) = ctx.sets.expectations.lock() {
         e.expect_deletions(key, deleted, Utc::now());
     }
 }
@@ -580,7 +580,7 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
         Ok(_) => {
             info!(machine = %name, phase = %m.phase(), "deleted machine");
             publish(
-                &ctx.set_recorder,
+                &ctx.sets.set_recorder,
                 ms,
                 EventType::Normal,
                 "SuccessfulDelete",
@@ -595,7 +595,7 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
         Err(e) => {
             warn!(machine = %name, error = %e, "machine deletion failed");
             publish(
-                &ctx.set_recorder,
+                &ctx.sets.set_recorder,
                 ms,
                 EventType::Warning,
                 "FailedDelete",

@@ -35,7 +35,7 @@ pub mod machineset;
 pub(crate) mod rollout_nodes;
 pub mod safety;
 
-use crate::bounded::Pruned;
+use crate::caches::Change;
 use crate::events::Recorder;
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
@@ -43,11 +43,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::events::{Event, EventType, Reporter};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use mcm_api::{Machine, MachineDeployment, MachineSet};
-use mcm_core::backoff::{periods, Backoff, FailureKind};
 use mcm_core::replicas::{controller_ref, selector_is_empty, selector_matches, Expectations};
 use serde::de::DeserializeOwned;
 use serde_json::json;
@@ -56,13 +54,13 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
-/// Settings of the MachineSet / MachineDeployment controllers and the safety loop.
+/// Settings of the MachineSet / MachineDeployment controllers and the safety
+/// loop ([`crate::Config::sets`]; the concurrency and the retry periods are
+/// the process's, in [`crate::Config`]).
 #[derive(Debug, Clone)]
 pub struct SetsConfig {
-    /// Reconciles running at once per controller (`--concurrent-syncs`, default 10).
-    pub concurrent_syncs: u16,
     /// Extra machines above the limit before a set is frozen (`--safety-up`, default 2).
     pub safety_up: i32,
     /// How far below the freeze limit the count must fall to unfreeze (`--safety-down`, default 1).
@@ -73,10 +71,6 @@ pub struct SetsConfig {
     pub resync_period: Duration,
     /// `reportingInstance` of the Events (e.g. the pod name).
     pub reporting_instance: Option<String>,
-    /// The first retry period of the per-object backoff (`--min-retry-period`, 5s).
-    pub min_retry: Duration,
-    /// The last retry period of the per-object backoff (`--max-retry-period`, 10m).
-    pub max_retry: Duration,
     /// Cluster-autoscaler scale-down-disabled annotations on the Nodes during a
     /// rollout (`--autoscaler-scaledown-annotation-during-rollout`, default true;
     /// needs a target cluster, see [`run_with_target`]).
@@ -86,51 +80,18 @@ pub struct SetsConfig {
 impl Default for SetsConfig {
     fn default() -> Self {
         SetsConfig {
-            concurrent_syncs: 10,
             safety_up: 2,
             safety_down: 1,
             overshooting_period: Duration::from_secs(60),
             resync_period: Duration::from_secs(600),
             reporting_instance: None,
-            min_retry: Duration::from_secs(5),
-            max_retry: Duration::from_secs(600),
             autoscaler_scaledown_annotation_during_rollout: true,
         }
     }
 }
 
-/// Errors of the set controllers.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// A Kubernetes API call failed.
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-    /// A serialization problem.
-    #[error("serialization: {0}")]
-    Json(#[from] serde_json::Error),
-    /// The object cannot be acted upon as it is.
-    #[error("invalid object: {0}")]
-    Invalid(String),
-    /// Creating or deleting machines failed (the status carries `ReplicaFailure`).
-    #[error("managing replicas: {0}")]
-    Replicas(String),
-    /// The owner changed while adopting (deleted, recreated).
-    #[error("owner changed while adopting: {0}")]
-    OwnerChanged(String),
-    /// A new MachineSet's name is taken by another object.
-    #[error("hash collision for new MachineSet {0}")]
-    Collision(String),
-    /// The caches were not filled.
-    #[error("caches not ready")]
-    NotReady,
-}
-
-impl Error {
-    /// An optimistic-concurrency conflict (HTTP 409): retry soon, not with backoff.
-    pub fn is_conflict(&self) -> bool {
-        matches!(self, Error::Kube(kube::Error::Api(s)) if s.code == 409)
-    }
-}
+/// The errors of the set controllers: the runtime's one error type.
+pub use crate::Error;
 
 /// The answer of an API call was NotFound.
 pub(crate) fn is_not_found(e: &kube::Error) -> bool {
@@ -142,98 +103,44 @@ pub(crate) fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-/// The caches every controller reads.
-#[derive(Clone)]
-pub(crate) struct Caches {
-    pub machines: Store<Machine>,
-    pub sets: Store<MachineSet>,
-    pub deployments: Store<MachineDeployment>,
-}
+/// The set controllers run on the process's one [`crate::Context`].
+pub(crate) type Ctx = crate::Context;
 
-impl Caches {
-    /// Waits until every cache has been filled once. Call it from one place
-    /// only: a store wakes a single waiter when it becomes ready.
-    pub async fn ready(&self) -> Result<(), Error> {
-        self.machines
-            .wait_until_ready()
-            .await
-            .map_err(|_| Error::NotReady)?;
-        self.sets
-            .wait_until_ready()
-            .await
-            .map_err(|_| Error::NotReady)?;
-        self.deployments
-            .wait_until_ready()
-            .await
-            .map_err(|_| Error::NotReady)?;
-        Ok(())
-    }
-}
-
-/// What the controllers share.
-pub(crate) struct Ctx {
-    pub client: Client,
-    /// The target cluster (Nodes), for the rollout's node handling.
-    pub target: Option<Client>,
-    /// Cache of the target cluster's Nodes (empty without one).
-    pub nodes: Store<k8s_openapi::api::core::v1::Node>,
-    pub namespace: String,
-    pub config: SetsConfig,
-    pub caches: Caches,
+/// What the set controllers keep between reconciles, in the [`crate::Context`].
+pub(crate) struct SetsState {
     pub set_recorder: Recorder,
     pub deployment_recorder: Recorder,
     pub safety_recorder: Recorder,
     pub expectations: Mutex<Expectations>,
     pub safety_wakeup: Notify,
-    backoff: Backoff,
-    failures: Mutex<Pruned<u32>>,
 }
 
-impl Ctx {
-    pub fn machines(&self) -> Api<Machine> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    pub fn sets(&self) -> Api<MachineSet> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    pub fn deployments(&self) -> Api<MachineDeployment> {
-        Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    /// The delay before retrying `key` after a failure.
-    pub fn failure_delay(&self, key: &str, err: &Error) -> Duration {
-        if err.is_conflict() {
-            return periods::CONFLICT;
-        }
-        let (sets, deployments) = (self.caches.sets.clone(), self.caches.deployments.clone());
-        // Keys are `namespace/name` of a set, `mcd/namespace/name` of a deployment.
-        let exists = move |k: &str| match k.strip_prefix("mcd/") {
-            Some(rest) => rest.split_once('/').is_some_and(|(ns, name)| {
-                deployments.get(&ObjectRef::new(name).within(ns)).is_some()
-            }),
-            None => k
-                .split_once('/')
-                .is_some_and(|(ns, name)| sets.get(&ObjectRef::new(name).within(ns)).is_some()),
+impl SetsState {
+    pub(crate) fn new(client: &Client, config: &SetsConfig) -> Self {
+        let reporter = |controller: &str| Reporter {
+            controller: controller.to_string(),
+            instance: config.reporting_instance.clone(),
         };
-        let n = match self.failures.lock() {
-            Ok(mut m) => {
-                let n = m.entry(key, 0, exists);
-                *n = n.saturating_add(1);
-                *n
-            }
-            Err(_) => 1,
-        };
-        self.backoff
-            .delay(n, FailureKind::Normal, rand::random::<f64>())
-    }
-
-    /// Forgets the failures of `key`.
-    pub fn reset_failures(&self, key: &str) {
-        if let Ok(mut m) = self.failures.lock() {
-            m.remove(key);
+        SetsState {
+            set_recorder: Recorder::new(client.clone(), reporter("machineset-controller")),
+            deployment_recorder: Recorder::new(
+                client.clone(),
+                reporter("machinedeployment-controller"),
+            ),
+            safety_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
+            expectations: Mutex::new(Expectations::new()),
+            safety_wakeup: Notify::new(),
         }
+    }
+}
+
+/// Waits until the caches the set controllers read hold a full list.
+async fn caches_ready(ctx: &Ctx) {
+    ctx.caches.machines.synced().await;
+    ctx.caches.sets.synced().await;
+    ctx.caches.deployments.synced().await;
+    if let Some(nodes) = &ctx.caches.nodes {
+        nodes.synced().await;
     }
 }
 
@@ -509,55 +416,41 @@ impl Routes {
     }
 }
 
-async fn pump_machines(
-    ctx: Arc<Ctx>,
-    writer: reflector::store::Writer<Machine>,
-    routes: Arc<Routes>,
-) {
-    let stream = watcher(ctx.machines(), watcher::Config::default())
-        .default_backoff()
-        .reflect(writer);
-    let mut stream = std::pin::pin!(stream);
-    let ns = ctx.namespace.clone();
-    while let Some(ev) = stream.next().await {
-        match ev {
-            Ok(watcher::Event::Apply(m)) | Ok(watcher::Event::Delete(m)) => {
+/// Routes the shared Machine changes to the sets and deployments they concern.
+async fn pump_machines(ctx: Arc<Ctx>, routes: Arc<Routes>) {
+    let mut changes = ctx.caches.machines.subscribe();
+    let ns = ctx.config.namespace.clone();
+    while let Some(change) = changes.next().await {
+        match change {
+            Change::Applied(m) | Change::Deleted(m) => {
                 routes.set_refs(sets_for_machine(&m, &ctx.caches.sets, &ns));
                 routes.deployment_refs(deployments_for_machine(&m, &ctx.caches.sets, &ns));
-                ctx.safety_wakeup.notify_one();
+                ctx.sets.safety_wakeup.notify_one();
             }
-            Ok(watcher::Event::InitDone) => {
+            Change::Listed => {
                 // A (re)list may have hidden deletions: look at everything again.
                 routes.all_sets(&ctx.caches.sets);
                 routes.all_deployments(&ctx.caches.deployments);
-                ctx.safety_wakeup.notify_one();
+                ctx.sets.safety_wakeup.notify_one();
             }
-            Ok(_) => {}
-            Err(e) => warn!(error = %e, "machine watch"),
         }
     }
 }
 
-async fn pump_sets(
-    ctx: Arc<Ctx>,
-    writer: reflector::store::Writer<MachineSet>,
-    routes: Arc<Routes>,
-) {
-    let stream = watcher(ctx.sets(), watcher::Config::default())
-        .default_backoff()
-        .reflect(writer);
-    let mut stream = std::pin::pin!(stream);
-    let ns = ctx.namespace.clone();
-    while let Some(ev) = stream.next().await {
-        match ev {
-            Ok(watcher::Event::Apply(s)) => {
+/// Routes the shared MachineSet changes.
+async fn pump_sets(ctx: Arc<Ctx>, routes: Arc<Routes>) {
+    let mut changes = ctx.caches.sets.subscribe();
+    let ns = ctx.config.namespace.clone();
+    while let Some(change) = changes.next().await {
+        match change {
+            Change::Applied(s) => {
                 routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
-                let _ = routes.set_objects.unbounded_send(Arc::new(s));
+                let _ = routes.set_objects.unbounded_send(s);
             }
-            Ok(watcher::Event::Delete(s)) => {
+            Change::Deleted(s) => {
                 routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
             }
-            Ok(watcher::Event::InitDone) => {
+            Change::Listed => {
                 debug!(
                     sets = ctx.caches.sets.state().len(),
                     "machineset cache filled"
@@ -565,30 +458,21 @@ async fn pump_sets(
                 routes.all_sets(&ctx.caches.sets);
                 routes.all_deployments(&ctx.caches.deployments);
             }
-            Ok(_) => {}
-            Err(e) => warn!(error = %e, "machineset watch"),
         }
     }
 }
 
-async fn pump_deployments(
-    ctx: Arc<Ctx>,
-    writer: reflector::store::Writer<MachineDeployment>,
-    routes: Arc<Routes>,
-) {
-    let stream = watcher(ctx.deployments(), watcher::Config::default())
-        .default_backoff()
-        .reflect(writer);
-    let mut stream = std::pin::pin!(stream);
-    while let Some(ev) = stream.next().await {
-        match ev {
-            Ok(watcher::Event::Apply(d)) => {
-                let _ = routes.deployment_objects.unbounded_send(Arc::new(d));
-                ctx.safety_wakeup.notify_one();
+/// Routes the shared MachineDeployment changes.
+async fn pump_deployments(ctx: Arc<Ctx>, routes: Arc<Routes>) {
+    let mut changes = ctx.caches.deployments.subscribe();
+    while let Some(change) = changes.next().await {
+        match change {
+            Change::Applied(d) => {
+                let _ = routes.deployment_objects.unbounded_send(d);
+                ctx.sets.safety_wakeup.notify_one();
             }
-            Ok(watcher::Event::InitDone) => routes.all_deployments(&ctx.caches.deployments),
-            Ok(_) => {}
-            Err(e) => warn!(error = %e, "machinedeployment watch"),
+            Change::Deleted(_) => {}
+            Change::Listed => routes.all_deployments(&ctx.caches.deployments),
         }
     }
 }
@@ -612,7 +496,9 @@ pub async fn run_until(
 
 /// Like [`run_until`], with the target cluster's client: rollouts then taint
 /// and annotate the Nodes of their machines (prefer-no-schedule,
-/// cluster-autoscaler scale-down-disabled).
+/// cluster-autoscaler scale-down-disabled). Builds a [`crate::Context`] of
+/// its own with the default process settings; [`run_with`] runs on one that
+/// is shared with the machine controllers.
 pub async fn run_with_target(
     client: Client,
     target: Option<Client>,
@@ -620,41 +506,31 @@ pub async fn run_with_target(
     config: SetsConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let (nodes, node_writer) = reflector::store();
-    let shutdown = shutdown.boxed().shared();
-    let (machines, machine_writer) = reflector::store();
-    let (sets, set_writer) = reflector::store();
-    let (deployments, deployment_writer) = reflector::store();
-    let reporter = |controller: &str| Reporter {
-        controller: controller.to_string(),
-        instance: config.reporting_instance.clone(),
+    let config = crate::Config {
+        namespace,
+        concurrent_syncs: 10,
+        sets: config,
+        ..crate::Config::default()
     };
-    let ctx = Arc::new(Ctx {
-        client: client.clone(),
-        target: target.clone(),
-        nodes,
-        namespace: namespace.clone(),
-        caches: Caches {
-            machines,
-            sets: sets.clone(),
-            deployments: deployments.clone(),
-        },
-        set_recorder: Recorder::new(client.clone(), reporter("machineset-controller")),
-        deployment_recorder: Recorder::new(
-            client.clone(),
-            reporter("machinedeployment-controller"),
-        ),
-        safety_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
-        expectations: Mutex::new(Expectations::new()),
-        safety_wakeup: Notify::new(),
-        backoff: Backoff {
-            min: config.min_retry,
-            max: config.max_retry,
-            ..Backoff::default()
-        },
-        failures: Mutex::new(Pruned::new()),
-        config: config.clone(),
-    });
+    let ctx = crate::Context::new(
+        client,
+        target,
+        config,
+        crate::DriverRegistry::new(),
+        Arc::new(crate::metrics::Metrics::new(
+            &mut prometheus_client::registry::Registry::default(),
+        )),
+    );
+    run_with(ctx, shutdown).await;
+}
+
+/// Runs the MachineSet and MachineDeployment controllers and the safety loop
+/// on the process's [`crate::Context`] until `shutdown` completes
+/// (reconciles in flight finish, no new ones start). `--concurrent-syncs`
+/// and the retry periods come from its [`crate::Config`].
+pub async fn run_with(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()> + Send + 'static) {
+    let shutdown = shutdown.boxed().shared();
+    let namespace = ctx.config.namespace.clone();
     let (set_objects, set_objects_rx) = mpsc::unbounded();
     let (set_refs, set_refs_rx) = mpsc::unbounded();
     let (deployment_objects, deployment_objects_rx) = mpsc::unbounded();
@@ -666,8 +542,8 @@ pub async fn run_with_target(
         deployment_refs,
     });
     info!(namespace = %namespace, "starting MachineSet and MachineDeployment controllers");
-    let controller_config = ControllerConfig::default().concurrency(config.concurrent_syncs);
-    let set_controller = Controller::for_shared_stream(set_objects_rx, sets)
+    let controller_config = ControllerConfig::default().concurrency(ctx.config.concurrent_syncs);
+    let set_controller = Controller::for_shared_stream(set_objects_rx, (*ctx.caches.sets).clone())
         .reconcile_on(set_refs_rx)
         .with_config(controller_config.clone())
         .graceful_shutdown_on(shutdown.clone())
@@ -677,32 +553,27 @@ pub async fn run_with_target(
                 debug!(error = %e, "machineset reconcile");
             }
         });
-    let deployment_controller = Controller::for_shared_stream(deployment_objects_rx, deployments)
-        .reconcile_on(deployment_refs_rx)
-        .with_config(controller_config)
-        .graceful_shutdown_on(shutdown.clone())
-        .run(deployment::reconcile, deployment::error_policy, ctx.clone())
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                debug!(error = %e, "machinedeployment reconcile");
-            }
-        });
+    let deployment_controller =
+        Controller::for_shared_stream(deployment_objects_rx, (*ctx.caches.deployments).clone())
+            .reconcile_on(deployment_refs_rx)
+            .with_config(controller_config)
+            .graceful_shutdown_on(shutdown.clone())
+            .run(deployment::reconcile, deployment::error_policy, ctx.clone())
+            .for_each(|res| async move {
+                if let Err(e) = res {
+                    debug!(error = %e, "machinedeployment reconcile");
+                }
+            });
     let safety_loop = safety::run(ctx.clone(), shutdown.clone());
-    let pumps = futures::future::join4(
-        pump_machines(ctx.clone(), machine_writer, routes.clone()),
-        pump_sets(ctx.clone(), set_writer, routes.clone()),
-        pump_deployments(ctx.clone(), deployment_writer, routes),
-        rollout_nodes::pump_nodes(target, node_writer),
+    let pumps = futures::future::join3(
+        pump_machines(ctx.clone(), routes.clone()),
+        pump_sets(ctx.clone(), routes.clone()),
+        pump_deployments(ctx.clone(), routes),
     );
-    let caches = ctx.caches.clone();
+    let ready = ctx.clone();
     let work = async move {
-        // Wait once, here, for the caches: a store's readiness wakes a single
-        // waiter only, so reconciles must not wait on it concurrently.
         tokio::select! {
-            r = caches.ready() => if let Err(e) = r {
-                warn!(error = %e, "caches not filled");
-                return;
-            },
+            _ = caches_ready(&ready) => {},
             _ = shutdown.clone() => return,
         }
         info!("caches filled, controllers running");
@@ -718,7 +589,7 @@ pub async fn run_with_target(
 /// The periodic re-reconcile, shortened to `soon` when something is pending.
 pub(crate) fn requeue(ctx: &Ctx, soon: Option<Duration>) -> Action {
     match soon {
-        Some(d) if d < ctx.config.resync_period => Action::requeue(d),
-        _ => Action::requeue(ctx.config.resync_period),
+        Some(d) if d < ctx.config.sets.resync_period => Action::requeue(d),
+        _ => Action::requeue(ctx.config.sets.resync_period),
     }
 }

@@ -23,12 +23,10 @@
 //! on the next pass; they never stop the rollout itself.
 
 use super::Ctx;
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Client, ResourceExt};
+use kube::runtime::reflector::ObjectRef;
+use kube::ResourceExt;
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineDeployment, MachineSet};
 use mcm_core::deployment::{
@@ -39,23 +37,6 @@ use mcm_core::replicas::controller_ref;
 use serde_json::json;
 use std::sync::Arc;
 use tracing::{debug, info, warn};
-
-/// Fills the Node cache from the target cluster (never returns without one).
-pub(crate) async fn pump_nodes(target: Option<Client>, writer: reflector::store::Writer<Node>) {
-    let Some(target) = target else {
-        futures::future::pending::<()>().await;
-        return;
-    };
-    let stream = watcher(Api::<Node>::all(target), watcher::Config::default())
-        .default_backoff()
-        .reflect(writer);
-    let mut stream = std::pin::pin!(stream);
-    while let Some(ev) = stream.next().await {
-        if let Err(e) = ev {
-            warn!(error = %e, "node watch (rollout node handling)");
-        }
-    }
-}
 
 /// What one deployment pass knows.
 pub(crate) struct RolloutView<'a> {
@@ -114,7 +95,10 @@ pub(crate) async fn reconcile(ctx: &Ctx, v: RolloutView<'_>) {
             preserved,
         ) {
             ScaleDownDisabledChange::Add
-                if ctx.config.autoscaler_scaledown_annotation_during_rollout =>
+                if ctx
+                    .config
+                    .sets
+                    .autoscaler_scaledown_annotation_during_rollout =>
             {
                 json!(c::CA_SCALE_DOWN_DISABLED_VALUE)
             }
@@ -246,7 +230,7 @@ async fn annotate_set(ctx: &Ctx, set: &MachineSet, value: Option<&str>) -> Resul
         "resourceVersion": set.resource_version(),
         "annotations": {c::PREFER_NO_SCHEDULE_KEY: value},
     }});
-    ctx.sets()
+    ctx.machine_sets()
         .patch(
             &set.name_any(),
             &PatchParams::default(),

@@ -46,8 +46,8 @@ pub(crate) async fn run(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()>) {
     loop {
         pass(&ctx).await;
         tokio::select! {
-            _ = tokio::time::sleep(ctx.config.overshooting_period) => {}
-            _ = ctx.safety_wakeup.notified() => tokio::time::sleep(COALESCE).await,
+            _ = tokio::time::sleep(ctx.config.sets.overshooting_period) => {}
+            _ = ctx.sets.safety_wakeup.notified() => tokio::time::sleep(COALESCE).await,
             _ = &mut shutdown => return,
         }
     }
@@ -136,8 +136,8 @@ pub(crate) async fn pass(ctx: &Ctx) {
         let thresholds = overshoot_thresholds(
             ms.spec.replicas,
             parent.map(|d| (d.spec.replicas, safety_surge(&d.spec))),
-            ctx.config.safety_up,
-            ctx.config.safety_down,
+            ctx.config.sets.safety_up,
+            ctx.config.sets.safety_down,
         );
         let frozen = set_frozen.get(&name).copied().unwrap_or(false);
         match overshoot_decision(frozen, count, thresholds) {
@@ -157,7 +157,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
                         }
                     }
                     publish(
-                        &ctx.safety_recorder,
+                        &ctx.sets.safety_recorder,
                         &**ms,
                         EventType::Normal,
                         c::MACHINE_SET_FREEZE_EVENT,
@@ -181,7 +181,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
                 if set_state(ctx, ms, false, c::UNDERSHOOTING_REPLICA_COUNT, &msg).await {
                     set_frozen.insert(name.clone(), false);
                     publish(
-                        &ctx.safety_recorder,
+                        &ctx.sets.safety_recorder,
                         &**ms,
                         EventType::Normal,
                         c::MACHINE_SET_UNFREEZE_EVENT,
@@ -216,7 +216,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
             {
                 set_frozen.insert(ms.name_any(), false);
                 publish(
-                    &ctx.safety_recorder,
+                    &ctx.sets.safety_recorder,
                     &**ms,
                     EventType::Normal,
                     c::MACHINE_SET_UNFREEZE_EVENT,
@@ -241,7 +241,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
             set_frozen.insert(ms.name_any(), false);
             if was_frozen {
                 publish(
-                    &ctx.safety_recorder,
+                    &ctx.sets.safety_recorder,
                     &**ms,
                     EventType::Normal,
                     c::MACHINE_SET_UNFREEZE_EVENT,
@@ -281,7 +281,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
 /// Freezes or unfreezes a set: the `Frozen` condition, the `freeze` label
 /// and (on unfreeze) the unfreeze annotation. Answers whether it worked.
 async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, message: &str) -> bool {
-    let api = ctx.sets();
+    let api = ctx.machine_sets();
     let name = ms.name_any();
     let mut conditions = ms.status.clone().unwrap_or_default().conditions;
     let had = conditions
@@ -344,7 +344,7 @@ async fn deployment_state(
     reason: &str,
     message: &str,
 ) -> bool {
-    let api = ctx.deployments();
+    let api = ctx.machine_deployments();
     let name = d.name_any();
     let mut conditions = d.status.clone().unwrap_or_default().conditions;
     let had = conditions

@@ -23,7 +23,6 @@ pub const WAIT: Duration = Duration::from_secs(60);
 /// Fast settings for tests.
 pub fn config() -> SetsConfig {
     SetsConfig {
-        concurrent_syncs: 4,
         overshooting_period: Duration::from_millis(300),
         resync_period: Duration::from_secs(30),
         ..SetsConfig::default()

@@ -1,0 +1,121 @@
+use super::*;
+use async_trait::async_trait;
+use mcm_driver::budget::BucketLimit;
+use mcm_driver::*;
+
+/// A driver that only declares limits: create bursts 2, then one per 4 s.
+struct Limited;
+
+#[async_trait]
+impl Driver for Limited {
+    async fn create_machine(
+        &self,
+        _: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        Err(Status::unimplemented("not called"))
+    }
+    async fn delete_machine(
+        &self,
+        _: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
+        Err(Status::unimplemented("not called"))
+    }
+    async fn get_machine_status(
+        &self,
+        _: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        Err(Status::unimplemented("not called"))
+    }
+    async fn list_machines(&self, _: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        Err(Status::unimplemented("not called"))
+    }
+    async fn rate_limits(&self) -> Vec<(CloudOp, BucketLimit)> {
+        vec![(CloudOp::Create, BucketLimit::new(2, 0.25))]
+    }
+}
+
+fn req() -> MachineRequest {
+    MachineRequest {
+        machine: serde_json::from_value(serde_json::json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+            "metadata": {"name": "m"}, "spec": {"class": {"name": "c"}}
+        }))
+        .unwrap(),
+        machine_class: serde_json::from_value(serde_json::json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": "c"}, "providerSpec": {}
+        }))
+        .unwrap(),
+        secret: Default::default(),
+    }
+}
+
+fn all(_: &str) -> bool {
+    true
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_burst_goes_at_once_then_machines_queue_in_order_without_holding_a_worker() {
+    let p = Pacer::new();
+    let d = Limited;
+    for key in ["ns/a", "ns/b"] {
+        assert_eq!(
+            p.admit(key, "x", &d, &req(), CloudOp::Create, all).await,
+            Admission::Go
+        );
+    }
+    let Admission::Wait(c) = p.admit("ns/c", "x", &d, &req(), CloudOp::Create, all).await else {
+        panic!("the third create must wait");
+    };
+    let Admission::Wait(e) = p.admit("ns/e", "x", &d, &req(), CloudOp::Create, all).await else {
+        panic!("the fourth create must wait");
+    };
+    assert!(
+        c >= Duration::from_secs(3) && c <= Duration::from_secs(4),
+        "{c:?}"
+    );
+    assert!(
+        e > c + Duration::from_secs(3),
+        "served in order: {c:?} then {e:?}"
+    );
+    // Asking again before its turn keeps the machine's place (no new token).
+    let Admission::Wait(again) = p.admit("ns/c", "x", &d, &req(), CloudOp::Create, all).await
+    else {
+        panic!("still before its turn");
+    };
+    assert!(again <= c);
+    tokio::time::advance(c).await;
+    assert_eq!(
+        p.admit("ns/c", "x", &d, &req(), CloudOp::Create, all).await,
+        Admission::Go
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn operations_without_a_declared_limit_are_never_paced() {
+    let p = Pacer::new();
+    for i in 0..50 {
+        let key = format!("ns/m{i}");
+        assert_eq!(
+            p.admit(&key, "x", &Limited, &req(), CloudOp::Status, all)
+                .await,
+            Admission::Go
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_answer_pauses_the_operation_for_everyone() {
+    let p = Pacer::new();
+    let d = Limited;
+    assert_eq!(
+        p.admit("ns/a", "x", &d, &req(), CloudOp::Create, all).await,
+        Admission::Go
+    );
+    p.answered("x", &d, &req(), CloudOp::Create, true).await;
+    // The bucket still had a token, but the pause holds it back.
+    assert!(matches!(
+        p.admit("ns/b", "x", &d, &req(), CloudOp::Create, all).await,
+        Admission::Wait(_)
+    ));
+}
