@@ -89,6 +89,7 @@
 //! instances.
 
 pub mod calls;
+pub mod cloud_metrics;
 pub mod config;
 pub mod driver;
 pub mod ec2;

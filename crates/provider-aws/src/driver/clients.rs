@@ -113,7 +113,8 @@ impl AwsDriver {
                     .operation_attempt_timeout(self.config.attempt_timeout)
                     .build(),
             )
-            .interceptor(self.calls.clone());
+            .interceptor(self.calls.clone())
+            .interceptor(crate::cloud_metrics::CloudApiMetrics);
         b = match creds {
             Credentials::Static {
                 access_key_id,
