@@ -313,60 +313,17 @@ fn with_companions(
     })
 }
 
-async fn serve(plan: Plan) -> anyhow::Result<()> {
+/// The one [`mcm_runtime::Config`] of a process, from its flags: every
+/// controller of the process reads its settings here, so a flag reaches
+/// every controller that has it (`--concurrent-syncs` and the retry periods
+/// included).
+fn runtime_config(plan: &Plan) -> mcm_runtime::Config {
     let common = &plan.common;
-    // Every invalid flag at once, each named, before anything connects.
-    let problems: Vec<String> = [
-        Some(common.validate()),
-        plan.sets.as_ref().map(SetFlags::validate),
-        plan.machines.as_ref().map(MachineFlags::validate),
-    ]
-    .into_iter()
-    .flatten()
-    .filter_map(|r| r.err().map(|e| e.to_string()))
-    .collect();
-    if !problems.is_empty() {
-        return Err(crate::flags::InvalidFlags(problems.join("; ")).into());
-    }
-    let (control_src, target_src) =
-        kubeclient::resolve(&common.control_kubeconfig, &common.target_kubeconfig)?;
-    let (qps, burst) = (common.kube_api_qps, common.kube_api_burst);
-    let control = kubeclient::client(&control_src, qps, burst)
-        .await
-        .context("control cluster")?;
-    let ns = common.namespace.clone();
-    let port = common.port.unwrap_or(if plan.machines.is_some() {
-        10259
-    } else {
-        10258
-    });
     let concurrent_syncs = common
         .concurrent_syncs
         .unwrap_or(if plan.machines.is_some() { 50 } else { 10 });
-
-    let mut registry = Registry::default();
-    let process = ProcessMetrics::new(&mut registry);
-    let misc = ScrapeMetrics::new(&mut registry);
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let mut halves: Vec<(&'static str, Work, Arc<AtomicBool>)> = Vec::new();
-    let health = Health::new(HealthConfig::default());
-    let mut machine_metrics = None;
-    let mut set_metrics = None;
-
-    // One target client, one cache per kind and one Context for every
-    // controller of the process (docs/design/runtime.md).
-    let target = match &target_src {
-        None => None,
-        Some(src) if *src == control_src => Some(control.clone()),
-        Some(src) => Some(
-            kubeclient::client(src, qps, burst)
-                .await
-                .context("target cluster")?,
-        ),
-    };
-    let caches = Caches::new(&control, target.as_ref(), &ns);
     let mut config = mcm_runtime::Config {
-        namespace: ns.clone(),
+        namespace: common.namespace.clone(),
         concurrent_syncs,
         short_retry: common.min_retry_period,
         long_retry: common.max_retry_period,
@@ -396,6 +353,58 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             ..Default::default()
         };
     }
+    config
+}
+
+async fn serve(plan: Plan) -> anyhow::Result<()> {
+    let common = &plan.common;
+    // Every invalid flag at once, each named, before anything connects.
+    let problems: Vec<String> = [
+        Some(common.validate()),
+        plan.sets.as_ref().map(SetFlags::validate),
+        plan.machines.as_ref().map(MachineFlags::validate),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|r| r.err().map(|e| e.to_string()))
+    .collect();
+    if !problems.is_empty() {
+        return Err(crate::flags::InvalidFlags(problems.join("; ")).into());
+    }
+    let (control_src, target_src) =
+        kubeclient::resolve(&common.control_kubeconfig, &common.target_kubeconfig)?;
+    let (qps, burst) = (common.kube_api_qps, common.kube_api_burst);
+    let control = kubeclient::client(&control_src, qps, burst)
+        .await
+        .context("control cluster")?;
+    let ns = common.namespace.clone();
+    let port = common.port.unwrap_or(if plan.machines.is_some() {
+        10259
+    } else {
+        10258
+    });
+    let mut registry = Registry::default();
+    let process = ProcessMetrics::new(&mut registry);
+    let misc = ScrapeMetrics::new(&mut registry);
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let mut halves: Vec<(&'static str, Work, Arc<AtomicBool>)> = Vec::new();
+    let health = Health::new(HealthConfig::default());
+    let mut machine_metrics = None;
+    let mut set_metrics = None;
+
+    // One target client, one cache per kind and one Context for every
+    // controller of the process (docs/design/runtime.md).
+    let target = match &target_src {
+        None => None,
+        Some(src) if *src == control_src => Some(control.clone()),
+        Some(src) => Some(
+            kubeclient::client(src, qps, burst)
+                .await
+                .context("target cluster")?,
+        ),
+    };
+    let caches = Caches::new(&control, target.as_ref(), &ns);
+    let config = runtime_config(&plan);
     // Machine metrics are served by the half that runs machines only.
     let metrics = Arc::new(if plan.machines.is_some() {
         Metrics::new(&mut registry)
@@ -530,3 +539,6 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     probe.abort();
     outcome
 }
+
+#[cfg(test)]
+mod tests;
