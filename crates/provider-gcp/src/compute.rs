@@ -32,6 +32,19 @@ impl ApiCallRecorder {
     }
 }
 
+/// The reference's `service` label of a Compute method (its
+/// `instance_*`/`operations_get` labels; the method otherwise).
+pub fn service_label(method: &str) -> &str {
+    match method {
+        "instances.insert" => "instance_create",
+        "instances.delete" => "instance_delete",
+        "instances.list" => "instance_list",
+        "instances.get" => "instance_get",
+        "zoneOperations.get" => "operations_get",
+        other => other,
+    }
+}
+
 /// The clients of one set of credentials, and the budget of their project.
 #[derive(Clone)]
 pub struct Compute {
@@ -81,7 +94,7 @@ impl Compute {
                 );
             }
             self.calls.bump(method);
-            match f().await {
+            match mcm_driver::cloud_api::observe("gcp", service_label(method), f()).await {
                 Ok(v) => {
                     self.limiter.succeeded(class).await;
                     return Ok(v);
