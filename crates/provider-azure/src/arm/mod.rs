@@ -17,6 +17,7 @@
 //!   be on the ARM endpoint.
 
 pub mod calls;
+pub mod cloud_metrics;
 pub mod error;
 pub mod models;
 mod ops;
@@ -260,25 +261,12 @@ impl ArmClient {
                 req = req.json(b);
             }
             self.calls.record(&method, url);
-            let rsp = req.send().await.map_err(|e| ArmError::Transport {
-                operation: operation.to_string(),
-                message: format!("no answer: {e}"),
-            })?;
-            let status = rsp.status().as_u16();
-            let headers = rsp.headers().clone();
-            let body = rsp
-                .bytes()
-                .await
-                .map_err(|e| ArmError::Transport {
-                    operation: operation.to_string(),
-                    message: format!("reading the answer: {e}"),
-                })?
-                .to_vec();
-            let answer = Answer {
-                status,
-                headers,
-                body,
-            };
+            let started = std::time::Instant::now();
+            let answer = send(req, operation).await;
+            let ok = answer.as_ref().is_ok_and(Answer::is_success);
+            cloud_metrics::record(&method, url, started, ok);
+            let answer = answer?;
+            let status = answer.status;
             if status == 429 {
                 let retry_after = answer
                     .retry_after()
@@ -436,4 +424,27 @@ impl ArmClient {
         tokio::time::sleep(wait).await;
         Ok(())
     }
+}
+
+/// Sends one request and reads its whole answer.
+async fn send(req: reqwest::RequestBuilder, operation: &str) -> Result<Answer, ArmError> {
+    let rsp = req.send().await.map_err(|e| ArmError::Transport {
+        operation: operation.to_string(),
+        message: format!("no answer: {e}"),
+    })?;
+    let status = rsp.status().as_u16();
+    let headers = rsp.headers().clone();
+    let body = rsp
+        .bytes()
+        .await
+        .map_err(|e| ArmError::Transport {
+            operation: operation.to_string(),
+            message: format!("reading the answer: {e}"),
+        })?
+        .to_vec();
+    Ok(Answer {
+        status,
+        headers,
+        body,
+    })
 }
