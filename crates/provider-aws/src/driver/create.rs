@@ -67,14 +67,20 @@ impl AwsDriver {
             .map_err(|_| Status::internal("create semaphore closed"))?;
 
         // A retried create adopts the VM of an earlier attempt (EC2-compatible
-        // clouds may ignore ClientToken; AWS also answers by token below).
-        let existing = p
-            .ec2
-            .instances_by_name(cluster, role, name)
-            .await
-            .map_err(|e| {
-                e.lookup_status(&format!("looking for an existing VM of machine {name}"))
-            })?;
+        // clouds may ignore ClientToken; AWS also answers by token below),
+        // unless the status probe just looked by name and found none: then
+        // the ClientToken alone keeps a retry from making a second VM.
+        let existing = if self.absent.take(&client_token(&req.machine, 0)).is_some() {
+            debug!("the status probe just found no VM of the machine; not looking again");
+            Vec::new()
+        } else {
+            p.ec2
+                .instances_by_name(cluster, role, name)
+                .await
+                .map_err(|e| {
+                    e.lookup_status(&format!("looking for an existing VM of machine {name}"))
+                })?
+        };
         match existing.as_slice() {
             [] => {}
             [one] => {
@@ -201,6 +207,7 @@ impl AwsDriver {
             step += 1;
         };
         let resp = checked_response(self.create_response(&p.spec, &visible), name)?;
+        self.launched.put(&id, visible);
         info!(instance_id = %id, node = %resp.node_name, "VM created");
         Ok(resp)
     }

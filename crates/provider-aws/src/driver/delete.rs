@@ -23,6 +23,24 @@ impl AwsDriver {
         } else {
             self.ec2_for_vm(&p, pid)?
         };
+        if !pid.is_empty() && !p.spec.keeps_resources_after_termination() {
+            // The VM is known and nothing of it is to be reported as kept:
+            // terminate it without describing it first, as the reference
+            // does (terminating a terminated or unknown instance is success).
+            // Should that fail, the look-up below decides (some EC2-compatible
+            // clouds refuse to terminate an instance that is already gone).
+            let id = decode_provider_id(pid)?;
+            self.launched.forget(&id);
+            match ec2.terminate(&id).await {
+                Ok(()) => {
+                    info!(instance_id = %id, "VM terminated");
+                    return Ok(DeleteMachineResponse::default());
+                }
+                Err(e) => {
+                    debug!(instance_id = %id, error = %e, "terminating without a look-up failed; looking the VM up")
+                }
+            }
+        }
         let instances: Vec<Instance> = if pid.is_empty() {
             ec2.instances_by_name(cluster, role, name)
                 .await

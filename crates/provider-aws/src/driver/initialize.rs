@@ -1,7 +1,7 @@
 //! InitializeMachine: what differs from the spec on the instance's
 //! interfaces ([`init_plan`]) and the calls that fix it.
 
-use super::status::identity;
+use super::status::{decode_provider_id, identity};
 use super::{machine_name, multiple_vms, AwsDriver};
 use crate::errors::Ec2Error;
 use crate::spec::{is_efa_type, AwsProviderSpec};
@@ -17,7 +17,18 @@ impl AwsDriver {
     ) -> DriverResult<InitializeMachineResponse> {
         let p = self.prepare(&req.machine_class, &req.secret, false)?;
         let name = machine_name(&req.machine)?;
-        let found = self.find(&p, &req.machine).await?;
+        // Right after a create, its description of the instance is as good
+        // as a new one (and each is used once: a retry describes again).
+        let launched = decode_provider_id(&req.machine.spec.provider_id)
+            .ok()
+            .and_then(|id| self.launched.take(&id));
+        let found = match launched {
+            Some(i) => {
+                debug!("planning on the description the create just made");
+                vec![i]
+            }
+            None => self.find(&p, &req.machine).await?,
+        };
         let instance = match found.as_slice() {
             [] => {
                 return Err(Status::new(

@@ -8,6 +8,7 @@ mod create;
 mod delete;
 mod initialize;
 mod list;
+mod recent;
 mod status;
 
 pub use create::client_token;
@@ -49,6 +50,11 @@ pub struct AwsDriver {
     /// One lock per machine being created, so that concurrent creates of the
     /// same machine in this process run one after the other (the second adopts).
     creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Machines (by [`client_token`] generation 0) whose status probe by
+    /// name just found no VM: their create skips its own look-up.
+    absent: recent::Recent<()>,
+    /// Instances (by ID) a create just described: InitializeMachine plans on them.
+    launched: recent::Recent<Instance>,
     calls: ApiCallRecorder,
 }
 
@@ -83,6 +89,8 @@ impl AwsDriver {
             clients: Mutex::new(HashMap::new()),
             limiters: Mutex::new(HashMap::new()),
             creating: Mutex::new(HashMap::new()),
+            absent: recent::Recent::new(recent::ABSENT_TTL),
+            launched: recent::Recent::new(recent::LAUNCHED_TTL),
             calls: ApiCallRecorder::default(),
         }
     }

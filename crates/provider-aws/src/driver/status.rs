@@ -1,6 +1,7 @@
 //! GetMachineStatus and the look-ups behind it: the VMs of a machine, its
 //! identity (provider ID, node name, addresses).
 
+use super::create::client_token;
 use super::initialize::{describe_plan, init_plan};
 use super::{machine_name, multiple_vms, tag_keys, AwsDriver, Prepared};
 use crate::ec2::is_live;
@@ -46,13 +47,17 @@ impl AwsDriver {
         let found = self.find(&p, &req.machine).await?;
         let instance = match found.as_slice() {
             [] => {
+                if req.machine.spec.provider_id.is_empty() {
+                    // The create that usually follows need not look again.
+                    self.absent.put(&client_token(&req.machine, 0), ());
+                }
                 return Err(Status::not_found(
                     if req.machine.spec.provider_id.is_empty() {
                         format!("AWS plugin is returning no VM instances backing machine {name} (no ProviderID on the machine)")
                     } else {
                         format!("AWS plugin is returning no VM instances backing this machine object ({name})")
                     },
-                ))
+                ));
             }
             [one] => one,
             many => return Err(multiple_vms(name, many)),

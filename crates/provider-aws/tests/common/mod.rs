@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod mock;
+
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 use mcm_api::{Machine, MachineClass, MachineSpec};
