@@ -215,7 +215,10 @@ pub struct Ecs {
 }
 
 impl Ecs {
-    /// Calls an action with retries: a throttled answer pauses the action class
+    /// Calls an action with retries (each attempt reported to
+    /// [`mcm_driver::cloud_api`] with provider `alicloud` and the action in
+    /// snake case as service; the reference's Alicloud provider reports no
+    /// such series): a throttled answer pauses the action class
     /// (shared by every caller of this account and region) and is retried up to
     /// `throttle_retries` times; no answer or a server error up to `transient_retries`.
     pub async fn call(
@@ -236,7 +239,10 @@ impl Ecs {
                 );
             }
             self.calls.record(action);
-            match self.send(action, params).await {
+            let service = mcm_driver::cloud_api::snake_case(action);
+            match mcm_driver::cloud_api::observe("alicloud", &service, self.send(action, params))
+                .await
+            {
                 Ok(v) => {
                     self.limiter.succeeded(class).await;
                     return Ok(v);

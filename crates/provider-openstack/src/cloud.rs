@@ -253,7 +253,7 @@ impl Cloud {
         T: DeserializeOwned + Send + 'static,
     {
         self.before(op, class).await;
-        let r = ep.query_async(&self.os).await;
+        let r = observe(op, ep.query_async(&self.os)).await;
         self.after(op, class, r).await
     }
 
@@ -264,7 +264,7 @@ impl Cloud {
         T: DeserializeOwned + Send + 'static,
     {
         self.before(op, OpClass::Read).await;
-        let r = paged(ep, Pagination::All).query_async(&self.os).await;
+        let r = observe(op, paged(ep, Pagination::All).query_async(&self.os)).await;
         self.after(op, OpClass::Read, r).await
     }
 
@@ -274,9 +274,20 @@ impl Cloud {
         E: RestEndpoint + Sync + Send,
     {
         self.before(op, class).await;
-        let r = ignore(ep).query_async(&self.os).await;
+        let r = observe(op, ignore(ep).query_async(&self.os)).await;
         self.after(op, class, r).await
     }
+}
+
+/// Runs one call and reports it to [`mcm_driver::cloud_api`] with provider
+/// `openstack` and the reference's service label: the service of the
+/// operation (`nova`, `neutron`, `cinder`: `op` starts with it).
+async fn observe<T, E>(
+    op: &'static str,
+    call: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let service = op.split('.').next().unwrap_or(op);
+    mcm_driver::cloud_api::observe("openstack", service, call).await
 }
 
 /// The message of a failed connection with its causes, tagged with the
