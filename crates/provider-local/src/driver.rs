@@ -194,10 +194,16 @@ impl LocalDriver {
             .map_err(|e| Status::internal(format!("local cloud URL for {path}: {e}")))
     }
 
+    /// Sends one request (reported to [`mcm_driver::cloud_api`] with
+    /// provider `local` and `what` as service) and decodes its answer.
     async fn answer<T: DeserializeOwned>(
         what: &str,
-        r: Result<reqwest::Response, reqwest::Error>,
+        request: reqwest::RequestBuilder,
     ) -> DriverResult<T> {
+        let started = std::time::Instant::now();
+        let r = request.send().await;
+        let ok = r.as_ref().is_ok_and(|resp| resp.status().is_success());
+        mcm_driver::cloud_api::record("local", what, started.elapsed(), ok);
         let resp = r.map_err(|e| transport(what, e))?;
         let status = resp.status();
         let body = resp.bytes().await.map_err(|e| transport(what, e))?;
@@ -228,7 +234,7 @@ impl LocalDriver {
         body: &B,
     ) -> DriverResult<T> {
         let url = self.endpoint(path)?;
-        Self::answer(what, self.http.post(url).json(body).send().await).await
+        Self::answer(what, self.http.post(url).json(body)).await
     }
 
     async fn find(
@@ -394,8 +400,7 @@ impl Driver for LocalDriver {
             };
         for id in &ids {
             let url = self.endpoint(&format!("v1/instances/{id}"))?;
-            let r: DeleteInstanceResponse =
-                Self::answer("delete", self.http.delete(url).send().await).await?;
+            let r: DeleteInstanceResponse = Self::answer("delete", self.http.delete(url)).await?;
             if r.deleted {
                 info!(instance = %id, "instance deleted");
             } else {
@@ -442,7 +447,7 @@ impl Driver for LocalDriver {
         let mut url = self.endpoint("v1/instances")?;
         url.query_pairs_mut()
             .append_pair("clusterTag", spec.cluster_tag());
-        let list: InstanceList = Self::answer("list", self.http.get(url).send().await).await?;
+        let list: InstanceList = Self::answer("list", self.http.get(url)).await?;
         let machine_list: BTreeMap<String, String> = list
             .instances
             .into_iter()
