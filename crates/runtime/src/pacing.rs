@@ -15,7 +15,7 @@
 //! the machine's failure.
 
 use crate::bounded::Pruned;
-use mcm_driver::budget::Budget;
+use mcm_driver::budget::{BucketLimit, Budget};
 use mcm_driver::{CloudOp, Driver, MachineRequest};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -41,11 +41,19 @@ pub enum Admission {
     Wait(Duration),
 }
 
-/// The budgets of every driver and the machines' reserved tokens.
+/// The share of a declared refill rate the pacer uses, and the burst it
+/// keeps back: the cloud's bucket and ours start and refill at slightly
+/// different instants, and a call that arrives a millisecond early is
+/// throttled, so ours runs a little behind the cloud's.
+const RATE_MARGIN: f64 = 0.97;
+const BURST_MARGIN: u32 = 1;
+
+/// The budgets of every driver and the machines' reserved tokens (per
+/// machine, per operation: a status probe never spends a create turn).
 #[derive(Default)]
 pub struct Pacer {
     budgets: Mutex<HashMap<String, Arc<Budget<CloudOp>>>>,
-    reserved: Mutex<Pruned<(CloudOp, Instant)>>,
+    reserved: Mutex<Pruned<Vec<(CloudOp, Instant)>>>,
 }
 
 impl Pacer {
@@ -58,7 +66,18 @@ impl Pacer {
         if let Some(b) = self.budgets.lock().ok()?.get(provider) {
             return Some(b.clone());
         }
-        let limits = driver.rate_limits().await;
+        let limits: Vec<_> = driver
+            .rate_limits()
+            .await
+            .into_iter()
+            .map(|(op, l)| {
+                let capacity = l.capacity.saturating_sub(BURST_MARGIN).max(1);
+                (
+                    op,
+                    BucketLimit::new(capacity, l.refill_per_sec * RATE_MARGIN),
+                )
+            })
+            .collect();
         let mut budgets = self.budgets.lock().ok()?;
         Some(
             budgets
@@ -80,14 +99,12 @@ impl Pacer {
         exists: impl Fn(&str) -> bool,
     ) -> Admission {
         let now = Instant::now();
-        let held = self
-            .reserved
-            .lock()
-            .ok()
-            .and_then(|r| r.get(key).copied())
-            .filter(|(o, _)| *o == op);
+        let held = self.reserved.lock().ok().and_then(|r| {
+            r.get(key)
+                .and_then(|v| v.iter().find(|(o, _)| *o == op).map(|(_, due)| *due))
+        });
         let due = match held {
-            Some((_, due)) => due,
+            Some(due) => due,
             None => {
                 let Some(budget) = self.budget(provider, driver).await else {
                     return Admission::Go;
@@ -97,14 +114,17 @@ impl Pacer {
             }
         };
         let wait = due.saturating_duration_since(now);
-        if wait > HOLD {
-            if let Ok(mut r) = self.reserved.lock() {
-                *r.entry(key, (op, due), exists) = (op, due);
-            }
-            return Admission::Wait(wait);
-        }
         if let Ok(mut r) = self.reserved.lock() {
-            r.remove(key);
+            let mine = r.entry(key, Vec::new(), exists);
+            mine.retain(|(o, _)| *o != op);
+            if wait > HOLD {
+                mine.push((op, due));
+            } else if mine.is_empty() {
+                r.remove(key);
+            }
+        }
+        if wait > HOLD {
+            return Admission::Wait(wait);
         }
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;

@@ -42,6 +42,7 @@ impl Reconciler<'_> {
         {
             Admission::Go => None,
             Admission::Wait(wait) => {
+                self.paced.store(true, std::sync::atomic::Ordering::Relaxed);
                 debug!(?op, ?wait, "waiting for the cloud budget");
                 Some(wait)
             }

@@ -2,6 +2,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use mcm_driver::CloudOp;
 
 impl Reconciler<'_> {
     // ------------------------------------------------------------------
@@ -160,9 +161,15 @@ impl Reconciler<'_> {
                 }
                 DeletionStep::DeleteVm => {
                     req.machine = self.machine.clone();
+                    if let Some(wait) = self.pace(&*driver, &provider, &req, CloudOp::Delete).await
+                    {
+                        return Ok(Action::requeue(wait));
+                    }
                     let started = Instant::now();
                     let result = self
                         .timed("DeleteMachine", &provider, driver.delete_machine(&req))
+                        .await;
+                    self.answered(&*driver, &provider, &req, CloudOp::Delete, &result)
                         .await;
                     let (t, quick) = decide::after_delete_vm(&result, VmRecord::of(&self.machine));
                     let state = result

@@ -183,6 +183,9 @@ struct Reconciler<'a> {
     machine: Machine,
     api: Api<Machine>,
     key: String,
+    /// The flow stopped to wait for its turn at the cloud budget (no call
+    /// was made, so no creation attempt is recorded).
+    paced: std::sync::atomic::AtomicBool,
 }
 
 type Step<T> = Result<Result<T, Stop>, Error>;
@@ -197,6 +200,7 @@ impl<'a> Reconciler<'a> {
             machine: m.clone(),
             api: Api::namespaced(ctx.client.clone(), &ns),
             key: key_of(m),
+            paced: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -503,7 +507,9 @@ impl<'a> Reconciler<'a> {
                 return Ok(Action::requeue(wait));
             }
             let action = self.create(class, secret, driver).await;
-            self.ctx.creation_attempted(&self.key);
+            if !self.paced.load(std::sync::atomic::Ordering::Relaxed) {
+                self.ctx.creation_attempted(&self.key);
+            }
             return action;
         }
         Ok(Action::requeue(
