@@ -77,15 +77,46 @@ fn assert_reference_names(port: u16, reference: &str, half: &str) -> String {
         "{half}: the Prometheus text format, got {content_type:?}"
     );
     let ours = family_names(&body);
-    let missing: Vec<_> = reference_names(reference)
-        .difference(&ours)
-        .cloned()
-        .collect();
+    let theirs = reference_names(reference);
+    let missing: Vec<_> = theirs.difference(&ours).cloned().collect();
     assert!(
         missing.is_empty(),
         "{half} on port {port} lacks the reference's families {missing:?}; it serves {ours:?}"
     );
+    // None renamed: every family served is one of the reference's.
+    let extra: Vec<_> = ours.difference(&theirs).cloned().collect();
+    assert!(
+        extra.is_empty(),
+        "{half} on port {port} serves families the reference does not: {extra:?}"
+    );
     body
+}
+
+/// The value of one series of a scrape (`name{labels}` exactly as served).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The series of the cloud API, workqueues and REST client carry the
+/// reference's label values and have moved once a deployment has run.
+fn assert_process_series_written(text: &str, half: &str, queues: &[&str]) {
+    for q in queues {
+        let adds = format!("mcm_workqueue_adds_total{{name=\"{q}\"}}");
+        assert!(sample(text, &adds).is_some(), "{half}: {adds} in:\n{text}");
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("rest_client_requests_total{code=\"200\",method=\"GET\",host=")),
+        "{half}: REST client requests counted:\n{text}"
+    );
+    assert!(
+        text.lines().any(|l| l
+            .starts_with("rest_client_request_latency_seconds_count{verb=\"GET\",url=\"https://")
+            && l.contains("%7Bnamespace%7D")),
+        "{half}: REST client latency by URL template:\n{text}"
+    );
 }
 
 #[tokio::test]
@@ -175,20 +206,57 @@ async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_a
         !mc_text.contains("mcm_machine_set_"),
         "set series belong to port 10258"
     );
-    for m in world
-        .env
-        .api::<Machine>()
-        .list(&ListParams::default())
-        .await
-        .expect("machines")
-        .items
-    {
-        let series = format!(
-            "mcm_machine_current_status_phase{{name=\"{}\",namespace=\"{ns}\"}} 1",
-            m.name_any()
+    assert_process_series_written(
+        &mcm_text,
+        "machine-controller-manager",
+        &[
+            "machineset",
+            "machinedeployment",
+            "machinesafetyovershooting",
+        ],
+    );
+    assert_process_series_written(
+        &mc_text,
+        "machine-controller",
+        &[
+            "machine",
+            "machineclass",
+            "machinesafetyorphanvms",
+            "machinesafetyapiserver",
+        ],
+    );
+    for q in ["machineset", "machinedeployment"] {
+        let adds = sample(
+            &mcm_text,
+            &format!("mcm_workqueue_adds_total{{name=\"{q}\"}}"),
         );
-        assert!(mc_text.contains(&series), "{series} in:\n{mc_text}");
+        assert!(
+            adds.unwrap_or(0.0) >= 1.0,
+            "{q} reconciled at least once:\n{mcm_text}"
+        );
     }
+    let machine_adds = sample(&mc_text, "mcm_workqueue_adds_total{name=\"machine\"}");
+    assert!(
+        machine_adds.unwrap_or(0.0) >= 3.0,
+        "machines reconciled:\n{mc_text}"
+    );
+    // The cloud API calls, counted where they happen (the local cloud's create per machine).
+    let creates = sample(
+        &mc_text,
+        "mcm_cloud_api_requests_total{provider=\"local\",service=\"create\"}",
+    );
+    assert!(creates.unwrap_or(0.0) >= 3.0, "{mc_text}");
+    let timed = sample(
+        &mc_text,
+        "mcm_cloud_api_api_request_duration_seconds_count{provider=\"local\",service=\"create\"}",
+    );
+    assert_eq!(timed, creates, "every successful call is timed:\n{mc_text}");
+    assert!(
+        mc_text.contains(
+            "mcm_cloud_api_driver_request_duration_seconds_count{provider=\"local\",operation=\"create_machine\"}"
+        ),
+        "{mc_text}"
+    );
 
     // Delete: the machines and their VMs go.
     world
