@@ -30,11 +30,6 @@ pub struct AwsDriverConfig {
     pub visibility_backoff: Backoff,
     /// Give up waiting for a new instance to become visible after this long.
     pub visibility_timeout: Duration,
-    /// How long DeleteMachine waits for retained volumes / interfaces to detach
-    /// before it leaves them to the next DeleteMachine call.
-    pub cleanup_timeout: Duration,
-    /// Back-off while waiting for retained resources to detach.
-    pub cleanup_backoff: Backoff,
     /// How long an AMI's root device name is cached.
     pub image_cache_ttl: Duration,
     /// Per-attempt timeout of one EC2 HTTP call.
@@ -58,12 +53,6 @@ impl Default for AwsDriverConfig {
                 max: Duration::from_secs(60),
             },
             visibility_timeout: Duration::from_secs(300),
-            cleanup_timeout: Duration::from_secs(60),
-            cleanup_backoff: Backoff {
-                initial: Duration::from_secs(1),
-                factor: 2.0,
-                max: Duration::from_secs(15),
-            },
             image_cache_ttl: Duration::from_secs(600),
             attempt_timeout: Duration::from_secs(30),
             sdk_config_hook: None,
@@ -92,7 +81,6 @@ impl fmt::Debug for AwsDriverConfig {
             .field("max_concurrent_creates", &self.max_concurrent_creates)
             .field("visibility_backoff", &self.visibility_backoff)
             .field("visibility_timeout", &self.visibility_timeout)
-            .field("cleanup_timeout", &self.cleanup_timeout)
             .field("image_cache_ttl", &self.image_cache_ttl)
             .field("attempt_timeout", &self.attempt_timeout)
             .field("sdk_config_hook", &self.sdk_config_hook.is_some())

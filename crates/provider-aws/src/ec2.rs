@@ -9,7 +9,7 @@ use crate::errors::Ec2Error;
 use crate::ratelimit::{ActionClass, Limiter};
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::operation::RequestId;
-use aws_sdk_ec2::types::{Filter, Instance, InstanceStateName, NetworkInterface, Volume};
+use aws_sdk_ec2::types::{Filter, Instance, InstanceStateName};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -474,119 +474,6 @@ impl Ec2 {
             .await?;
         Ok(out.assigned_ipv6_addresses().to_vec())
     }
-
-    /// Volumes by ID and/or tag filters.
-    pub async fn volumes(&self, filters: Vec<Filter>) -> Result<Vec<Volume>, Ec2Error> {
-        let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .call("DescribeVolumes", ActionClass::Describe, || {
-                    self.client
-                        .describe_volumes()
-                        .set_filters(Some(filters.clone()))
-                        .set_next_token(token.clone())
-                        .send()
-                })
-                .await?;
-            out.extend(page.volumes().iter().cloned());
-            match page.next_token() {
-                Some(t) if !t.is_empty() && token.as_deref() != Some(t) => {
-                    token = Some(t.to_string())
-                }
-                _ => break,
-            }
-        }
-        Ok(out)
-    }
-
-    /// Network interfaces by filters.
-    pub async fn network_interfaces(
-        &self,
-        filters: Vec<Filter>,
-    ) -> Result<Vec<NetworkInterface>, Ec2Error> {
-        let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            let page = self
-                .call("DescribeNetworkInterfaces", ActionClass::Describe, || {
-                    self.client
-                        .describe_network_interfaces()
-                        .set_filters(Some(filters.clone()))
-                        .set_next_token(token.clone())
-                        .send()
-                })
-                .await?;
-            out.extend(page.network_interfaces().iter().cloned());
-            match page.next_token() {
-                Some(t) if !t.is_empty() && token.as_deref() != Some(t) => {
-                    token = Some(t.to_string())
-                }
-                _ => break,
-            }
-        }
-        Ok(out)
-    }
-
-    /// Deletes a volume; an unknown volume is success.
-    pub async fn delete_volume(&self, id: &str) -> Result<(), Ec2Error> {
-        match self
-            .call("DeleteVolume", ActionClass::Mutating, || {
-                self.client.delete_volume().volume_id(id).send()
-            })
-            .await
-        {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
-        }
-    }
-
-    /// Deletes a network interface; an unknown interface is success.
-    pub async fn delete_network_interface(&self, id: &str) -> Result<(), Ec2Error> {
-        match self
-            .call(
-                "DeleteNetworkInterface",
-                ActionClass::NetworkInterfaces,
-                || {
-                    self.client
-                        .delete_network_interface()
-                        .network_interface_id(id)
-                        .send()
-                },
-            )
-            .await
-        {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
-        }
-    }
-
-    /// Force-detaches a network interface attachment; an unknown attachment is success.
-    pub async fn detach_network_interface(&self, attachment_id: &str) -> Result<(), Ec2Error> {
-        match self
-            .call("DetachNetworkInterface", ActionClass::Mutating, || {
-                self.client
-                    .detach_network_interface()
-                    .attachment_id(attachment_id)
-                    .force(true)
-                    .send()
-            })
-            .await
-        {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
-        }
-    }
-}
-
-/// A filter for resources tagged with a machine's `Name` and the cluster tag key.
-pub fn machine_tag_filters(cluster: &str, name: &str) -> Vec<Filter> {
-    vec![filter("tag:Name", [name]), filter("tag-key", [cluster])]
-}
-
-/// A filter on one attribute with several values.
-pub fn values_filter(name: &str, values: impl IntoIterator<Item = impl Into<String>>) -> Filter {
-    filter(name, values)
 }
 
 fn unexpected(action: &'static str, message: &str) -> Ec2Error {

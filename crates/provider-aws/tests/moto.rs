@@ -70,8 +70,6 @@ impl Env {
         init_tracing();
         let mut cfg = AwsDriverConfig::with_endpoint(&endpoint);
         cfg.visibility_backoff.initial = Duration::from_millis(50);
-        cfg.cleanup_backoff.initial = Duration::from_millis(100);
-        cfg.cleanup_timeout = Duration::from_secs(20);
         adjust(&mut cfg);
         let driver = AwsDriver::new(cfg);
         let client = driver.ec2_client(REGION, &secret()).expect("client");
