@@ -1,7 +1,9 @@
 //! The EC2 calls one driver call saves the next one of the same machine
 //! (`driver/recent.rs`): a create right after a status probe that found no VM
-//! does not look by name again, InitializeMachine right after a create plans
-//! on the create's description, and each saved answer is used once.
+//! does not look by name again, a create whose RunInstances answer names the
+//! private DNS name does not wait for DescribeInstances, InitializeMachine
+//! right after a create plans on the create's description, and each saved
+//! answer is used once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
@@ -40,10 +42,15 @@ fn counting_describe(by_name: Arc<AtomicUsize>, by_id: Arc<AtomicUsize>) -> Rule
     })
 }
 
+/// RunInstances answering with a complete description (private DNS name, interfaces).
 fn run_rule() -> Rule {
     mock!(Client::run_instances).then_output(|| {
         RunInstancesOutput::builder()
-            .instances(instance(ID, InstanceStateName::Pending, vec![]))
+            .instances(instance(
+                ID,
+                InstanceStateName::Pending,
+                vec![eni("eni-0", 0, "interface", true, 0)],
+            ))
             .build()
     })
 }
@@ -124,14 +131,17 @@ async fn initialize_right_after_create_plans_on_the_create_s_description_once() 
         .create_machine(&request(&m, &class, &secret()))
         .await
         .expect("create");
-    let visibility = c.by_id.load(Ordering::SeqCst);
-    assert_eq!(visibility, 1, "the create waits until EC2 lists the VM");
+    assert_eq!(
+        c.by_id.load(Ordering::SeqCst),
+        0,
+        "RunInstances' answer names the node: no wait for DescribeInstances"
+    );
     m.spec.provider_id = created.provider_id;
     let req = request(&m, &class, &secret());
     c.driver.initialize_machine(&req).await.expect("initialize");
     assert_eq!(
         c.by_id.load(Ordering::SeqCst),
-        visibility,
+        0,
         "InitializeMachine describes nothing right after the create"
     );
     assert_eq!(
@@ -142,5 +152,5 @@ async fn initialize_right_after_create_plans_on_the_create_s_description_once() 
     );
     // A second InitializeMachine (a retry) describes the VM again.
     c.driver.initialize_machine(&req).await.expect("again");
-    assert_eq!(c.by_id.load(Ordering::SeqCst), visibility + 1);
+    assert_eq!(c.by_id.load(Ordering::SeqCst), 1);
 }

@@ -299,7 +299,8 @@ async fn mock_persistent_throttling_gives_up_after_a_bounded_number_of_attempts_
 }
 
 #[tokio::test]
-async fn mock_instance_that_appears_late_is_waited_for_moto_cannot() {
+async fn mock_instance_that_appears_late_is_waited_for_when_run_instances_names_no_dns_name_moto_cannot(
+) {
     let seen = Arc::new(AtomicUsize::new(0));
     let s = seen.clone();
     let describe = describe_rule(move || {
@@ -343,9 +344,9 @@ async fn mock_instance_that_appears_late_is_waited_for_moto_cannot() {
     // Never visible: Internal after the visibility timeout.
     let describe = describe_rule(Vec::new);
     let run = mock!(Client::run_instances).then_output(|| {
-        RunInstancesOutput::builder()
-            .instances(instance("i-0006", InstanceStateName::Pending, vec![]))
-            .build()
+        let mut i = instance("i-0006", InstanceStateName::Pending, vec![]);
+        i.private_dns_name = None;
+        RunInstancesOutput::builder().instances(i).build()
     });
     let mut cfg = fast_config();
     cfg.visibility_timeout = Duration::from_millis(150);

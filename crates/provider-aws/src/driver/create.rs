@@ -2,7 +2,7 @@
 //! ClientToken, then wait until EC2 lists it.
 
 use super::status::{identity, provider_id};
-use super::{machine_name, multiple_vms, tag_keys, AwsDriver};
+use super::{machine_name, multiple_vms, tag_keys, AwsDriver, Prepared};
 use crate::ec2::is_live;
 use crate::launch::{run_instances_request, LaunchInput, PLACEMENT_ANNOTATION};
 use crate::spec::{secret_value, AwsProviderSpec, SECRET_USER_DATA};
@@ -184,14 +184,32 @@ impl AwsDriver {
             )));
         };
         let id = instance.instance_id().unwrap_or_default().to_string();
-        info!(instance_id = %id, "VM launched; waiting until EC2 lists it");
+        // RunInstances answers with the instance's description. When it names
+        // the private DNS name (the node name), that description is the VM's
+        // identity and nothing waits for DescribeInstances to catch up: the
+        // controller keeps a machine's providerID when a later look-up misses
+        // the VM, and a retried create gets this instance by its ClientToken.
+        // Otherwise wait, as the reference does, until EC2 lists the instance.
+        let visible = if instance.private_dns_name().is_some_and(|n| !n.is_empty()) {
+            info!(instance_id = %id, "VM launched");
+            instance
+        } else {
+            info!(instance_id = %id, "VM launched; waiting until EC2 lists it");
+            self.wait_until_listed(&p, &id).await?
+        };
+        let resp = checked_response(self.create_response(&p.spec, &visible), name)?;
+        self.launched.put(&id, visible);
+        info!(instance_id = %id, node = %resp.node_name, "VM created");
+        Ok(resp)
+    }
 
-        // Eventual consistency: wait until DescribeInstances knows the instance.
+    /// Eventual consistency: waits until DescribeInstances knows the instance.
+    async fn wait_until_listed(&self, p: &Prepared, id: &str) -> DriverResult<Instance> {
         let started = Instant::now();
         let mut step = 0u32;
-        let visible = loop {
-            match p.ec2.instance_by_id(&id).await {
-                Ok(Some(i)) => break i,
+        loop {
+            match p.ec2.instance_by_id(id).await {
+                Ok(Some(i)) => return Ok(i),
                 Ok(None) => debug!(instance_id = %id, "instance not visible yet"),
                 Err(e) => {
                     debug!(instance_id = %id, error = %e, "describing the new instance failed")
@@ -200,16 +218,12 @@ impl AwsDriver {
             if started.elapsed() >= self.config.visibility_timeout {
                 return Err(Status::internal(format!(
                     "creation of VM {:?} failed, timed out waiting for eventual consistency. Multiple VMs backing machine obj might spawn, they will be orphan collected",
-                    provider_id(&p.spec.region, &id)
+                    provider_id(&p.spec.region, id)
                 )));
             }
             tokio::time::sleep(self.config.visibility_backoff.delay(step)).await;
             step += 1;
-        };
-        let resp = checked_response(self.create_response(&p.spec, &visible), name)?;
-        self.launched.put(&id, visible);
-        info!(instance_id = %id, node = %resp.node_name, "VM created");
-        Ok(resp)
+        }
     }
 
     fn create_response(&self, spec: &AwsProviderSpec, i: &Instance) -> CreateMachineResponse {
