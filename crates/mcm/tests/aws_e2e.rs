@@ -11,10 +11,17 @@
 //! `ipv6PrefixCount`, since moto does not emulate IPv6 prefixes (the driver's
 //! prefix handling is covered by `crates/provider-aws/tests/mocks.rs`).
 //!
+//! The binary reaches moto through [`ec2_proxy`], which counts its EC2 calls
+//! per action and answers beyond EC2's published request buckets with
+//! `RequestLimitExceeded`, as EC2 does: the test asserts the EC2 calls per
+//! machine for create + initialize + delete and that none was throttled.
+//!
 //! Without the control plane or moto the test skips visibly, except in CI,
 //! where it fails (`mcm_testenv::skip`).
 
-use k8s_openapi::api::core::v1::Secret;
+mod ec2_proxy;
+
+use k8s_openapi::api::core::v1::{Event, Secret};
 use k8s_openapi::ByteString;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
@@ -33,6 +40,10 @@ use std::time::{Duration, Instant};
 const REGION: &str = "eu-west-1";
 const EXAMPLE: &str = include_str!("../../../examples/aws-machine-class.yaml");
 const DEPLOYMENT: &str = "aws-e2e";
+/// Machines of the MachineDeployment.
+const MACHINES: usize = 20;
+/// The target: EC2 calls per machine for create + initialize + delete.
+const MAX_EC2_CALLS_PER_MACHINE: f64 = 6.0;
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -171,7 +182,9 @@ fn example_documents() -> Vec<Value> {
 }
 
 /// The example's MachineClass pointed at `cloud`, in namespace `ns`, tagged
-/// with `cluster_tag` instead of the example's cluster.
+/// with `cluster_tag` instead of the example's cluster, and with the subnet
+/// under `subnetId`, a spelling that only Go's case-insensitive key matching
+/// accepts (the canonical key is `subnetID`).
 fn example_class(doc: &Value, cloud: &Cloud, ns: &str, cluster_tag: &str) -> MachineClass {
     let mut doc = doc.clone();
     doc["metadata"]["namespace"] = json!(ns);
@@ -182,7 +195,9 @@ fn example_class(doc: &Value, cloud: &Cloud, ns: &str, cluster_tag: &str) -> Mac
     spec["ami"] = json!(cloud.ami);
     spec["iam"] = json!({"name": cloud.profile});
     let nic = &mut spec["networkInterfaces"][0];
-    nic["subnetID"] = json!(cloud.subnet);
+    let obj = nic.as_object_mut().expect("network interface");
+    obj.remove("subnetID");
+    obj.insert("subnetId".into(), json!(cloud.subnet));
     nic["securityGroupIDs"] = json!([cloud.sg]);
     nic.as_object_mut()
         .expect("network interface")
@@ -396,10 +411,10 @@ struct Nic {
 }
 
 #[tokio::test]
-async fn mcm_run_on_moto_brings_3_aws_machines_to_available_initialized_and_scales_to_0_without_instances(
+async fn mcm_run_on_moto_brings_20_aws_machines_to_available_initialized_and_scales_to_0_within_6_ec2_calls_per_machine(
 ) {
     let t0 = Instant::now();
-    let Some(moto) = moto_endpoint("mcm_run_on_moto_brings_3_aws_machines_to_available") else {
+    let Some(moto) = moto_endpoint("mcm_run_on_moto_brings_20_aws_machines_to_available") else {
         return;
     };
     let Some(env) = TestEnv::new("aws-e2e").await else {
@@ -442,8 +457,9 @@ async fn mcm_run_on_moto_brings_3_aws_machines_to_available_initialized_and_scal
         t0.elapsed()
     );
 
+    let proxy = ec2_proxy::Ec2Proxy::start(&moto);
     let port = free_port();
-    let mut mcm = mcm_run(&ns, &moto, port);
+    let mut mcm = mcm_run(&ns, &proxy.url, port);
     must_eventually(
         Duration::from_secs(30),
         "mcm run listens on its /healthz port",
@@ -477,14 +493,42 @@ async fn mcm_run_on_moto_brings_3_aws_machines_to_available_initialized_and_scal
         env!("CARGO_BIN_EXE_mcm")
     );
 
-    // A MachineDeployment of 3.
+    // The class's `subnetId` works and is reported on the class, naming the canonical key.
+    let events: Api<Event> = env.api();
+    let warning = must_eventually(
+        Duration::from_secs(60),
+        "a ProviderSpecWarning Event on the MachineClass naming subnetID",
+        || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .find(|e| {
+                    e.involved_object.kind.as_deref() == Some("MachineClass")
+                        && e.involved_object.name.as_deref() == Some(class_name.as_str())
+                        && e.type_.as_deref() == Some("Warning")
+                        && e.reason.as_deref() == Some("ProviderSpecWarning")
+                })
+        },
+    )
+    .await;
+    let message = warning.message.unwrap_or_default();
+    assert!(
+        message.contains("networkInterfaces[0].subnetId") && message.contains("subnetID"),
+        "the warning names the key and its canonical spelling: {message}"
+    );
+    println!("[{:>5.1?}] MachineClass warning: {message}", t0.elapsed());
+
+    // A MachineDeployment of MACHINES.
     let deployments: Api<MachineDeployment> = env.api();
     let md: MachineDeployment = serde_json::from_value(json!({
         "apiVersion": "machine.sapcloud.io/v1alpha1",
         "kind": "MachineDeployment",
         "metadata": {"name": DEPLOYMENT, "namespace": ns},
         "spec": {
-            "replicas": 3,
+            "replicas": MACHINES,
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "selector": {"matchLabels": {"name": DEPLOYMENT}},
             "template": {
@@ -503,34 +547,35 @@ async fn mcm_run_on_moto_brings_3_aws_machines_to_available_initialized_and_scal
     let machines: Api<Machine> = env.api();
     wait_for_machines(
         &machines,
-        Duration::from_secs(180),
-        "3 Available machines",
-        |p| p.len() == 3 && p.values().all(|ph| ph == "Available"),
+        Duration::from_secs(300),
+        &format!("{MACHINES} Available machines"),
+        |p| p.len() == MACHINES && p.values().all(|ph| ph == "Available"),
     )
     .await;
     let md_status = must_eventually(
         Duration::from_secs(60),
-        "the MachineDeployment reports 3 available replicas and Available=True",
+        "the MachineDeployment reports all replicas available and Available=True",
         || async {
             let s = deployments.get(DEPLOYMENT).await.ok()?.status?;
             let available = s
                 .conditions
                 .iter()
                 .any(|c| c.type_.as_str() == "Available" && c.status.as_str() == "True");
-            (s.available_replicas == 3 && s.updated_replicas == 3 && available).then_some(s)
+            let n = MACHINES as i32;
+            (s.available_replicas == n && s.updated_replicas == n && available).then_some(s)
         },
     )
     .await;
     mcm.assert_alive();
     println!(
-        "[{:>5.1?}] 3 machines Available {:.1?} after the MachineDeployment was applied (status: replicas {}, available {})",
+        "[{:>5.1?}] {MACHINES} machines Available {:.1?} after the MachineDeployment was applied (status: replicas {}, available {})",
         t0.elapsed(),
         t_apply.elapsed(),
         md_status.replicas,
         md_status.available_replicas
     );
 
-    // The machines and the instances in moto are the same three.
+    // The machines and the instances in moto are the same.
     let list = machines
         .list(&ListParams::default())
         .await
@@ -582,9 +627,11 @@ async fn mcm_run_on_moto_brings_3_aws_machines_to_available_initialized_and_scal
         }
     }
     println!(
-        "[{:>5.1?}] moto: 3 instances, source/destination check off, IPv6 assigned",
-        t0.elapsed()
+        "[{:>5.1?}] moto: {} instances, source/destination check off, IPv6 assigned",
+        t0.elapsed(),
+        live.len()
     );
+    let up = proxy.counts();
 
     // Scale to 0 through the scale subresource, as `kubectl scale` does.
     let t_scale = Instant::now();
@@ -618,9 +665,55 @@ async fn mcm_run_on_moto_brings_3_aws_machines_to_available_initialized_and_scal
     .await;
     mcm.assert_alive();
     println!(
-        "[{:>5.1?}] scaled to 0 in {:.1?}: no Machine, instances {terminated:?} no longer running",
+        "[{:>5.1?}] scaled to 0 in {:.1?}: no Machine, {} instances no longer running",
         t0.elapsed(),
-        t_scale.elapsed()
+        t_scale.elapsed(),
+        terminated.len()
     );
     drop(mcm);
+
+    // The EC2 calls of `mcm run`, as the proxy saw them.
+    let all = proxy.counts();
+    let per_machine = all.total() as f64 / MACHINES as f64;
+    println!("EC2 calls of mcm run for {MACHINES} machines (create + initialize + delete):");
+    for (action, n) in &all.calls {
+        let scale_up = up.calls.get(action).copied().unwrap_or(0);
+        println!(
+            "  {action:<34} {n:>4}  ({:.2} per machine; {scale_up} until all Available)",
+            *n as f64 / MACHINES as f64
+        );
+    }
+    println!(
+        "  total {} = {per_machine:.2} per machine; throttled {}",
+        all.total(),
+        all.total_throttled()
+    );
+    if all.total_throttled() > 0 {
+        let first = all.run_instances.first().map(|r| r.0).unwrap_or_default();
+        let arrivals: Vec<String> = all
+            .run_instances
+            .iter()
+            .map(|(t, thr)| format!("{:.2}{}", t - first, if *thr { "!" } else { "" }))
+            .collect();
+        println!(
+            "RunInstances arrivals (s, ! = throttled): {}",
+            arrivals.join(" ")
+        );
+    }
+    assert_eq!(
+        all.total_throttled(),
+        0,
+        "no EC2 call beyond EC2's request buckets: {:?}",
+        all.throttled
+    );
+    assert_eq!(
+        all.calls.get("RunInstances").copied(),
+        Some(MACHINES as u64),
+        "one RunInstances per machine"
+    );
+    assert!(
+        per_machine <= MAX_EC2_CALLS_PER_MACHINE,
+        "{per_machine:.2} EC2 calls per machine (target {MAX_EC2_CALLS_PER_MACHINE}): {:?}",
+        all.calls
+    );
 }
