@@ -23,7 +23,11 @@
 //!   `tags` (must contain a `kubernetes.io/cluster/…` and a `kubernetes.io/role/…`
 //!   key), `keyName`, `spotPrice`, `instanceMarketOptions`, `capacityReservation`,
 //!   `placement`, `instanceMetadataOptions`, `cpuOptions`, `ebsOptimized`,
-//!   `monitoring`, `srcAndDstChecksEnabled`. Unknown keys are ignored. Invalid
+//!   `monitoring`, `srcAndDstChecksEnabled`. Unknown keys are ignored. Keys
+//!   are matched as Go's `encoding/json` matches them: exactly, else
+//!   case-insensitively (`subnetId` fills `subnetID`), each such key a warning
+//!   naming the canonical key ([`spec::canonical_keys`],
+//!   `Driver::provider_spec_warnings`; the exact key wins). Invalid
 //!   specs fail with `InvalidArgument` listing every finding, e.g.
 //!   `providerSpec.ami: Required value: AMI is required`.
 //! - **Secret**: `providerAccessKeyId`/`accessKeyID` and
@@ -37,9 +41,10 @@
 //!   Machine's UID (a retried create returns the same instance; a token whose
 //!   instance was terminated since moves on to the next token generation), tags
 //!   instance, volumes and interfaces with the spec's tags plus
-//!   `Name=<machine>`, and waits with back-off until DescribeInstances shows
-//!   the instance. Provider ID `aws:///<region>/<instance-id>`, node name = the
-//!   private DNS name.
+//!   `Name=<machine>`. When RunInstances' answer lacks the private DNS name,
+//!   it waits with back-off until DescribeInstances shows the instance.
+//!   Provider ID `aws:///<region>/<instance-id>`, node name = the private DNS
+//!   name.
 //! - **InitializeMachine** turns the source/destination check off on every
 //!   non-EFA interface that still has it (when `srcAndDstChecksEnabled: false`)
 //!   and assigns the IPv6 prefixes and addresses still missing per interface
@@ -77,8 +82,12 @@
 //! tries, so throttling never turns into a retry storm. Concurrent look-ups by
 //! instance ID or machine name within [`AwsDriverConfig::batch_window`] are
 //! merged into one DescribeInstances call, AMI root devices are cached, and a
-//! semaphore caps concurrent creates. [`AwsDriver::api_calls`] counts the EC2
-//! calls per action.
+//! semaphore caps concurrent creates. A call does not ask EC2 what the call
+//! before it for the same machine just learnt (a status probe's "no VM" for
+//! the create, the create's description for InitializeMachine), and deleting
+//! a known VM terminates it without a look-up: about 5 EC2 calls per machine
+//! for create + initialize + delete against moto. [`AwsDriver::api_calls`]
+//! counts the EC2 calls per action. Design: `docs/design/providers/aws.md`.
 //!
 //! ## Differences from Gardener's Go provider
 //! `kmsKeyID`, `ebsOptimized`, `monitoring`, `noDevice` and `virtualName` are

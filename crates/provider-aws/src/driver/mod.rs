@@ -1,7 +1,7 @@
-//! [`AwsDriver`]: the `Driver` implementation, one file per concern:
-//! [`clients`] (SDK clients and token buckets per account and region),
-//! [`create`], [`initialize`], [`status`] (look-ups and identities),
-//! [`delete`] and [`list`] (ListMachines and GetVolumeIDs).
+//! `AwsDriver`: the `Driver` implementation, one file per concern:
+//! `clients` (SDK clients and token buckets per account and region),
+//! `create`, `initialize`, `status` (look-ups and identities),
+//! `delete` and `list` (ListMachines and GetVolumeIDs).
 
 mod clients;
 mod create;

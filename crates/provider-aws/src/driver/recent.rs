@@ -6,8 +6,9 @@
 //!   within [`ABSENT_TTL`] skip its own look-up by name (RunInstances carries
 //!   the machine's ClientToken, so even a VM that a concurrent create launched
 //!   meanwhile comes back instead of a second one);
-//! - the instance description a create waited for lets the InitializeMachine
-//!   that follows within [`LAUNCHED_TTL`] plan without describing again.
+//! - the create's description of the instance (RunInstances' answer, or the
+//!   DescribeInstances answer it waited for) lets the InitializeMachine that
+//!   follows within [`LAUNCHED_TTL`] plan without describing again.
 //!
 //! Each answer is used once (taken), so a retry after a failure asks EC2.
 //! See `docs/design/providers/aws.md`, "EC2 calls per machine".

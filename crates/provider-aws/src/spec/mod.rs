@@ -6,8 +6,8 @@
 //! Unknown keys are tolerated so that classes written for newer provider
 //! versions still decode.
 //!
-//! Files: the types here, [`decode`] (key matching as Go's `encoding/json`
-//! does it), [`validate`] (the spec's rules) and [`secret`] (credentials and
+//! Files: the types here, `decode` (key matching as Go's `encoding/json`
+//! does it), `validate` (the spec's rules) and `secret` (credentials and
 //! user data).
 
 mod decode;
