@@ -223,7 +223,6 @@ impl Metrics {
     /// Creates the metrics and registers them (with the `mcm` prefix) in `registry`.
     pub fn new(registry: &mut Registry) -> Self {
         let cloud = cloud::families();
-        workqueue::declare(&workqueue::MACHINE_CONTROLLER_QUEUES);
         let m = Metrics {
             items: Gauge::default(),
             phase: Family::default(),

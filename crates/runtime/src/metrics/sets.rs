@@ -142,7 +142,6 @@ fn int_value(v: &Option<k8s_openapi::apimachinery::pkg::util::intstr::IntOrStrin
 impl SetMetrics {
     /// Creates and registers the set metrics.
     pub fn new(registry: &mut Registry) -> Arc<Self> {
-        super::workqueue::declare(&super::workqueue::MACHINE_CONTROLLER_MANAGER_QUEUES);
         let m = Arc::new(SetMetrics::default());
         let r = registry.sub_registry_with_prefix("mcm");
         r.register(

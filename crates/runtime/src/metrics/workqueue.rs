@@ -16,7 +16,9 @@
 //! As in the reference (package-level collectors) the state is the
 //! process's: [`register`] adds a collector of it to a registry, and
 //! [`declare`] creates a queue's series before its first item, as the
-//! reference does when it builds the queue. Queue names are the reference's
+//! reference does when it builds the queue (the machine controller declares
+//! [`MACHINE_CONTROLLER_QUEUES`] when it starts, the set controllers
+//! [`MACHINE_CONTROLLER_MANAGER_QUEUES`]). Queue names are the reference's
 //! (`machine`, `machineclass`, `machineset`, ...).
 
 use prometheus_client::collector::Collector;
