@@ -57,7 +57,7 @@ use tracing::{debug, info, instrument, warn};
 /// ([`triggers`]): not on its own status writes, so a failed call's backoff is
 /// not cut short by the status the failure wrote.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
-    crate::metrics::workqueue::declare(&crate::metrics::workqueue::MACHINE_CONTROLLER_QUEUES);
+    crate::metrics::workqueue::declare(&crate::metrics::workqueue::CONTROLLER_QUEUES);
     let caches = ctx.caches.clone();
     let ns = ctx.config.namespace.clone();
     // Changes of Machines (filtered by their trigger hash), of classes (to

@@ -17,8 +17,8 @@
 //! process's: [`register`] adds a collector of it to a registry, and
 //! [`declare`] creates a queue's series before its first item, as the
 //! reference does when it builds the queue (the machine controller declares
-//! [`MACHINE_CONTROLLER_QUEUES`] when it starts, the set controllers
-//! [`MACHINE_CONTROLLER_MANAGER_QUEUES`]). Queue names are the reference's
+//! [`CONTROLLER_QUEUES`] when it starts, the set controllers
+//! [`MANAGER_QUEUES`]). Queue names are the reference's
 //! (`machine`, `machineclass`, `machineset`, ...).
 
 use prometheus_client::collector::Collector;
@@ -33,7 +33,7 @@ use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use std::time::Instant;
 
 /// The queues of the reference's machine-controller (port 10259).
-pub const MACHINE_CONTROLLER_QUEUES: [&str; 7] = [
+pub const CONTROLLER_QUEUES: [&str; 7] = [
     "secret",
     "node",
     "machineclass",
@@ -44,7 +44,7 @@ pub const MACHINE_CONTROLLER_QUEUES: [&str; 7] = [
 ];
 
 /// The queues of the reference's machine-controller-manager (port 10258).
-pub const MACHINE_CONTROLLER_MANAGER_QUEUES: [&str; 5] = [
+pub const MANAGER_QUEUES: [&str; 5] = [
     "node",
     "machine",
     "machineset",

@@ -529,7 +529,7 @@ pub async fn run_with_target(
 /// (reconciles in flight finish, no new ones start). `--concurrent-syncs`
 /// and the retry periods come from its [`crate::Config`].
 pub async fn run_with(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()> + Send + 'static) {
-    crate::metrics::workqueue::declare(&crate::metrics::workqueue::MACHINE_CONTROLLER_MANAGER_QUEUES);
+    crate::metrics::workqueue::declare(&crate::metrics::workqueue::MANAGER_QUEUES);
     let shutdown = shutdown.boxed().shared();
     let namespace = ctx.config.namespace.clone();
     let (set_objects, set_objects_rx) = mpsc::unbounded();
