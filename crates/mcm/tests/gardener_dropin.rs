@@ -235,6 +235,12 @@ async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_a
             "{q} reconciled at least once:\n{mcm_text}"
         );
     }
+    for (text, foreign) in [(&mcm_text, "machineclass"), (&mc_text, "machineset")] {
+        assert!(
+            !text.contains(&format!("mcm_workqueue_adds_total{{name=\"{foreign}\"}}")),
+            "each half has only its own queues:\n{text}"
+        );
+    }
     let machine_adds = sample(&mc_text, "mcm_workqueue_adds_total{name=\"machine\"}");
     assert!(
         machine_adds.unwrap_or(0.0) >= 3.0,
