@@ -7,7 +7,7 @@
 //! condition), then, while the instance runs, renews its Lease in
 //! `kube-node-lease` every heartbeat interval and refreshes the Ready
 //! condition's `lastHeartbeatTime` every node-status interval (the Lease with
-//! server-side apply; the Node status with a JSON merge patch that replaces
+//! server-side apply; the Node status with a strategic merge patch that replaces
 //! the address list, since server-side apply rejects a dual-stack Node's two
 //! `InternalIP` entries as duplicate keys). A stopped or killed instance simply stops: the node
 //! lifecycle controller of kube-controller-manager then marks the Node
@@ -245,7 +245,7 @@ async fn beat(
             .patch_status(
                 &inst.node_name,
                 &status_patch_params(),
-                &Patch::Merge(&node),
+                &Patch::Strategic(&node),
             )
             .await
         {
@@ -283,7 +283,7 @@ async fn register(
                         .patch_status(
                             &inst.node_name,
                             &status_patch_params(),
-                            &Patch::Merge(&status),
+                            &Patch::Strategic(&status),
                         )
                         .await?;
                     return Ok(created.metadata.uid);
@@ -432,15 +432,22 @@ fn status_patch_params() -> PatchParams {
     }
 }
 
-fn status_node(inst: &Instance, m: &NodeMemory) -> Node {
-    Node {
-        metadata: ObjectMeta {
-            name: Some(inst.node_name.clone()),
-            ..Default::default()
-        },
-        spec: None,
-        status: Some(status(inst, m)),
+/// The Node status patch (strategic merge): conditions merge by type, so
+/// conditions others own (the `InPlaceUpdate` condition of the machine
+/// controller, a node-problem-detector's) survive the heartbeat, as with a
+/// real kubelet; the address list is replaced as a whole (`$patch: replace`),
+/// since a dual-stack Node has two `InternalIP` entries that a merge by type
+/// would collapse.
+fn status_node(inst: &Instance, m: &NodeMemory) -> serde_json::Value {
+    let mut v = serde_json::json!({ "status": status(inst, m) });
+    if let Some(addresses) = v
+        .get_mut("status")
+        .and_then(|s| s.get_mut("addresses"))
+        .and_then(|a| a.as_array_mut())
+    {
+        addresses.push(serde_json::json!({"$patch": "replace"}));
     }
+    v
 }
 
 async fn renew_lease(

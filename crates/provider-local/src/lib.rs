@@ -62,6 +62,7 @@
 //! ```
 
 pub mod admin;
+mod agent;
 pub mod driver;
 pub mod kubelet;
 pub mod server;

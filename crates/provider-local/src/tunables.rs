@@ -159,6 +159,40 @@ pub struct Tunables {
     pub list: OpTunables,
     /// Failing initializations.
     pub fail_initialization: FailInitialization,
+    /// What the simulated node agent does with in-place updates.
+    pub in_place_update: InPlaceUpdateAgent,
+}
+
+/// What the simulated node agent does when a Node is ready for an in-place update.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum InPlaceUpdateMode {
+    /// Apply the MachineDeployment's class to the instance, report `successful`.
+    #[default]
+    Apply,
+    /// Report `failed` with [`InPlaceUpdateAgent::fail_reason`].
+    Fail,
+    /// Never answer (a stuck update: the in-place timeout fails it).
+    Hang,
+}
+
+/// The simulated node agent of in-place updates.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InPlaceUpdateAgent {
+    /// `apply` (default), `fail` or `hang`.
+    pub mode: InPlaceUpdateMode,
+    /// The `update-failed-reason` the agent reports in mode `fail`.
+    pub fail_reason: String,
+}
+
+impl Default for InPlaceUpdateAgent {
+    fn default() -> Self {
+        InPlaceUpdateAgent {
+            mode: InPlaceUpdateMode::Apply,
+            fail_reason: "injected fault: in-place update failed".into(),
+        }
+    }
 }
 
 impl Default for Tunables {
@@ -173,6 +207,7 @@ impl Default for Tunables {
             status: OpTunables::limited(100, 20.0),
             list: OpTunables::limited(100, 20.0),
             fail_initialization: FailInitialization::default(),
+            in_place_update: InPlaceUpdateAgent::default(),
         }
     }
 }

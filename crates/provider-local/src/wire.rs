@@ -78,6 +78,9 @@ pub struct Instance {
     pub ipv6_prefixes: Vec<String>,
     /// A sequence number unique to this cloud, from which the addresses are derived.
     pub seq: u64,
+    /// How often its image and type were changed in place (in-place updates).
+    #[serde(default)]
+    pub in_place_updates: u32,
 }
 
 impl Instance {

@@ -147,7 +147,12 @@ pub async fn spawn(config: CloudConfig) -> Result<(SocketAddr, ServerHandle), Er
             };
             info!(kubeconfig = %path.display(), heartbeat = ?kc.heartbeat_interval,
                   node_status = ?kc.node_status_interval, "kubelet simulation on");
-            Some(tokio::spawn(kubelet::run(shared.clone(), client, kc)))
+            // The simulated node agent of in-place updates runs beside the kubelets.
+            let agent = crate::agent::run(shared.clone(), client.clone());
+            let kubelets = kubelet::run(shared.clone(), client, kc);
+            Some(tokio::spawn(async move {
+                futures::join!(kubelets, agent);
+            }))
         }
         None => None,
     };

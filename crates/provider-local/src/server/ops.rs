@@ -92,6 +92,7 @@ impl Shared {
             ipv6_addresses: Vec::new(),
             ipv6_prefixes: Vec::new(),
             seq,
+            in_place_updates: 0,
         };
         let change = Change::Put {
             inst: Box::new(inst.clone()),

@@ -93,7 +93,7 @@ pub(super) fn after(now: DateTime<Utc>, ms: u64) -> DateTime<Utc> {
 }
 
 impl Shared {
-    pub(super) fn tunables(&self) -> Tunables {
+    pub(crate) fn tunables(&self) -> Tunables {
         lock(&self.tunables).clone()
     }
 
@@ -225,6 +225,40 @@ impl Shared {
                 e.into_response()
             }
         }
+    }
+
+    /// Applies a new image and instance type to a running instance in place
+    /// (the simulated node agent of in-place updates): same instance, same
+    /// addresses, one more in-place update counted (none when it already has
+    /// them). `None` when it is gone.
+    pub(crate) async fn update_in_place(
+        &self,
+        id: &str,
+        image: &str,
+        instance_type: &str,
+    ) -> Result<Option<Instance>, String> {
+        let st = self.lock_state().await;
+        let Some(mut inst) = st.instances.get(id).cloned() else {
+            return Ok(None);
+        };
+        if inst.image == image && inst.instance_type == instance_type {
+            // Already applied (a retried answer): nothing changes, nothing is counted.
+            return Ok(Some(inst));
+        }
+        inst.image = image.to_string();
+        inst.instance_type = instance_type.to_string();
+        inst.in_place_updates = inst.in_place_updates.saturating_add(1);
+        let next_seq = st.next_seq;
+        self.commit(
+            st,
+            Change::Put {
+                inst: Box::new(inst.clone()),
+                next_seq,
+            },
+        )
+        .await
+        .map_err(|e| e.message)?;
+        Ok(Some(inst))
     }
 
     /// A copy of every instance with its current state (for the kubelets and the admin API).

@@ -36,7 +36,7 @@ impl Reconciler<'_> {
         }
     }
 
-    fn start_drain(
+    pub(super) fn start_drain(
         &self,
         plan: decide::DrainPlan,
         target: kube::Client,

@@ -10,8 +10,9 @@
 //! - A MachineClass: its generation (providerSpec, secret references, node
 //!   template) — not the finalizer the controller adds.
 //! - A Node: what the health check and the node sync read (the Ready and
-//!   configured conditions' type and status, labels, annotations, taints,
-//!   deletion), not the kubelet's heartbeat timestamps.
+//!   configured conditions' type and status, the `InPlaceUpdate`
+//!   condition's reason, labels, annotations, taints, deletion), not the
+//!   kubelet's heartbeat timestamps.
 //!
 //! See `docs/design/machine.md`, "Triggers".
 
@@ -90,6 +91,10 @@ pub fn node(n: &Node) -> Option<u64> {
     if let Some(status) = &n.status {
         for c in status.conditions.iter().flatten() {
             (&c.type_, &c.status).hash(&mut h);
+            // The in-place protocol moves on by reason (design: machine.md, "In-place updates").
+            if c.type_ == mcm_api::constants::NODE_IN_PLACE_UPDATE_CONDITION {
+                c.reason.hash(&mut h);
+            }
         }
         for a in status.addresses.iter().flatten() {
             (&a.type_, &a.address).hash(&mut h);
