@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod mock;
+pub mod moto;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
