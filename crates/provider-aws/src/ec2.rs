@@ -84,6 +84,9 @@ pub struct Ec2 {
     image_cache_ttl: Duration,
     pending: Mutex<Pending>,
     images: Mutex<HashMap<String, (Instant, Option<String>)>>,
+    /// Held while an AMI is looked up, so that concurrent creates of a
+    /// scale-up ask EC2 once and the others read the cache.
+    image_lookup: tokio::sync::Mutex<()>,
 }
 
 impl Ec2 {
@@ -102,6 +105,7 @@ impl Ec2 {
             image_cache_ttl: config.image_cache_ttl,
             pending: Mutex::new(Pending::default()),
             images: Mutex::new(HashMap::new()),
+            image_lookup: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -181,12 +185,12 @@ impl Ec2 {
 
     /// The root device name of an AMI (`None`: no such image). Cached.
     pub async fn root_device_name(&self, ami: &str) -> Result<Option<String>, Ec2Error> {
-        if let Ok(cache) = self.images.lock() {
-            if let Some((at, name)) = cache.get(ami) {
-                if at.elapsed() < self.image_cache_ttl {
-                    return Ok(name.clone());
-                }
-            }
+        if let Some(name) = self.cached_image(ami) {
+            return Ok(name);
+        }
+        let _one_lookup = self.image_lookup.lock().await;
+        if let Some(name) = self.cached_image(ami) {
+            return Ok(name);
         }
         let out = self
             .call("DescribeImages", ActionClass::Describe, || {
@@ -207,6 +211,13 @@ impl Ec2 {
             cache.insert(ami.to_string(), (Instant::now(), name.clone()));
         }
         Ok(name)
+    }
+
+    /// A fresh cache entry of an AMI (`Some(None)`: known not to exist).
+    fn cached_image(&self, ami: &str) -> Option<Option<String>> {
+        let cache = self.images.lock().ok()?;
+        let (at, name) = cache.get(ami)?;
+        (at.elapsed() < self.image_cache_ttl).then(|| name.clone())
     }
 
     /// One DescribeInstances look-up, merged with the other look-ups that

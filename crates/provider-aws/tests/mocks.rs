@@ -519,6 +519,11 @@ async fn mock_token_bucket_paces_run_instances() {
         calls.count("DescribeInstances") < 10,
         "pre-checks and visibility waits are batched: {calls:?}"
     );
+    assert_eq!(
+        calls.count("DescribeImages"),
+        1,
+        "concurrent creates look the AMI up once: {calls:?}"
+    );
 }
 
 #[tokio::test]
