@@ -224,7 +224,15 @@ pub async fn collect_orphans(
             machine_class: class.clone(),
             secret: secret.clone(),
         };
-        match driver.list_machines(&req).await {
+        let listing = driver.list_machines(&req);
+        match crate::metrics::driver::observe(
+            &ctx.metrics,
+            &class.provider,
+            "ListMachines",
+            listing,
+        )
+        .await
+        {
             Ok(resp) => {
                 for (pid, name) in resp.machine_list {
                     listed.push(ListedVm {

@@ -338,29 +338,9 @@ impl<'a> Reconciler<'a> {
     }
 
     async fn provider_failure(&self, op: &str, err: &Status) {
-        let provider = self.provider_name().await;
-        self.ctx
-            .metrics
-            .driver_failed
-            .get_or_create(&crate::metrics::DriverErrorLabels {
-                provider: crate::metrics::provider_label(&provider),
-                operation: crate::metrics::operation_label(op),
-                error_code: crate::metrics::error_code_label(err.code),
-            })
-            .inc();
+        // The failure is counted where the call is made (`timed`).
         self.event(EventType::Warning, &format!("{op}Failed"), err.to_string())
             .await;
-    }
-
-    async fn provider_name(&self) -> String {
-        self.ctx
-            .caches
-            .class(
-                &self.machine.namespace().unwrap_or_default(),
-                &self.machine.spec.class.name,
-            )
-            .map(|c| c.provider.clone())
-            .unwrap_or_default()
     }
 
     /// The next retry's delay for a failure of that class (and counts the failure).
@@ -527,17 +507,7 @@ impl<'a> Reconciler<'a> {
         provider: &str,
         f: impl Future<Output = Result<T, Status>>,
     ) -> Result<T, Status> {
-        let start = Instant::now();
-        let r = f.await;
-        self.ctx
-            .metrics
-            .driver_duration
-            .get_or_create(&crate::metrics::DriverLabels {
-                provider: crate::metrics::provider_label(provider),
-                operation: crate::metrics::operation_label(op),
-            })
-            .observe(start.elapsed().as_secs_f64());
-        r
+        crate::metrics::driver::observe(&self.ctx.metrics, provider, op, f).await
     }
 }
 

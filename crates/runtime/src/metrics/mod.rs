@@ -14,6 +14,7 @@
 
 pub mod cache;
 pub mod cloud;
+pub mod driver;
 pub mod process;
 pub mod rest;
 pub mod sets;
