@@ -282,7 +282,11 @@ pub async fn collect_orphans(
             continue;
         };
         info!(namespace = %ns, provider_id = %pid, machine = %name, "deleting orphan VM");
-        match crate::machine::delete_orphan(driver.as_ref(), class, secret, &pid, &name).await {
+        let provider = class.provider.clone();
+        let deletion = crate::machine::delete_orphan(driver.as_ref(), class, secret, &pid, &name);
+        match crate::metrics::driver::observe(&ctx.metrics, &provider, "DeleteMachine", deletion)
+            .await
+        {
             Ok(()) => deleted.push(pid),
             Err(e) => {
                 warn!(namespace = %ns, provider_id = %pid, error = %e, "deleting orphan VM failed; retrying next period")
