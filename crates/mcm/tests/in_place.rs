@@ -340,11 +340,16 @@ async fn an_in_place_rollout_updates_every_machine_without_creating_a_vm() {
         .map(|m| m.name_any())
         .collect();
     assert_eq!(now, names, "the same Machine objects");
-    let old = w.set_of_class("ipu-v1").await.expect("old set");
-    assert_eq!(
-        old.spec.replicas, 0,
-        "the old set was emptied by moving its machines"
-    );
+    let old = must_eventually(
+        STEP,
+        "the old set emptied by moving its machines",
+        || async {
+            w.set_of_class("ipu-v1")
+                .await
+                .filter(|s| s.spec.replicas == 0)
+        },
+    )
+    .await;
     assert_eq!(
         old.labels()
             .get(c::SCALE_UP_DISABLED_LABEL)

@@ -86,8 +86,15 @@ impl Reconciler<'_> {
         };
         let nv = in_place_node_view(&node);
         let short = self.ctx.config.short_retry;
+        let nodes: Api<Node> = Api::all(target.clone());
         if let Some(t) = ip::in_place_result(view, &nv) {
             self.write(&t, json!({})).await?;
+            // The Node's condition in the same pass: its watch event brings
+            // the next one (the health check's re-join), without waiting.
+            if let Some(cond) = ip::node_condition_step(&nv) {
+                self.set_in_place_condition(&nodes, &node_name, cond)
+                    .await?;
+            }
             return Ok(Err(Stop::After(short)));
         }
         let mut recheck = None;
@@ -100,7 +107,6 @@ impl Reconciler<'_> {
             Some(Err(after)) => recheck = Some(after),
             None => {}
         }
-        let nodes: Api<Node> = Api::all(target.clone());
         if let Some(cond) = ip::node_condition_step(&nv) {
             self.set_in_place_condition(&nodes, &node_name, cond)
                 .await?;
