@@ -112,7 +112,8 @@ impl Backoff {
 pub use mcm_driver::budget::BucketLimit;
 
 /// Client-side token buckets per EC2 action class, per account (credentials)
-/// and region. Defaults are EC2's published per-account limits.
+/// and region. Defaults are EC2's published per-account limits
+/// ([`RateLimits::ec2_published`]) less a margin ([`RateLimits::with_margin`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RateLimits {
     /// Switch the buckets off entirely.
@@ -133,6 +134,15 @@ pub struct RateLimits {
 
 impl Default for RateLimits {
     fn default() -> Self {
+        Self::ec2_published().with_margin()
+    }
+}
+
+impl RateLimits {
+    /// EC2's published per-account limits: RunInstances 5 burst / 2 per s,
+    /// TerminateInstances 100 / 5, describes 100 / 20, other mutations 50 / 5,
+    /// the uncategorized actions 100 / 5.
+    pub fn ec2_published() -> Self {
         RateLimits {
             enabled: true,
             run_instances: BucketLimit::new(5, 2.0),
@@ -143,9 +153,27 @@ impl Default for RateLimits {
             network_interfaces: BucketLimit::new(100, 5.0),
         }
     }
-}
 
-impl RateLimits {
+    /// These limits less a margin: one token of burst and a tenth of the
+    /// rate. A driver that spends exactly EC2's rate keeps EC2's bucket at
+    /// zero, so any jitter between its sends and EC2's arrivals (or a call
+    /// of another client of the account) draws a throttled answer; the
+    /// margin keeps a token in EC2's bucket.
+    pub fn with_margin(&self) -> Self {
+        let m = |l: BucketLimit| {
+            BucketLimit::new(l.capacity.saturating_sub(1).max(1), l.refill_per_sec * 0.9)
+        };
+        RateLimits {
+            enabled: self.enabled,
+            run_instances: m(self.run_instances),
+            terminate_instances: m(self.terminate_instances),
+            describe: m(self.describe),
+            mutating: m(self.mutating),
+            assign_ipv6_addresses: m(self.assign_ipv6_addresses),
+            network_interfaces: m(self.network_interfaces),
+        }
+    }
+
     /// The limit of a class.
     pub fn limit(&self, class: ActionClass) -> BucketLimit {
         match class {
@@ -213,13 +241,28 @@ mod tests {
     }
 
     #[test]
-    fn default_limits_are_the_published_ec2_ones() {
-        let l = RateLimits::default();
-        assert_eq!(l.limit(ActionClass::RunInstances), BucketLimit::new(5, 2.0));
-        assert_eq!(l.limit(ActionClass::Describe), BucketLimit::new(100, 20.0));
+    fn default_limits_stay_a_margin_below_the_published_ec2_ones() {
+        let ec2 = RateLimits::ec2_published();
         assert_eq!(
-            l.limit(ActionClass::TerminateInstances),
+            ec2.limit(ActionClass::RunInstances),
+            BucketLimit::new(5, 2.0)
+        );
+        assert_eq!(
+            ec2.limit(ActionClass::Describe),
+            BucketLimit::new(100, 20.0)
+        );
+        assert_eq!(
+            ec2.limit(ActionClass::TerminateInstances),
             BucketLimit::new(100, 5.0)
         );
+        let l = RateLimits::default();
+        for class in ActionClass::ALL {
+            let (ours, theirs) = (l.limit(class), ec2.limit(class));
+            assert_eq!(ours.capacity + 1, theirs.capacity, "{class:?}");
+            assert!(
+                (ours.refill_per_sec - 0.9 * theirs.refill_per_sec).abs() < 1e-9,
+                "{class:?}"
+            );
+        }
     }
 }

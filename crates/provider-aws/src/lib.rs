@@ -74,8 +74,10 @@
 //! ## API budget
 //! EC2 limits requests per account and region with token buckets per action
 //! class. The driver keeps its own copy ([`RateLimits`], defaults = EC2's
-//! published limits: RunInstances 5 burst / 2 per s, describes 100 / 20 per s,
-//! TerminateInstances 100 / 5, other mutations 50 / 5), so that a scale-up
+//! published limits, RunInstances 5 burst / 2 per s, describes 100 / 20 per s,
+//! TerminateInstances 100 / 5, other mutations 50 / 5, less one token of burst
+//! and a tenth of the rate, so that jitter between the driver's sends and
+//! EC2's arrivals does not draw throttled answers), so that a scale-up
 //! queues locally. A throttled answer (`RequestLimitExceeded`) is retried by
 //! the SDK's standard retry strategy, then pauses the whole action class with
 //! a growing pause before at most [`RetrySettings::throttle_retries`] more
