@@ -139,6 +139,38 @@ async fn kubelets_register_ready_nodes_that_turn_dual_stack_after_initialize_sto
         "the IPv4 InternalIP stays"
     );
 
+    // A condition another controller owns (the machine controller's
+    // InPlaceUpdate condition) survives the heartbeats: the status patch
+    // merges conditions by type, as a real kubelet's does.
+    let patch = serde_json::json!({"status": {"conditions": [{
+        "type": "InPlaceUpdate", "status": "True", "reason": "CandidateForUpdate",
+        "message": "Node is a candidate for in-place update"
+    }]}});
+    nodes
+        .patch_status(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Strategic(&patch),
+        )
+        .await
+        .expect("foreign condition");
+    let patched_at = k8s_openapi::jiff::Timestamp::now();
+    let later = must_eventually(
+        Duration::from_secs(10),
+        "a heartbeat after the patch",
+        || async {
+            let n = nodes.get_opt(&name).await.ok().flatten()?;
+            let beat = condition(&n, "Ready")?.1?;
+            (beat > patched_at).then_some(n)
+        },
+    )
+    .await;
+    assert_eq!(
+        condition(&later, "InPlaceUpdate").map(|c| c.0),
+        Some("True".to_string()),
+        "the InPlaceUpdate condition survived the kubelet's status refresh"
+    );
+
     // Heartbeats: the lease and the Ready condition keep moving.
     let first = must_eventually(Duration::from_secs(10), "a lease", || {
         renew_time(&leases, &name)
