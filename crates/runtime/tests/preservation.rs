@@ -91,6 +91,17 @@ async fn setup(test: &str) -> Option<(TestEnv, Arc<ScriptedDriver>, Controllers)
 
 /// A MachineSet of one machine; `spec` is merged into the machine template's spec.
 async fn create_set(env: &TestEnv, spec: serde_json::Value, max_auto_preserved: i32) {
+    create_set_of(env, spec, max_auto_preserved, 1).await;
+}
+
+/// Like [`create_set`], with `replicas` machines. The machines carry the
+/// `name` label of a MachineDeployment, which the Unknown→Failed limiter groups by.
+async fn create_set_of(
+    env: &TestEnv,
+    spec: serde_json::Value,
+    max_auto_preserved: i32,
+    replicas: i32,
+) {
     let mut template_spec = json!({"class": {"kind": "MachineClass", "name": "scripted-class"}});
     if let (Some(t), Some(more)) = (template_spec.as_object_mut(), spec.as_object()) {
         t.extend(more.clone());
@@ -99,10 +110,10 @@ async fn create_set(env: &TestEnv, spec: serde_json::Value, max_auto_preserved: 
         "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineSet",
         "metadata": {"name": "pool"},
         "spec": {
-            "replicas": 1,
+            "replicas": replicas,
             "autoPreserveFailedMachineMax": max_auto_preserved,
             "selector": {"matchLabels": {"set": "pool"}},
-            "template": {"metadata": {"labels": {"set": "pool"}}, "spec": template_spec},
+            "template": {"metadata": {"labels": {"set": "pool", "name": "pool"}}, "spec": template_spec},
         },
     }))
     .expect("machine set");
@@ -228,7 +239,7 @@ async fn annotate_node(client: &Client, name: &str, value: Option<&str>) {
 }
 
 async fn wait_failed(env: &TestEnv, name: &str) {
-    must_eventually(WAIT, "the machine is Failed", || async {
+    must_eventually(WAIT, &format!("machine {name} is Failed"), || async {
         get(env, name)
             .await
             .filter(|m| phase(m) == MachinePhase::Failed)
@@ -510,4 +521,57 @@ async fn an_auto_preserved_machine_is_replaced_after_its_expiry_and_not_preserve
     .await;
     assert!(Utc::now() >= until, "stopped only at the expiry");
     wait_replaced(&env, &name, WAIT).await;
+}
+
+#[tokio::test]
+async fn a_preserved_failed_machine_does_not_hold_up_failing_its_siblings() {
+    let Some((env, _driver, _controllers)) = setup("preserve-limiter").await else {
+        return;
+    };
+    create_set_of(&env, json!({}), 0, 2).await;
+    let pairs = must_eventually(WAIT, "both machines have nodes", || async {
+        let all: Vec<(String, String)> = machines(&env)
+            .await
+            .into_iter()
+            .filter_map(|m| Some((m.name_any(), m.labels().get(c::NODE_LABEL)?.clone())))
+            .collect();
+        (all.len() == 2).then_some(all)
+    })
+    .await;
+    for (m, n) in &pairs {
+        kubelet(&env.client, n, m, true).await;
+    }
+    for (m, _) in &pairs {
+        must_eventually(WAIT, "running", || async {
+            get(&env, m)
+                .await
+                .filter(|x| phase(x) == MachinePhase::Running)
+        })
+        .await;
+    }
+    let ((first, first_node), (second, second_node)) = (&pairs[0], &pairs[1]);
+    annotate_machine(&env, first, Some("when-failed")).await;
+    kubelet(&env.client, first_node, first, false).await;
+    wait_failed(&env, first).await;
+    must_eventually(WAIT, "the first is preserved", || async {
+        get(&env, first).await.as_ref().and_then(expiry)
+    })
+    .await;
+    // The preserved Failed machine is no replacement in progress: the second may fail too.
+    // (The set deletes an unpreserved Failed machine at once, and nothing
+    // else deletes an Unknown one: gone counts as failed.)
+    kubelet(&env.client, second_node, second, false).await;
+    must_eventually(WAIT, "the second machine is Failed", || async {
+        match get(&env, second).await {
+            None => Some(()),
+            Some(m) => (phase(&m) == MachinePhase::Failed
+                || m.metadata.deletion_timestamp.is_some())
+            .then_some(()),
+        }
+    })
+    .await;
+    assert!(
+        get(&env, first).await.is_some(),
+        "the preserved machine is still there"
+    );
 }
