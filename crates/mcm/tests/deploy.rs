@@ -112,7 +112,9 @@ const CALLS: &[Call] = &[
     call("update", MCM, "machinedeployments/status", Control, "sets/deployment.rs status (replace_status)"),
     call("patch", MCM, "machinedeployments/status", Control, "sets/safety.rs Frozen condition"),
     // The Secrets of MachineClasses.
-    call("get", CORE, "secrets", Control, "class.rs merged secret, finalizer"),
+    call("get", CORE, "secrets", Control, "class.rs finalizer"),
+    call("list", CORE, "secrets", Control, "caches.rs Secret cache (class secrets)"),
+    call("watch", CORE, "secrets", Control, "caches.rs Secret cache (class secrets)"),
     call("patch", CORE, "secrets", Control, "class.rs secret finalizer"),
     // Events in core/v1 (events.rs: create, then patch the count of a repeated one).
     call("create", CORE, "events", Control, "events.rs Recorder::publish (machine.rs, sets)"),

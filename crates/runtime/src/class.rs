@@ -161,6 +161,9 @@ pub async fn bootstrap_token(
 
 /// The machine's token in Secret `name`, made if needed; `None` when that
 /// Secret belongs to something else.
+///
+/// The common case costs one request: the Secret is created; only when the
+/// name is taken (a retry, a collision) is the existing one read.
 async fn token_at(
     api: &Api<Secret>,
     m: &Machine,
@@ -169,11 +172,20 @@ async fn token_at(
     extra_groups: &str,
 ) -> Result<Option<String>, Error> {
     let id = name.trim_start_matches("bootstrap-token-").to_string();
-    let expiration = (Utc::now() + chrono::Duration::from_std(valid_for).unwrap_or_default())
-        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     // Gardener grants create, delete, get and list on kube-system Secrets, not
     // patch: an unexpired token is reused as it is, an expired one replaced.
-    if let Some(existing) = api.get_opt(name).await? {
+    for _ in 0..2 {
+        let (secret, token) = token_secret(m, name, &id, valid_for, extra_groups);
+        match api.create(&PostParams::default(), &secret).await {
+            Ok(_) => return Ok(Some(token)),
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+        // Taken: this machine's (reuse it, or replace it when expired), or
+        // someone else's (the caller tries the next candidate name).
+        let Some(existing) = api.get_opt(name).await? else {
+            continue; // deleted meanwhile: create again
+        };
         if !owned_by(&existing, m) {
             return Ok(None);
         }
@@ -182,6 +194,21 @@ async fn token_at(
         }
         delete_exact(api, &existing).await?;
     }
+    Err(Error::Config(format!(
+        "bootstrap token {name} exists but is unusable"
+    )))
+}
+
+/// A new bootstrap-token Secret for the machine and its `<id>.<secret>`.
+fn token_secret(
+    m: &Machine,
+    name: &str,
+    id: &str,
+    valid_for: Duration,
+    extra_groups: &str,
+) -> (Secret, String) {
+    let expiration = (Utc::now() + chrono::Duration::from_std(valid_for).unwrap_or_default())
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let token_secret: String = {
         use rand::Rng;
         const ALPHABET: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
@@ -198,7 +225,7 @@ async fn token_at(
                 m.name_any()
             ),
         ),
-        ("token-id".to_string(), id.clone()),
+        ("token-id".to_string(), id.to_string()),
         ("token-secret".to_string(), token_secret.clone()),
         ("expiration".to_string(), expiration),
         (
@@ -210,13 +237,14 @@ async fn token_at(
     if !extra_groups.is_empty() {
         string_data.insert("auth-extra-groups".into(), extra_groups.into());
     }
+    let uid = m.uid().unwrap_or_default();
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
             namespace: Some("kube-system".into()),
             annotations: Some(BTreeMap::from([(
                 BOOTSTRAP_TOKEN_OWNER_ANNOTATION.to_string(),
-                m.uid().unwrap_or_default(),
+                uid,
             )])),
             ..Default::default()
         },
@@ -224,21 +252,7 @@ async fn token_at(
         string_data: Some(string_data),
         ..Default::default()
     };
-    match api.create(&PostParams::default(), &secret).await {
-        Ok(_) => Ok(Some(format!("{id}.{token_secret}"))),
-        // Created concurrently (or the deletion is still in progress): use the
-        // one that exists if it is this machine's, never a token the cluster does not know.
-        Err(kube::Error::Api(e)) if e.code == 409 => match api.get_opt(name).await? {
-            Some(existing) if !owned_by(&existing, m) => Ok(None),
-            existing => existing
-                .and_then(|existing| unexpired_token(&existing, &id))
-                .map(Some)
-                .ok_or_else(|| {
-                    Error::Config(format!("bootstrap token {name} exists but is unusable"))
-                }),
-        },
-        Err(e) => Err(e.into()),
-    }
+    (secret, format!("{id}.{token_secret}"))
 }
 
 /// `<id>.<secret>` of a bootstrap-token Secret that is valid for at least another minute.
@@ -252,17 +266,22 @@ fn unexpired_token(secret: &Secret, id: &str) -> Option<String> {
         .then(|| format!("{id}.{}", String::from_utf8_lossy(&token.0)))
 }
 
-/// Deletes the machine's bootstrap tokens (after it joined): only Secrets
+/// Deletes the machine's bootstrap token (after it joined): only a Secret
 /// carrying its UID in [`BOOTSTRAP_TOKEN_OWNER_ANNOTATION`]. None is fine.
+///
+/// The candidate names are tried in the order creation tried them: a later
+/// candidate was only used when an earlier name was taken by someone else,
+/// so the walk stops at the first name that is free or the machine's (the
+/// common case: one GET and one DELETE, no LIST of kube-system Secrets).
 pub async fn delete_bootstrap_token(target: &Client, m: &Machine) -> Result<(), Error> {
     let api: Api<Secret> = Api::namespaced(target.clone(), "kube-system");
     for attempt in 0..TOKEN_ID_CANDIDATES {
         let name = bootstrap_token_secret_name(m, attempt);
         match api.get_opt(&name).await? {
-            Some(secret) if owned_by(&secret, m) => delete_exact(&api, &secret).await?,
+            Some(secret) if owned_by(&secret, m) => return delete_exact(&api, &secret).await,
             Some(_) => debug!(machine = %m.name_any(), secret = %name,
                               "not deleting a bootstrap token that is not this machine's"),
-            None => {}
+            None => return Ok(()),
         }
     }
     Ok(())
