@@ -29,11 +29,12 @@ use aws_sdk_ec2::config::SharedHttpClient;
 use aws_sdk_ec2::types::Instance;
 use k8s_openapi::api::core::v1::Secret;
 use mcm_api::{Machine, MachineClass};
+use mcm_driver::budget::BucketLimit;
 use mcm_driver::{
-    Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
-    Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
-    GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse, ListMachinesRequest,
-    ListMachinesResponse, Status,
+    CloudOp, Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
+    DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
+    GetVolumeIdsRequest, GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse,
+    ListMachinesRequest, ListMachinesResponse, MachineRequest, Status,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -262,6 +263,37 @@ impl Driver for AwsDriver {
         })
     }
 
+    /// EC2's buckets for the calls that map one to one onto a machine's
+    /// operation, so that the controller queues machines at EC2's rate
+    /// (the driver keeps its own buckets for every call, describes included).
+    async fn rate_limits(&self) -> Vec<(CloudOp, BucketLimit)> {
+        let l = &self.config.rate_limits;
+        if !l.enabled {
+            return Vec::new();
+        }
+        vec![
+            (CloudOp::Create, l.run_instances),
+            (CloudOp::Initialize, l.mutating),
+            (CloudOp::Delete, l.terminate_instances),
+        ]
+    }
+
+    /// EC2 throttles per account and region: the class's region and the
+    /// credentials' identity (an access key ID or role ARN, never a secret).
+    fn rate_limit_scope(&self, req: &MachineRequest) -> String {
+        let region = req
+            .machine_class
+            .provider_spec
+            .get("region")
+            .and_then(|r| r.as_str())
+            .unwrap_or_default();
+        let identity = match credentials(&req.secret) {
+            Credentials::Static { access_key_id, .. } => access_key_id,
+            Credentials::WebIdentity { role_arn, .. } => role_arn,
+        };
+        format!("{region}/{identity}")
+    }
+
     /// Keys that only Go's case-insensitive matching accepts, each naming
     /// the canonical key (see [`crate::spec::canonical_keys`]).
     fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
@@ -313,5 +345,56 @@ pub(crate) mod test_support {
 
     pub(crate) fn spec(v: serde_json::Value) -> AwsProviderSpec {
         AwsProviderSpec::from_json(&v).expect("spec")
+    }
+}
+
+#[cfg(test)]
+mod pacing_tests {
+    use super::*;
+    use crate::config::RateLimits;
+    use k8s_openapi::ByteString;
+    use std::collections::BTreeMap;
+
+    fn request() -> MachineRequest {
+        MachineRequest {
+            machine: serde_json::from_value(serde_json::json!({
+                "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+                "metadata": {"name": "m"}, "spec": {"class": {"name": "c"}}
+            }))
+            .unwrap(),
+            machine_class: serde_json::from_value(serde_json::json!({
+                "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+                "metadata": {"name": "c"}, "providerSpec": {"region": "eu-west-1"}
+            }))
+            .unwrap(),
+            secret: Secret {
+                data: Some(BTreeMap::from([
+                    (
+                        "providerAccessKeyId".to_string(),
+                        ByteString(b"AKIDEXAMPLE".to_vec()),
+                    ),
+                    (
+                        "providerSecretAccessKey".to_string(),
+                        ByteString(b"very-secret".to_vec()),
+                    ),
+                ])),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn the_controller_paces_creates_and_deletes_at_ec2s_buckets_per_account_and_region() {
+        let d = AwsDriver::new(AwsDriverConfig::default());
+        let limits = d.rate_limits().await;
+        let create = limits.iter().find(|(op, _)| *op == CloudOp::Create);
+        assert_eq!(
+            create.map(|(_, l)| *l),
+            Some(RateLimits::default().run_instances)
+        );
+        assert!(limits.iter().any(|(op, _)| *op == CloudOp::Delete));
+        let scope = d.rate_limit_scope(&request());
+        assert_eq!(scope, "eu-west-1/AKIDEXAMPLE");
+        assert!(!scope.contains("very-secret"));
     }
 }
