@@ -367,6 +367,13 @@ async fn an_in_place_rollout_updates_every_machine_without_creating_a_vm() {
                     && !l.contains_key(c::NODE_SELECTED_FOR_UPDATE_LABEL)
                     && !l.contains_key(c::NODE_UPDATE_RESULT_LABEL)
                     && node.spec.as_ref()?.unschedulable != Some(true)
+                    && !node
+                        .spec
+                        .as_ref()?
+                        .taints
+                        .iter()
+                        .flatten()
+                        .any(|t| t.key == c::PREFER_NO_SCHEDULE_KEY)
                     && in_place_reason(&node).as_deref() == Some(c::IN_PLACE_UPDATE_SUCCESSFUL);
                 if !clean {
                     return None;
@@ -440,6 +447,16 @@ async fn manual_orchestration_waits_for_the_user_to_select_machines() {
     assert_eq!(updated, 1, "only the selected machine was updated: {vms:?}");
     let other = w.machines().get(&names[1]).await.expect("other machine");
     assert_ne!(owner(&other).as_deref(), Some(new_name.as_str()));
+    // Its Node, still in the old set, keeps the rollout's prefer-no-schedule taint.
+    let node = w.node(&names[1]).await.expect("node");
+    assert!(
+        node.spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == c::PREFER_NO_SCHEDULE_KEY && t.effect == "PreferNoSchedule"),
+        "old set's node tainted prefer-no-schedule"
+    );
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! Rollout node handling of the MachineDeployment controller (needs the
 //! target cluster):
 //!
-//! - **prefer-no-schedule**: during a RollingUpdate, the Nodes of every old
+//! - **prefer-no-schedule**: during a RollingUpdate or an InPlaceUpdate, the Nodes of every old
 //!   MachineSet get the taint
 //!   `deployment.machine.sapcloud.io/prefer-no-schedule=True:PreferNoSchedule`,
 //!   so new pods prefer the new machines. The set's annotation with the same
@@ -9,7 +9,7 @@
 //!   that carries the annotation (e.g. after a rollback) gets the taint
 //!   removed from its Nodes, and then loses the annotation.
 //! - **cluster-autoscaler scale-down**: while some old set still has
-//!   machines (RollingUpdate and Recreate), and
+//!   machines (any strategy), and
 //!   `--autoscaler-scaledown-annotation-during-rollout` is on, every Node of
 //!   the deployment carries `cluster-autoscaler.kubernetes.io/scale-down-disabled=true`
 //!   and the `…-by-mcm` marker. Once the rollout is complete, both are removed
@@ -53,7 +53,12 @@ pub(crate) async fn reconcile(ctx: &Ctx, v: RolloutView<'_>) {
     let Some(target) = &ctx.target else {
         return;
     };
-    let rolling = matches!(v.strategy, Strategy::RollingUpdate { .. });
+    // InPlaceUpdate handles the old sets' Nodes as RollingUpdate does
+    // (design: sets-and-deployments.md, "In-place updates").
+    let rolling = matches!(
+        v.strategy,
+        Strategy::RollingUpdate { .. } | Strategy::InPlaceUpdate { .. }
+    );
     if !rolling && !matches!(v.strategy, Strategy::Recreate) {
         return;
     }
