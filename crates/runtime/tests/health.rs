@@ -8,9 +8,9 @@ mod blackhole;
 
 use blackhole::Blackhole;
 use mcm_api::Machine;
+use mcm_runtime::caches::Shared;
 use mcm_runtime::health::{probe_api, Half, Health, HealthConfig};
 use mcm_runtime::leader::{lead, LeaderConfig};
-use mcm_runtime::metrics::cache;
 use mcm_testenv::{must_eventually, TestEnv};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -55,7 +55,15 @@ async fn readyz_waits_for_the_leaders_cache_and_a_standby_is_ready_while_it_reac
             ..LeaderConfig::new(&env.namespace, id)
         };
         let leading = cfg.leading.clone();
-        let (machines, fill) = cache::watch(env.api::<Machine>());
+        let machines = Shared::new(env.api::<Machine>());
+        // The leader's work: fill the cache (a standby never starts it).
+        let fill = {
+            let machines = machines.clone();
+            async move {
+                machines.synced().await;
+                std::future::pending::<()>().await;
+            }
+        };
         let health = Health::new(HealthConfig {
             probe_period: Duration::from_millis(300),
             grace: Duration::from_secs(10),

@@ -5,7 +5,8 @@
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use mcm_api::{MachineDeployment, MachineSet};
-use mcm_runtime::metrics::{cache, encode, SetMetrics};
+use mcm_runtime::caches::Shared;
+use mcm_runtime::metrics::{encode, SetMetrics};
 use mcm_testenv::{must_eventually, TestEnv};
 use serde_json::json;
 use std::time::Duration;
@@ -34,19 +35,21 @@ async fn set_metrics_report_status_replicas_and_conditions_of_each_machine_set()
     )
     .await
     .expect("status");
-    let (sets_cache, fill_sets) = cache::watch(sets.clone());
-    let (deployments_cache, fill_deployments) = cache::watch(env.api::<MachineDeployment>());
-    let watches = tokio::spawn(async move { futures::join!(fill_sets, fill_deployments) });
+    let sets_cache = Shared::new(sets.clone());
+    let deployments_cache = Shared::new(env.api::<MachineDeployment>());
+    sets_cache.start();
+    deployments_cache.start();
     let mut registry = prometheus_client::registry::Registry::default();
     let m = SetMetrics::new(&mut registry);
     // A scrape: the cached objects, no request.
-    let scrape = |m: &SetMetrics| match (sets_cache.state(), deployments_cache.state()) {
-        (Some(s), Some(d)) => {
-            m.fill(&s, &d, &env.namespace);
-            true
-        }
-        _ => false,
-    };
+    let scrape =
+        |m: &SetMetrics| match (sets_cache.synced_state(), deployments_cache.synced_state()) {
+            (Some(s), Some(d)) => {
+                m.fill(&s, &d, &env.namespace);
+                true
+            }
+            _ => false,
+        };
     must_eventually(
         Duration::from_secs(20),
         "the cache holds s1's status",
@@ -76,5 +79,4 @@ async fn set_metrics_report_status_replicas_and_conditions_of_each_machine_set()
     })
     .await;
     assert!(encode(&registry).contains("mcm_machine_set_items_total 0"));
-    watches.abort();
 }

@@ -3,7 +3,8 @@
 //!
 //! - this module: the machine controller's series (`pkg/util/provider/metrics`
 //!   in the reference), per-machine series refilled on every scrape from a
-//!   [`cache`] (a watch kept while this replica leads, never a LIST per scrape);
+//!   the process's shared Machine cache ([`crate::caches`]: one watch, kept
+//!   while this replica leads, never a LIST per scrape);
 //! - [`sets`]: the MachineSet / MachineDeployment series (`pkg/metrics`);
 //! - [`process`]: `process_*` and `mcm_misc_scrape_failure_total`.
 //!
@@ -12,7 +13,6 @@
 //! machine's series are removed. [`encode`] writes the Prometheus text format
 //! (0.0.4) with the reference's sample names.
 
-pub mod cache;
 pub mod cloud;
 pub mod driver;
 pub mod process;
@@ -20,7 +20,6 @@ pub mod rest;
 pub mod sets;
 pub mod workqueue;
 
-pub use cache::Cache;
 pub use process::{ProcessMetrics, ScrapeMetrics};
 pub use sets::SetMetrics;
 
@@ -327,7 +326,7 @@ impl Metrics {
     }
 
     /// Refills the per-machine series (`items`, phase, info, conditions) from
-    /// the Machines of `namespace` (from the metrics cache, no API call):
+    /// the Machines of `namespace` (from the shared cache, no API call):
     /// every machine has its series on every scrape, and a deleted machine's
     /// are gone.
     pub fn fill(&self, machines: &[std::sync::Arc<mcm_api::Machine>], namespace: &str) {
