@@ -103,6 +103,11 @@ impl Pacer {
             r.get(key)
                 .and_then(|v| v.iter().find(|(o, _)| *o == op).map(|(_, due)| *due))
         });
+        // A turn that passed more than HOLD ago is stale: the cloud's bucket
+        // banked at most its burst meanwhile, so machines that all come back
+        // late must not spend their old turns at once. Such a machine queues
+        // again.
+        let held = held.filter(|due| now.saturating_duration_since(*due) <= HOLD);
         let due = match held {
             Some(due) => due,
             None => {

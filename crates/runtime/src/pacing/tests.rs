@@ -147,3 +147,32 @@ async fn a_status_probe_before_the_create_keeps_the_machines_create_turn() {
     };
     assert!(again <= turn, "{again:?} > {turn:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn machines_that_come_back_long_after_their_turn_queue_again_instead_of_bursting() {
+    let p = Pacer::new();
+    let d = Limited;
+    for key in ["ns/a", "ns/b"] {
+        assert_eq!(
+            p.admit(key, "x", &d, &req(), CloudOp::Create, all).await,
+            Admission::Go
+        );
+    }
+    let mut turns = Vec::new();
+    for key in ["ns/c", "ns/e", "ns/f"] {
+        let Admission::Wait(t) = p.admit(key, "x", &d, &req(), CloudOp::Create, all).await else {
+            panic!("{key} must wait");
+        };
+        turns.push(t);
+    }
+    // All three come back a minute late, together: at most the bucket's
+    // burst (2 of 3, one kept back) goes at once, the rest queues again.
+    tokio::time::advance(Duration::from_secs(60)).await;
+    let mut went = 0;
+    for key in ["ns/c", "ns/e", "ns/f"] {
+        if p.admit(key, "x", &d, &req(), CloudOp::Create, all).await == Admission::Go {
+            went += 1;
+        }
+    }
+    assert_eq!(went, 2, "turns were {turns:?}");
+}
