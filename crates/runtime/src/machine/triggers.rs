@@ -163,6 +163,30 @@ mod tests {
     }
 
     #[test]
+    fn an_in_place_update_reason_change_is_a_trigger_but_a_ready_reason_is_not() {
+        let node_with = |ty: &str, reason: &str| Node {
+            status: Some(NodeStatus {
+                conditions: Some(vec![NodeCondition {
+                    type_: ty.into(),
+                    status: "True".into(),
+                    reason: Some(reason.into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_ne!(
+            node(&node_with("InPlaceUpdate", "SelectedForUpdate")),
+            node(&node_with("InPlaceUpdate", "DrainSuccessful"))
+        );
+        assert_eq!(
+            node(&node_with("Ready", "KubeletReady")),
+            node(&node_with("Ready", "Other"))
+        );
+    }
+
+    #[test]
     fn the_class_finalizer_is_not_a_trigger_but_a_spec_change_is() {
         let mut c = MachineClass::default();
         c.metadata.generation = Some(3);
