@@ -196,3 +196,43 @@ fn the_in_place_timeout_fails_a_machine_stuck_updating() {
     }
     assert_eq!(in_place_timeout(&view(Phase::Running), timeout, t0()), None);
 }
+
+#[test]
+fn a_successful_update_rejoins_even_with_critical_components_not_ready() {
+    let ready = vec![k8s_openapi::api::core::v1::NodeCondition {
+        type_: "Ready".into(),
+        status: "True".into(),
+        ..Default::default()
+    }];
+    let node = super::super::NodeView {
+        conditions: ready.clone(),
+        critical_components_not_ready: true,
+    };
+    let mut m = view(Phase::InPlaceUpdateSuccessful);
+    m.conditions = ready;
+    let d = super::super::health(&m, Some(&node), t0() + chrono::Duration::minutes(1));
+    assert_eq!(d.transition.and_then(|t| t.phase), Some(Phase::Running));
+}
+
+#[test]
+fn a_failed_update_fails_the_machine_after_the_health_timeout() {
+    let ready = vec![k8s_openapi::api::core::v1::NodeCondition {
+        type_: "Ready".into(),
+        status: "True".into(),
+        ..Default::default()
+    }];
+    let node = super::super::NodeView {
+        conditions: ready.clone(),
+        critical_components_not_ready: false,
+    };
+    let mut m = view(Phase::InPlaceUpdateFailed);
+    m.conditions = ready;
+    let early = super::super::health(&m, Some(&node), t0() + chrono::Duration::minutes(5));
+    assert_eq!(early.transition, None);
+    let late = super::super::health(&m, Some(&node), t0() + chrono::Duration::minutes(11));
+    assert!(
+        late.rate_limited,
+        "rate-limited per MachineDeployment like Unknown"
+    );
+    assert_eq!(late.transition.and_then(|t| t.phase), Some(Phase::Failed));
+}
