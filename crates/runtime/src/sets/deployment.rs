@@ -120,7 +120,14 @@ async fn mark_invalid(
 
 async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     let api = ctx.machine_deployments();
-    let Some(mut d) = api.get_opt(name).await? else {
+    // From the shared cache, as the reference's lister: every write is
+    // guarded by this copy's resourceVersion, so a stale copy costs a
+    // conflict and a quick retry, never a lost update.
+    let cached = ctx
+        .caches
+        .deployments
+        .get(&ObjectRef::new(name).within(&ctx.config.namespace));
+    let Some(mut d) = cached.map(|d| (*d).clone()) else {
         return Ok(Action::await_change());
     };
     if d.labels().get(c::FREEZE_LABEL).map(String::as_str) == Some(c::FREEZE_LABEL_VALUE) {

@@ -120,7 +120,14 @@ pub(crate) async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Act
 
 async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error> {
     let api = ctx.machine_sets();
-    let Some(mut ms) = api.get_opt(name).await? else {
+    // From the shared cache, as the reference's lister: every write is
+    // guarded by this copy's resourceVersion, so a stale copy costs a
+    // conflict and a quick retry, never a lost update.
+    let cached = ctx
+        .caches
+        .sets
+        .get(&ObjectRef::new(name).within(&ctx.config.namespace));
+    let Some(mut ms) = cached.map(|s| (*s).clone()) else {
         if let Ok(mut e) = ctx.sets.expectations.lock() {
             e.forget(key);
         }
