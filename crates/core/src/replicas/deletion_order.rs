@@ -8,7 +8,7 @@ use super::*;
 ///    explicitly preserved, then the earlier preserve expiry first;
 /// 2. lower `machinepriority` first (missing or unparsable = 3);
 /// 3. a parseable `marked-for-deletion-time` before none; both: earlier first;
-/// 4. phase rank ([`Phase::deletion_rank`]);
+/// 4. phase rank ([`PhaseExt::deletion_rank`]);
 /// 5. older creation timestamp first;
 /// 6. (mcm-rs) name, so the order is total and deterministic.
 pub fn deletion_order(a: &MachineView, b: &MachineView, now: DateTime<Utc>) -> Ordering {

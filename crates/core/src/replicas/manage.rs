@@ -191,7 +191,7 @@ pub fn manage_replicas(input: &ReplicaInput<'_>) -> ReplicaPlan {
         }
     }
     for m in &candidates {
-        if m.phase == Phase::Failed && failed_machine_should_be_terminated(m, input.now) {
+        if m.phase == MachinePhase::Failed && failed_machine_should_be_terminated(m, input.now) {
             push(m, DeleteReason::Failed, &mut out);
         }
     }

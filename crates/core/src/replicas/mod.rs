@@ -28,6 +28,7 @@
 //! ([`MachineView`]) and carries out the decisions.
 
 use chrono::{DateTime, Utc};
+use mcm_api::MachinePhase;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;

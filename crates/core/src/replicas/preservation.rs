@@ -42,7 +42,7 @@ pub fn auto_preservation(max: i32, current: i32, machines: &[MachineView]) -> Au
     let mut candidates: Vec<&MachineView> = machines
         .iter()
         .filter(|m| {
-            m.phase == Phase::Failed
+            m.phase == MachinePhase::Failed
                 && !m.deleting
                 && !allowed.contains(
                     &m.annotations

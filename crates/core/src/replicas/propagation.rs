@@ -27,7 +27,7 @@ pub const MACHINE_CONFIGURATION_FIELDS: [&str; 8] = [
 pub fn propagate_template(
     template_spec: &serde_json::Value,
     machine_spec: &serde_json::Value,
-    phase: Phase,
+    phase: &MachinePhase,
     machine_deleting: bool,
 ) -> Option<serde_json::Value> {
     use serde_json::Value;

@@ -51,11 +51,11 @@ pub fn set_status(
         }
         if m.phase.is_available() {
             available += 1;
-            if m.phase == Phase::Running {
+            if m.phase == MachinePhase::Running {
                 ready += 1;
             }
         }
-        if m.phase == Phase::Failed && m.preserve_expiry.is_some() {
+        if m.phase == MachinePhase::Failed && m.preserve_expiry.is_some() {
             preserved += 1;
         } else if m.last_operation_failed {
             s.failed_machines.push(m.name.clone());

@@ -8,7 +8,7 @@ fn t(secs: i64) -> DateTime<Utc> {
         .unwrap_or_default()
 }
 
-fn m(name: &str, phase: Phase, created: i64) -> MachineView {
+fn m(name: &str, phase: MachinePhase, created: i64) -> MachineView {
     MachineView {
         name: name.to_string(),
         phase,
@@ -209,10 +209,14 @@ fn claim_adopts_matching_orphans_only_when_neither_side_is_deleting() {
 
 #[test]
 fn deletion_order_priority_one_goes_first_and_default_is_three() {
-    let a = with_ann(m("a", Phase::Running, 0), keys::MACHINE_PRIORITY, "1");
-    let b = m("b", Phase::Pending, 5); // default 3
-    let c = with_ann(m("c", Phase::Failed, 9), keys::MACHINE_PRIORITY, "5");
-    let bad = with_ann(m("d", Phase::Failed, 9), keys::MACHINE_PRIORITY, "x"); // = 3
+    let a = with_ann(
+        m("a", MachinePhase::Running, 0),
+        keys::MACHINE_PRIORITY,
+        "1",
+    );
+    let b = m("b", MachinePhase::Pending, 5); // default 3
+    let c = with_ann(m("c", MachinePhase::Failed, 9), keys::MACHINE_PRIORITY, "5");
+    let bad = with_ann(m("d", MachinePhase::Failed, 9), keys::MACHINE_PRIORITY, "x"); // = 3
     let all = [&c, &b, &a, &bad];
     let order = machines_to_delete(&all, 3, t(100));
     assert_eq!(names(&order), ["a", "d", "b"]);
@@ -221,18 +225,18 @@ fn deletion_order_priority_one_goes_first_and_default_is_three() {
 #[test]
 fn deletion_order_marked_for_deletion_time_before_phase() {
     let marked_late = with_ann(
-        m("late", Phase::Running, 0),
+        m("late", MachinePhase::Running, 0),
         keys::MARKED_FOR_DELETION_TIME,
         "2024-01-02T00:00:00Z",
     );
     let marked_early = with_ann(
-        m("early", Phase::Running, 0),
+        m("early", MachinePhase::Running, 0),
         keys::MARKED_FOR_DELETION_TIME,
         "2024-01-01T00:00:00Z",
     );
-    let unmarked_failed = m("failed", Phase::Failed, 0);
+    let unmarked_failed = m("failed", MachinePhase::Failed, 0);
     let garbage = with_ann(
-        m("garbage", Phase::Terminating, 0),
+        m("garbage", MachinePhase::Terminating, 0),
         keys::MARKED_FOR_DELETION_TIME,
         "yesterday",
     );
@@ -243,14 +247,14 @@ fn deletion_order_marked_for_deletion_time_before_phase() {
 
 #[test]
 fn deletion_order_phase_rank_then_age() {
-    let running_old = m("running-old", Phase::Running, 0);
-    let running_new = m("running-new", Phase::Running, 10);
-    let pending = m("pending", Phase::Pending, 20);
-    let unknown = m("unknown", Phase::Unknown, 20);
-    let crash = m("crash", Phase::CrashLoopBackOff, 20);
-    let failed = m("failed", Phase::Failed, 20);
-    let term = m("term", Phase::Terminating, 20);
-    let available = m("available", Phase::Available, 20);
+    let running_old = m("running-old", MachinePhase::Running, 0);
+    let running_new = m("running-new", MachinePhase::Running, 10);
+    let pending = m("pending", MachinePhase::Pending, 20);
+    let unknown = m("unknown", MachinePhase::Unknown, 20);
+    let crash = m("crash", MachinePhase::CrashLoopBackOff, 20);
+    let failed = m("failed", MachinePhase::Failed, 20);
+    let term = m("term", MachinePhase::Terminating, 20);
+    let available = m("available", MachinePhase::Available, 20);
     let all = [
         &running_new,
         &running_old,
@@ -277,26 +281,45 @@ fn deletion_order_phase_rank_then_age() {
 }
 
 #[test]
+fn phase_questions_treat_a_hand_built_other_like_its_well_known_value() {
+    let running = MachinePhase::Other("Running".into());
+    assert_eq!(
+        running.deletion_rank(),
+        MachinePhase::Running.deletion_rank()
+    );
+    assert!(running.is_available());
+    assert!(!MachinePhase::Other("Failed".into()).is_active());
+    let unknown = MachinePhase::Other("Hibernating".into());
+    assert_eq!(unknown.deletion_rank(), 0);
+    assert!(!unknown.is_available());
+    assert!(unknown.is_active());
+}
+
+#[test]
 fn deletion_order_machines_without_phase_rank_like_terminating() {
-    let fresh = m("fresh", Phase::None, 50);
-    let failed = m("failed", Phase::Failed, 0);
+    let fresh = m("fresh", MachinePhase::Empty, 50);
+    let failed = m("failed", MachinePhase::Failed, 0);
     let order = machines_to_delete(&[&failed, &fresh], 1, t(100));
     assert_eq!(names(&order), ["fresh"]);
 }
 
 #[test]
 fn deletion_order_preserved_machines_go_last_auto_preserved_before_explicit() {
-    let mut explicit = with_ann(m("explicit", Phase::Failed, 0), keys::MACHINE_PRIORITY, "1");
+    let mut explicit = with_ann(
+        m("explicit", MachinePhase::Failed, 0),
+        keys::MACHINE_PRIORITY,
+        "1",
+    );
     explicit.preserve_expiry = Some(t(500));
     let mut auto = with_ann(
-        m("auto", Phase::Failed, 0),
+        m("auto", MachinePhase::Failed, 0),
         keys::PRESERVE,
         keys::PRESERVE_AUTO,
     );
     auto.preserve_expiry = Some(t(900));
-    let mut expired = m("expired", Phase::Running, 0);
+    let mut expired = m("expired", MachinePhase::Running, 0);
     expired.preserve_expiry = Some(t(10)); // in the past: not preserved
-    let running = m("running", Phase::Running, 5);
+    let running = m("running", MachinePhase::Running, 5);
     let all = [&explicit, &auto, &running, &expired];
     let order = machines_to_delete(&all, 3, t(100));
     assert_eq!(names(&order), ["expired", "running", "auto"]);
@@ -304,9 +327,9 @@ fn deletion_order_preserved_machines_go_last_auto_preserved_before_explicit() {
 
 #[test]
 fn deletion_order_among_preserved_earlier_expiry_first() {
-    let mut a = m("a", Phase::Failed, 0);
+    let mut a = m("a", MachinePhase::Failed, 0);
     a.preserve_expiry = Some(t(900));
-    let mut b = m("b", Phase::Failed, 0);
+    let mut b = m("b", MachinePhase::Failed, 0);
     b.preserve_expiry = Some(t(500));
     assert_eq!(deletion_order(&b, &a, t(100)), Ordering::Less);
 }
@@ -327,7 +350,7 @@ fn slow_start_batches_double_and_sum_to_count() {
 
 #[test]
 fn missing_machines_are_created_in_slow_start_batches() {
-    let machines = [m("a", Phase::Running, 0)];
+    let machines = [m("a", MachinePhase::Running, 0)];
     let plan = manage_replicas(&input(6, &machines));
     assert_eq!(
         plan,
@@ -350,11 +373,14 @@ fn creation_is_capped_by_the_burst() {
 
 #[test]
 fn frozen_set_creates_nothing_but_still_deletes() {
-    let machines = [m("a", Phase::Running, 0)];
+    let machines = [m("a", MachinePhase::Running, 0)];
     let mut i = input(3, &machines);
     i.frozen = true;
     assert_eq!(manage_replicas(&i), ReplicaPlan::Frozen { missing: 2 });
-    let many = [m("a", Phase::Running, 0), m("b", Phase::Running, 1)];
+    let many = [
+        m("a", MachinePhase::Running, 0),
+        m("b", MachinePhase::Running, 1),
+    ];
     let mut i = input(1, &many);
     i.frozen = true;
     assert_eq!(
@@ -375,12 +401,12 @@ fn scale_up_disabled_set_creates_nothing() {
 
 #[test]
 fn terminating_machines_do_not_count_as_replicas() {
-    let mut gone = m("gone", Phase::Running, 0);
+    let mut gone = m("gone", MachinePhase::Running, 0);
     gone.deleting = true;
     let machines = [
-        m("t", Phase::Terminating, 0),
+        m("t", MachinePhase::Terminating, 0),
         gone,
-        m("a", Phase::Running, 0),
+        m("a", MachinePhase::Running, 0),
     ];
     assert_eq!(
         manage_replicas(&input(2, &machines)),
@@ -394,10 +420,14 @@ fn terminating_machines_do_not_count_as_replicas() {
 #[test]
 fn surplus_is_deleted_in_deletion_order() {
     let machines = [
-        m("old-running", Phase::Running, 0),
-        m("new-running", Phase::Running, 10),
-        m("pending", Phase::Pending, 5),
-        with_ann(m("prio1", Phase::Running, 20), keys::MACHINE_PRIORITY, "1"),
+        m("old-running", MachinePhase::Running, 0),
+        m("new-running", MachinePhase::Running, 10),
+        m("pending", MachinePhase::Pending, 5),
+        with_ann(
+            m("prio1", MachinePhase::Running, 20),
+            keys::MACHINE_PRIORITY,
+            "1",
+        ),
     ];
     let plan = manage_replicas(&input(2, &machines));
     assert_eq!(
@@ -412,9 +442,9 @@ fn surplus_is_deleted_in_deletion_order() {
 #[test]
 fn scale_to_zero_deletes_every_live_machine() {
     let machines = [
-        m("a", Phase::Running, 0),
-        m("b", Phase::Pending, 1),
-        m("c", Phase::Terminating, 1),
+        m("a", MachinePhase::Running, 0),
+        m("b", MachinePhase::Pending, 1),
+        m("c", MachinePhase::Terminating, 1),
     ];
     let plan = manage_replicas(&input(0, &machines));
     let mut got: Vec<String> = deleted(&plan).into_iter().map(|d| d.0).collect();
@@ -424,23 +454,29 @@ fn scale_to_zero_deletes_every_live_machine() {
 
 #[test]
 fn in_place_updated_machines_are_never_surplus() {
-    let mut moved = m("moved", Phase::Running, 0);
+    let mut moved = m("moved", MachinePhase::Running, 0);
     moved.labels.insert(
         keys::UPDATE_RESULT.into(),
         keys::UPDATE_RESULT_SUCCESSFUL.into(),
     );
-    let machines = [moved, m("a", Phase::Running, 5)];
+    let machines = [moved, m("a", MachinePhase::Running, 5)];
     // 2 machines for 1 replica, but only one candidate: nothing to delete.
     assert_eq!(manage_replicas(&input(1, &machines)), ReplicaPlan::Steady);
 }
 
 #[test]
 fn failed_machines_are_replaced_by_deleting_them() {
-    let machines = [m("ok", Phase::Running, 0), m("bad", Phase::Failed, 0)];
+    let machines = [
+        m("ok", MachinePhase::Running, 0),
+        m("bad", MachinePhase::Failed, 0),
+    ];
     let plan = manage_replicas(&input(2, &machines));
     assert_eq!(deleted(&plan), [("bad".to_string(), DeleteReason::Failed)]);
     // The next pass, with "bad" terminating, creates the replacement.
-    let next = [m("ok", Phase::Running, 0), m("bad", Phase::Terminating, 0)];
+    let next = [
+        m("ok", MachinePhase::Running, 0),
+        m("bad", MachinePhase::Terminating, 0),
+    ];
     assert!(matches!(
         manage_replicas(&input(2, &next)),
         ReplicaPlan::Create { count: 1, .. }
@@ -450,7 +486,7 @@ fn failed_machines_are_replaced_by_deleting_them() {
 #[test]
 fn failed_machine_is_not_deleted_while_creation_is_pending() {
     // The reference's early return on scale-up: creation first, deletion next pass.
-    let machines = [m("bad", Phase::Failed, 0)];
+    let machines = [m("bad", MachinePhase::Failed, 0)];
     assert!(matches!(
         manage_replicas(&input(2, &machines)),
         ReplicaPlan::Create { count: 1, .. }
@@ -459,15 +495,15 @@ fn failed_machine_is_not_deleted_while_creation_is_pending() {
 
 #[test]
 fn preserved_failed_machines_are_kept() {
-    let mut preserved = m("preserved", Phase::Failed, 0);
+    let mut preserved = m("preserved", MachinePhase::Failed, 0);
     preserved.preserve_expiry = Some(t(5000));
     let annotated = with_ann(
-        m("when-failed", Phase::Failed, 0),
+        m("when-failed", MachinePhase::Failed, 0),
         keys::PRESERVE,
         keys::PRESERVE_WHEN_FAILED,
     );
     let auto = with_ann(
-        m("auto", Phase::Failed, 0),
+        m("auto", MachinePhase::Failed, 0),
         keys::PRESERVE,
         keys::PRESERVE_AUTO,
     );
@@ -477,14 +513,22 @@ fn preserved_failed_machines_are_kept() {
 
 #[test]
 fn failed_machine_with_expired_preservation_is_terminated() {
-    let mut expired = with_ann(m("x", Phase::Failed, 0), keys::PRESERVE, keys::PRESERVE_NOW);
+    let mut expired = with_ann(
+        m("x", MachinePhase::Failed, 0),
+        keys::PRESERVE,
+        keys::PRESERVE_NOW,
+    );
     expired.preserve_expiry = Some(t(10));
     assert!(failed_machine_should_be_terminated(&expired, t(1000)));
 }
 
 #[test]
 fn node_preserve_annotation_wins_when_present_or_last_applied() {
-    let mut mv = with_ann(m("x", Phase::Failed, 0), keys::PRESERVE, keys::PRESERVE_NOW);
+    let mut mv = with_ann(
+        m("x", MachinePhase::Failed, 0),
+        keys::PRESERVE,
+        keys::PRESERVE_NOW,
+    );
     mv.node_preserve = Some(keys::PRESERVE_FALSE.into());
     assert!(failed_machine_should_be_terminated(&mv, t(0)));
     // Node says nothing and the machine never had a node value: machine wins.
@@ -502,16 +546,24 @@ fn node_preserve_annotation_wins_when_present_or_last_applied() {
 #[test]
 fn scaler_marked_machines_are_deleted_when_marked_before_the_scaler_change() {
     let marked = with_ann(
-        with_ann(m("marked", Phase::Running, 0), keys::MACHINE_PRIORITY, "1"),
+        with_ann(
+            m("marked", MachinePhase::Running, 0),
+            keys::MACHINE_PRIORITY,
+            "1",
+        ),
         keys::MARKED_FOR_DELETION_TIME,
         "2024-01-01T00:00:00Z",
     );
     let later = with_ann(
-        with_ann(m("later", Phase::Running, 0), keys::MACHINE_PRIORITY, "1"),
+        with_ann(
+            m("later", MachinePhase::Running, 0),
+            keys::MACHINE_PRIORITY,
+            "1",
+        ),
         keys::MARKED_FOR_DELETION_TIME,
         "2024-01-03T00:00:00Z",
     );
-    let machines = [marked, later, m("c", Phase::Running, 0)];
+    let machines = [marked, later, m("c", MachinePhase::Running, 0)];
     let mut i = input(3, &machines);
     i.scaler_change_time = parse_rfc3339("2024-01-02T00:00:00Z");
     assert_eq!(
@@ -526,11 +578,15 @@ fn scaler_marked_machines_are_deleted_when_marked_before_the_scaler_change() {
 #[test]
 fn a_machine_is_deleted_once_even_when_several_rules_pick_it() {
     let bad = with_ann(
-        with_ann(m("bad", Phase::Failed, 0), keys::MACHINE_PRIORITY, "1"),
+        with_ann(
+            m("bad", MachinePhase::Failed, 0),
+            keys::MACHINE_PRIORITY,
+            "1",
+        ),
         keys::MARKED_FOR_DELETION_TIME,
         "2024-01-01T00:00:00Z",
     );
-    let machines = [bad, m("ok", Phase::Running, 0)];
+    let machines = [bad, m("ok", MachinePhase::Running, 0)];
     let mut i = input(1, &machines);
     i.scaler_change_time = parse_rfc3339("2024-01-02T00:00:00Z");
     assert_eq!(
@@ -541,7 +597,7 @@ fn a_machine_is_deleted_once_even_when_several_rules_pick_it() {
 
 #[test]
 fn negative_desired_is_treated_as_zero() {
-    let machines = [m("a", Phase::Running, 0)];
+    let machines = [m("a", MachinePhase::Running, 0)];
     assert_eq!(deleted(&manage_replicas(&input(-3, &machines))).len(), 1);
 }
 
@@ -550,14 +606,14 @@ fn negative_desired_is_treated_as_zero() {
 #[test]
 fn auto_preservation_annotates_newest_unannotated_failed_machines() {
     let machines = [
-        m("old", Phase::Failed, 0),
-        m("new", Phase::Failed, 10),
+        m("old", MachinePhase::Failed, 0),
+        m("new", MachinePhase::Failed, 10),
         with_ann(
-            m("false", Phase::Failed, 20),
+            m("false", MachinePhase::Failed, 20),
             keys::PRESERVE,
             keys::PRESERVE_FALSE,
         ),
-        m("running", Phase::Running, 30),
+        m("running", MachinePhase::Running, 30),
     ];
     let plan = auto_preservation(1, 0, &machines);
     assert_eq!(plan.annotate, ["new"]);
@@ -568,17 +624,17 @@ fn auto_preservation_annotates_newest_unannotated_failed_machines() {
 fn auto_preservation_over_limit_removes_oldest_auto_annotations() {
     let machines = [
         with_ann(
-            m("a", Phase::Failed, 5),
+            m("a", MachinePhase::Failed, 5),
             keys::PRESERVE,
             keys::PRESERVE_AUTO,
         ),
         with_ann(
-            m("b", Phase::Failed, 1),
+            m("b", MachinePhase::Failed, 1),
             keys::PRESERVE,
             keys::PRESERVE_AUTO,
         ),
         with_ann(
-            m("manual", Phase::Failed, 0),
+            m("manual", MachinePhase::Failed, 0),
             keys::PRESERVE,
             keys::PRESERVE_NOW,
         ),
@@ -593,7 +649,10 @@ fn auto_preservation_over_limit_removes_oldest_auto_annotations() {
 
 #[test]
 fn auto_preserved_machine_is_kept_by_the_same_pass() {
-    let mut machines = vec![m("ok", Phase::Running, 0), m("bad", Phase::Failed, 0)];
+    let mut machines = vec![
+        m("ok", MachinePhase::Running, 0),
+        m("bad", MachinePhase::Failed, 0),
+    ];
     let plan = auto_preservation(1, 0, &machines);
     plan.apply(&mut machines);
     assert_eq!(manage_replicas(&input(2, &machines)), ReplicaPlan::Steady);
@@ -604,19 +663,19 @@ fn auto_preserved_machine_is_kept_by_the_same_pass() {
 #[test]
 fn status_counts_follow_phases_and_template_labels() {
     let tpl: BTreeMap<String, String> = [("app".into(), "x".into())].into();
-    let mut running = m("running", Phase::Running, 0);
+    let mut running = m("running", MachinePhase::Running, 0);
     running.labels = tpl.clone();
-    let available = m("available", Phase::Available, 0);
-    let mut failed = m("failed", Phase::Failed, 0);
+    let available = m("available", MachinePhase::Available, 0);
+    let mut failed = m("failed", MachinePhase::Failed, 0);
     failed.last_operation_failed = true;
     let mut preserved = with_ann(
-        m("preserved", Phase::Failed, 0),
+        m("preserved", MachinePhase::Failed, 0),
         keys::PRESERVE,
         keys::PRESERVE_AUTO,
     );
     preserved.preserve_expiry = Some(t(10));
     preserved.last_operation_failed = true;
-    let term = m("term", Phase::Terminating, 0);
+    let term = m("term", MachinePhase::Terminating, 0);
     let s = set_status(&tpl, &[running, available, failed, preserved, term]);
     assert_eq!(
         s,
@@ -712,7 +771,7 @@ fn node_template_and_configuration_are_pushed_into_active_machines() {
         "nodeTemplate": {"metadata": {"labels": {"pool": "a"}}},
         "healthTimeout": "10m"
     });
-    let out = propagate_template(&tpl, &machine, Phase::Running, false);
+    let out = propagate_template(&tpl, &machine, &MachinePhase::Running, false);
     assert_eq!(
         out,
         Some(serde_json::json!({
@@ -728,14 +787,14 @@ fn node_template_and_configuration_are_pushed_into_active_machines() {
 fn failed_machines_only_get_the_class_kind() {
     let tpl = serde_json::json!({"class": {"kind": "MachineClass"}, "nodeTemplate": {"spec": {"podCIDR": "x"}}});
     let machine = serde_json::json!({"class": {"kind": "AWSMachineClass", "name": "c"}});
-    let out = propagate_template(&tpl, &machine, Phase::Failed, false);
+    let out = propagate_template(&tpl, &machine, &MachinePhase::Failed, false);
     assert_eq!(
         out,
         Some(serde_json::json!({"class": {"kind": "MachineClass", "name": "c"}}))
     );
     let same = serde_json::json!({"class": {"kind": "MachineClass", "name": "c"}});
     assert_eq!(
-        propagate_template(&tpl, &same, Phase::Terminating, false),
+        propagate_template(&tpl, &same, &MachinePhase::Terminating, false),
         None
     );
 }
@@ -746,7 +805,7 @@ fn propagation_treats_empty_and_absent_alike() {
         serde_json::json!({"class": {"kind": "MachineClass"}, "nodeTemplate": {"metadata": {}}});
     let machine = serde_json::json!({"class": {"kind": "MachineClass", "name": "c"}});
     assert_eq!(
-        propagate_template(&tpl, &machine, Phase::Running, false),
+        propagate_template(&tpl, &machine, &MachinePhase::Running, false),
         None
     );
 }

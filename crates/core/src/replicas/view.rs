@@ -50,87 +50,55 @@ pub const SLOW_START_INITIAL_BATCH_SIZE: usize = 1;
 /// How long a recorded expectation is trusted before it is dropped (the reference's 5 min).
 pub const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// A machine phase (`status.currentStatus.phase`), parsed leniently.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Phase {
-    /// No phase yet: creation not attempted or not finished.
-    #[default]
-    None,
-    /// `Pending`.
-    Pending,
-    /// `Available` (created, no target cluster).
-    Available,
-    /// `Running`.
-    Running,
-    /// `Terminating`.
-    Terminating,
-    /// `Unknown`.
-    Unknown,
-    /// `Failed`.
-    Failed,
-    /// `CrashLoopBackOff`.
-    CrashLoopBackOff,
-    /// `InPlaceUpdating`.
-    InPlaceUpdating,
-    /// `InPlaceUpdateSuccessful`.
-    InPlaceUpdateSuccessful,
-    /// `InPlaceUpdateFailed`.
-    InPlaceUpdateFailed,
-    /// Any other string.
-    Other,
-}
-
-impl Phase {
-    /// Parses the phase string of a machine's status (`None` or `""` → [`Phase::None`]).
-    pub fn parse(s: Option<&str>) -> Phase {
-        match s.unwrap_or("") {
-            "" => Phase::None,
-            "Pending" => Phase::Pending,
-            "Available" => Phase::Available,
-            "Running" => Phase::Running,
-            "Terminating" => Phase::Terminating,
-            "Unknown" => Phase::Unknown,
-            "Failed" => Phase::Failed,
-            "CrashLoopBackOff" => Phase::CrashLoopBackOff,
-            "InPlaceUpdating" => Phase::InPlaceUpdating,
-            "InPlaceUpdateSuccessful" => Phase::InPlaceUpdateSuccessful,
-            "InPlaceUpdateFailed" => Phase::InPlaceUpdateFailed,
-            _ => Phase::Other,
-        }
-    }
-
+/// The set controllers' questions about a machine phase
+/// ([`MachinePhase`], `status.currentStatus.phase`).
+///
+/// `MachinePhase::Other` holding a well-known value (only possible when built
+/// by hand; parsing normalises) answers like that well-known value.
+pub trait PhaseExt {
     /// The rank in the deletion order: lower ranks are deleted first (design:
     /// sets-and-deployments.md, "Deletion order").
     ///
     /// Phases the reference's map does not list (no phase, the in-place
     /// phases) rank 0 there (Go map zero value), i.e. like Terminating. That
     /// is kept: a machine that never got a phase is the cheapest to lose.
-    pub fn deletion_rank(self) -> u8 {
-        match self {
-            Phase::Terminating => 0,
-            Phase::Failed => 1,
-            Phase::CrashLoopBackOff => 2,
-            Phase::Unknown => 3,
-            Phase::Pending => 4,
-            Phase::Available => 5,
-            Phase::Running => 6,
-            Phase::None
-            | Phase::InPlaceUpdating
-            | Phase::InPlaceUpdateSuccessful
-            | Phase::InPlaceUpdateFailed
-            | Phase::Other => 0,
-        }
-    }
+    fn deletion_rank(&self) -> u8;
 
     /// `Available` or `Running`: counts as an available replica (design:
     /// sets-and-deployments.md, "MachineSet status").
-    pub fn is_available(self) -> bool {
-        matches!(self, Phase::Available | Phase::Running)
-    }
+    fn is_available(&self) -> bool;
 
     /// Neither Failed nor Terminating (`IsMachineActive`).
-    pub fn is_active(self) -> bool {
-        !matches!(self, Phase::Failed | Phase::Terminating)
+    fn is_active(&self) -> bool;
+}
+
+impl PhaseExt for MachinePhase {
+    fn deletion_rank(&self) -> u8 {
+        match self {
+            MachinePhase::Terminating => 0,
+            MachinePhase::Failed => 1,
+            MachinePhase::CrashLoopBackOff => 2,
+            MachinePhase::Unknown => 3,
+            MachinePhase::Pending => 4,
+            MachinePhase::Available => 5,
+            MachinePhase::Running => 6,
+            MachinePhase::Other(s) => match MachinePhase::from(s.as_str()) {
+                MachinePhase::Other(_) => 0,
+                known => known.deletion_rank(),
+            },
+            MachinePhase::Empty
+            | MachinePhase::InPlaceUpdating
+            | MachinePhase::InPlaceUpdateSuccessful
+            | MachinePhase::InPlaceUpdateFailed => 0,
+        }
+    }
+
+    fn is_available(&self) -> bool {
+        *self == MachinePhase::Available || *self == MachinePhase::Running
+    }
+
+    fn is_active(&self) -> bool {
+        *self != MachinePhase::Failed && *self != MachinePhase::Terminating
     }
 }
 
@@ -159,7 +127,7 @@ pub struct MachineView {
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
     /// `status.currentStatus.phase`.
-    pub phase: Phase,
+    pub phase: MachinePhase,
     /// The controller ownerReference, if any.
     pub controller: Option<ControllerRef>,
     /// `status.currentStatus.preserveExpiryTime`.
@@ -178,7 +146,7 @@ impl MachineView {
     /// live replica and the set deletes another healthy machine; mcm-rs
     /// counts it as gone.
     pub fn is_terminating(&self) -> bool {
-        self.deleting || self.phase == Phase::Terminating
+        self.deleting || self.phase == MachinePhase::Terminating
     }
 
     /// The `machinepriority` annotation, default 3 when missing or unparsable.
@@ -225,7 +193,9 @@ impl MachineView {
             annotations: meta.annotations.clone().unwrap_or_default(),
             created: meta.creation_timestamp.as_ref().map(from_k8s_time),
             deleting: meta.deletion_timestamp.is_some(),
-            phase: Phase::parse(status.map(|s| s.current_status.phase.as_str())),
+            phase: status
+                .map(|s| s.current_status.phase.clone())
+                .unwrap_or_default(),
             controller: controller_ref(meta),
             preserve_expiry: status
                 .and_then(|s| s.current_status.preserve_expiry_time.as_ref())

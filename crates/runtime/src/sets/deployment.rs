@@ -37,7 +37,7 @@ use mcm_core::deployment::{
 };
 use mcm_core::replicas::{
     claim, controller_ref, normalize, selector_is_empty, selector_matches, to_k8s_time,
-    validate_selector, ClaimAction, Claimer, MachineView, Phase,
+    validate_selector, ClaimAction, Claimer, MachineView,
 };
 use serde_json::json;
 use std::collections::{BTreeMap, HashSet};
@@ -536,7 +536,7 @@ impl Pass<'_> {
                 None => TriggerTarget::NotFound,
                 Some(m) => {
                     let v = MachineView::from_machine(&m);
-                    if v.phase == Phase::Failed || v.deleting {
+                    if v.phase == mcm_api::MachinePhase::Failed || v.deleting {
                         TriggerTarget::FailedOrTerminating
                     } else {
                         TriggerTarget::Live {

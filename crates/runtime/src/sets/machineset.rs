@@ -308,7 +308,7 @@ async fn propagate(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>]) {
             continue;
         };
         let v = MachineView::from_machine(m);
-        let Some(new_spec) = propagate_template(&template, &current, v.phase, v.deleting) else {
+        let Some(new_spec) = propagate_template(&template, &current, &v.phase, v.deleting) else {
             continue;
         };
         let spec: MachineSpec = match serde_json::from_value(new_spec) {
