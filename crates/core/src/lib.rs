@@ -11,9 +11,11 @@
 //! - [`replicas`]: MachineSet replica management and deletion order.
 //! - [`deployment`]: MachineDeployment rollout arithmetic.
 //! - [`node_template`]: what the node sync changes on a Node (template, virtual capacity).
+//! - [`time`]: the one conversion between Kubernetes times and chrono (whole seconds).
 
 pub mod backoff;
 pub mod deployment;
 pub mod machine;
 pub mod node_template;
 pub mod replicas;
+pub mod time;

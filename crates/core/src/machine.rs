@@ -6,6 +6,7 @@
 //! Texts marked *contract* are the reference's `lastOperation.description`
 //! strings that tools, dashboards and the deletion step machine rely on.
 
+use crate::time::from_k8s;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::NodeCondition;
 use mcm_api::{MachineOperationType as OpType, MachinePhase as Phase, MachineState as OpState};
@@ -210,8 +211,8 @@ impl MachineView {
             created: meta
                 .creation_timestamp
                 .as_ref()
-                .map_or_else(Utc::now, |t| to_utc(&t.0)),
-            deleting_since: meta.deletion_timestamp.as_ref().map(|t| to_utc(&t.0)),
+                .map_or_else(Utc::now, from_k8s),
+            deleting_since: meta.deletion_timestamp.as_ref().map(from_k8s),
             provider_id: m.spec.provider_id.clone(),
             node: labels.get(c::NODE_LABEL).filter(|n| !n.is_empty()).cloned(),
             phase: status.current_status.phase.clone(),
@@ -219,7 +220,7 @@ impl MachineView {
                 .current_status
                 .last_update_time
                 .as_ref()
-                .map(|t| to_utc(&t.0)),
+                .map(from_k8s),
             last_operation,
             conditions: status.conditions.clone(),
             has_finalizer: meta
@@ -238,19 +239,6 @@ impl MachineView {
 /// Go's `strconv.ParseBool` truth values (invalid values are false).
 pub fn parse_go_bool(v: &str) -> bool {
     matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
-}
-
-/// Converts a Kubernetes timestamp to chrono.
-pub fn to_utc(t: &k8s_openapi::jiff::Timestamp) -> DateTime<Utc> {
-    DateTime::from_timestamp(t.as_second(), t.subsec_nanosecond().max(0) as u32).unwrap_or_default()
-}
-
-/// Converts chrono to a Kubernetes timestamp.
-pub fn to_time(t: DateTime<Utc>) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
-    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-        k8s_openapi::jiff::Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos() as i32)
-            .unwrap_or_default(),
-    )
 }
 
 fn elapsed(since: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
@@ -583,7 +571,7 @@ pub fn plan_drain(m: &MachineView, now: DateTime<Utc>) -> DrainPlan {
                 && c.status != healthy
                 && c.last_transition_time
                     .as_ref()
-                    .is_some_and(|t| elapsed(to_utc(&t.0), now) > FORCE_DRAIN_AFTER)
+                    .is_some_and(|t| elapsed(from_k8s(t), now) > FORCE_DRAIN_AFTER)
         })
     };
     let unhealthy = bad_for_long("Ready", "True") || bad_for_long("ReadonlyFilesystem", "False");

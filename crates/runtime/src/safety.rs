@@ -22,6 +22,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::ResourceExt;
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachinePhase};
+use mcm_core::time::from_k8s;
 use mcm_driver::ListMachinesRequest;
 use serde_json::json;
 use std::collections::{HashMap, HashSet};
@@ -364,7 +365,7 @@ pub async fn annotate_unmanaged_nodes(ctx: &Context) -> Result<(), Error> {
             .metadata
             .creation_timestamp
             .as_ref()
-            .map(|t| mcm_core::machine::to_utc(&t.0))
+            .map(from_k8s)
             .is_some_and(|t| (now - t).to_std().unwrap_or_default() > ctx.config.creation_timeout);
         let by_label = n.labels().contains_key(c::MACHINE_NAME_NODE_LABEL);
         let is_managed = managed.contains(&name) || by_label;

@@ -14,6 +14,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachinePhase, MachineSet};
+use mcm_core::time::from_k8s;
 use mcm_driver::testing::{Script, ScriptedDriver};
 use mcm_runtime::sets::{self, SetsConfig};
 use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
@@ -155,7 +156,7 @@ fn expiry(m: &Machine) -> Option<DateTime<Utc>> {
     m.status
         .as_ref()
         .and_then(|s| s.current_status.preserve_expiry_time.as_ref())
-        .map(|t| mcm_core::machine::to_utc(&t.0))
+        .map(from_k8s)
 }
 
 async fn machines(env: &TestEnv) -> Vec<Machine> {

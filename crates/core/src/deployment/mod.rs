@@ -105,9 +105,8 @@
 //! Not in this module: **9** (a metric) and **13** (orphan-VM period of the
 //! machine controller).
 
-use crate::replicas::{
-    controller_ref, from_k8s_time, labels_contain, normalize, to_k8s_time, ControllerRef,
-};
+use crate::replicas::{controller_ref, labels_contain, normalize, ControllerRef};
+use crate::time::{from_k8s, to_k8s};
 use chrono::{DateTime, Utc};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use mcm_api::constants as c;

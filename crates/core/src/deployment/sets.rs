@@ -58,7 +58,7 @@ impl SetView {
         SetView {
             name: meta.name.clone().unwrap_or_default(),
             uid: meta.uid.clone().unwrap_or_default(),
-            created: meta.creation_timestamp.as_ref().map(from_k8s_time),
+            created: meta.creation_timestamp.as_ref().map(from_k8s),
             deleting: meta.deletion_timestamp.is_some(),
             generation: meta.generation.unwrap_or(0),
             labels: meta.labels.clone().unwrap_or_default(),

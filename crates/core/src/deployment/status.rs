@@ -13,8 +13,8 @@ pub fn new_condition(
     MachineDeploymentCondition {
         type_,
         status,
-        last_update_time: Some(to_k8s_time(now)),
-        last_transition_time: Some(to_k8s_time(now)),
+        last_update_time: Some(to_k8s(now)),
+        last_transition_time: Some(to_k8s(now)),
         reason: reason.to_string(),
         message,
     }
@@ -161,7 +161,7 @@ pub fn is_timed_out(
     if cond.reason == c::TIMED_OUT_REASON {
         return true;
     }
-    let Some(from) = cond.last_update_time.as_ref().map(from_k8s_time) else {
+    let Some(from) = cond.last_update_time.as_ref().map(from_k8s) else {
         return false;
     };
     from + chrono::Duration::seconds(i64::from(deadline)) < now
@@ -298,7 +298,7 @@ pub fn progress_requeue(
     if is_complete(d.replicas, d.generation, new_status) || cond.reason == c::TIMED_OUT_REASON {
         return None;
     }
-    let from = from_k8s_time(cond.last_update_time.as_ref()?);
+    let from = from_k8s(cond.last_update_time.as_ref()?);
     let at = from + chrono::Duration::seconds(i64::from(deadline));
     let after = (at - now).to_std().unwrap_or(Duration::ZERO);
     Some(if after < Duration::from_secs(1) {

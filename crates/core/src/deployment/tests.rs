@@ -782,11 +782,11 @@ fn progress_refreshes_machine_set_updated_keeping_transition_time() {
     );
     assert_eq!(
         p.and_then(|c| c.last_update_time.clone()),
-        Some(to_k8s_time(t(30)))
+        Some(to_k8s(t(30)))
     );
     assert_eq!(
         p.and_then(|c| c.last_transition_time.clone()),
-        Some(to_k8s_time(t(0)))
+        Some(to_k8s(t(0)))
     );
 }
 
@@ -922,8 +922,8 @@ fn condition_setter_keeps_transition_time_when_status_is_unchanged() {
         ),
     );
     assert_eq!(conds.len(), 1);
-    assert_eq!(conds[0].last_transition_time, Some(to_k8s_time(t(0))));
-    assert_eq!(conds[0].last_update_time, Some(to_k8s_time(t(9))));
+    assert_eq!(conds[0].last_transition_time, Some(to_k8s(t(0))));
+    assert_eq!(conds[0].last_update_time, Some(to_k8s(t(9))));
 }
 
 #[test]

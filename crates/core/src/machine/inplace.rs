@@ -16,6 +16,7 @@
 //! `InPlaceUpdateFailed` into `Failed` (see [`super::health`]).
 
 use super::{elapsed, DrainPlan, MachineView, Operation, Transition, FORCE_DRAIN_AFTER};
+use crate::time::from_k8s;
 use chrono::{DateTime, Utc};
 use mcm_api::constants as c;
 use mcm_api::{MachineOperationType as OpType, MachinePhase as Phase, MachineState as OpState};
@@ -194,7 +195,7 @@ pub fn plan_in_place_drain(
                 && cd
                     .last_transition_time
                     .as_ref()
-                    .is_some_and(|t| elapsed(super::to_utc(&t.0), now) > FORCE_DRAIN_AFTER)
+                    .is_some_and(|t| elapsed(from_k8s(t), now) > FORCE_DRAIN_AFTER)
         })
     };
     let unhealthy = bad_for_long("Ready", "True") || bad_for_long("ReadonlyFilesystem", "False");

@@ -21,7 +21,8 @@
 //! the next pass and the machine would be preserved for ever, one timeout
 //! after the other.
 
-use super::{elapsed, plan_drain, to_time, to_utc, DrainPlan, MachineView, Phase};
+use super::{elapsed, plan_drain, DrainPlan, MachineView, Phase};
+use crate::time::{from_k8s, to_k8s};
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use mcm_api::constants as c;
@@ -162,7 +163,7 @@ impl PreserveInput {
                 .status
                 .as_ref()
                 .and_then(|s| s.current_status.preserve_expiry_time.as_ref())
-                .map(|t| to_utc(&t.0)),
+                .map(from_k8s),
             timeout,
             force_drain: m
                 .metadata
@@ -302,7 +303,7 @@ pub fn preserved_condition(
         changed = true;
     }
     if cond.status != status || existing.is_none() {
-        cond.last_transition_time = Some(to_time(now));
+        cond.last_transition_time = Some(to_k8s(now));
         cond.status = status;
         changed = true;
     }
@@ -322,7 +323,7 @@ pub fn stopped_condition(now: DateTime<Utc>) -> NodeCondition {
         status: "False".into(),
         reason: Some(c::PRESERVATION_STOPPED.into()),
         message: Some(c::PRESERVATION_STOPPED.into()),
-        last_transition_time: Some(to_time(now)),
+        last_transition_time: Some(to_k8s(now)),
         ..Default::default()
     }
 }

@@ -1,6 +1,7 @@
 //! One test per transition of the Machine state machine.
 
 use super::*;
+use crate::time::to_k8s;
 use chrono::TimeZone;
 use mcm_driver::{Code, GetMachineStatusResponse, MachineIdentity, Status};
 
@@ -42,7 +43,7 @@ fn cond(ty: &str, status: &str) -> NodeCondition {
 
 fn cond_since(ty: &str, status: &str, since: DateTime<Utc>) -> NodeCondition {
     NodeCondition {
-        last_transition_time: Some(to_time(since)),
+        last_transition_time: Some(to_k8s(since)),
         ..cond(ty, status)
     }
 }

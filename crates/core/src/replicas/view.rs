@@ -1,4 +1,4 @@
-//! The machine view of the set controllers, the label keys they use, and time conversions.
+//! The machine view of the set controllers and the label keys they use.
 
 use super::*;
 
@@ -191,7 +191,7 @@ impl MachineView {
             name: meta.name.clone().unwrap_or_default(),
             labels: meta.labels.clone().unwrap_or_default(),
             annotations: meta.annotations.clone().unwrap_or_default(),
-            created: meta.creation_timestamp.as_ref().map(from_k8s_time),
+            created: meta.creation_timestamp.as_ref().map(crate::time::from_k8s),
             deleting: meta.deletion_timestamp.is_some(),
             phase: status
                 .map(|s| s.current_status.phase.clone())
@@ -199,7 +199,7 @@ impl MachineView {
             controller: controller_ref(meta),
             preserve_expiry: status
                 .and_then(|s| s.current_status.preserve_expiry_time.as_ref())
-                .map(from_k8s_time),
+                .map(crate::time::from_k8s),
             last_operation_failed: status
                 .is_some_and(|s| s.last_operation.state == mcm_api::MachineState::Failed),
             node_preserve: None,
@@ -220,25 +220,6 @@ pub fn controller_ref(
             name: o.name.clone(),
             uid: o.uid.clone(),
         })
-}
-
-/// A Kubernetes time as a chrono time (out-of-range values clamp to the epoch).
-pub fn from_k8s_time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> DateTime<Utc> {
-    let ts = t.0;
-    DateTime::from_timestamp(
-        ts.as_second(),
-        u32::try_from(ts.subsec_nanosecond()).unwrap_or(0),
-    )
-    .unwrap_or_default()
-}
-
-/// A chrono time as a Kubernetes time, truncated to whole seconds (the API
-/// server stores seconds; truncating avoids status writes that only differ
-/// in sub-second noise).
-pub fn to_k8s_time(t: DateTime<Utc>) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
-    let ts = k8s_openapi::jiff::Timestamp::from_second(t.timestamp())
-        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ts)
 }
 
 /// Parses an RFC 3339 time (the format of the scaler annotations).

@@ -23,6 +23,7 @@ use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use mcm_core::machine::DrainPlan;
+use mcm_core::time::to_k8s;
 use mcm_driver::{Driver, GetVolumeIdsRequest};
 use serde_json::json;
 use std::time::Duration;
@@ -145,7 +146,7 @@ pub async fn cordon(client: &Client, node: &str) -> Result<(), kube::Error> {
             status: "True".into(),
             reason: Some("ScaleDown".into()),
             message: Some("Machine Controller is scaling down machine".into()),
-            last_transition_time: Some(mcm_core::machine::to_time(chrono::Utc::now())),
+            last_transition_time: Some(to_k8s(chrono::Utc::now())),
             ..Default::default()
         });
         let patch = json!({"status": {"conditions": conditions}});

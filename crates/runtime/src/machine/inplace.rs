@@ -12,6 +12,7 @@ use super::*;
 use crate::drain::tasks::DrainState;
 use k8s_openapi::api::core::v1::NodeCondition;
 use mcm_core::machine::inplace::{self as ip, InPlaceAction, InPlaceCondition, InPlaceNodeView};
+use mcm_core::time::from_k8s;
 
 /// How often a machine waiting for the node agent looks again.
 const AGENT_RECHECK: Duration = Duration::from_secs(10);
@@ -31,7 +32,7 @@ fn in_place_node_view(node: &Node) -> InPlaceNodeView {
         condition: cond.map(|cd| cd.reason.clone().unwrap_or_default()),
         condition_since: cond
             .and_then(|cd| cd.last_transition_time.as_ref())
-            .map(|t| decide::to_utc(&t.0)),
+            .map(from_k8s),
     }
 }
 

@@ -20,6 +20,7 @@ use mcm_core::machine::{
     plan_preservation, preserved_condition, stopped_condition, PreserveInput, PreserveNode,
     PreserveNodeView, PreserveStep,
 };
+use mcm_core::time::to_k8s;
 use tracing::Instrument;
 
 impl Reconciler<'_> {
@@ -249,7 +250,7 @@ impl Reconciler<'_> {
     }
 
     async fn set_expiry(&mut self, t: Option<chrono::DateTime<Utc>>) -> Result<(), Error> {
-        let value = t.map(decide::to_time);
+        let value = t.map(to_k8s);
         let patch = json!({"status": {"currentStatus": {"preserveExpiryTime": value}}});
         self.machine = self
             .api
@@ -330,7 +331,7 @@ impl Reconciler<'_> {
             taints.push(Taint {
                 key: c::PRESERVED_TAINT.into(),
                 effect: "NoSchedule".into(),
-                time_added: Some(decide::to_time(Utc::now())),
+                time_added: Some(to_k8s(Utc::now())),
                 value: None,
             });
         } else {

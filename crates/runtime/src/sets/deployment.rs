@@ -36,9 +36,10 @@ use mcm_core::deployment::{
     TriggerTarget,
 };
 use mcm_core::replicas::{
-    claim, controller_ref, normalize, selector_is_empty, selector_matches, to_k8s_time,
-    validate_selector, ClaimAction, Claimer, MachineView,
+    claim, controller_ref, normalize, selector_is_empty, selector_matches, validate_selector,
+    ClaimAction, Claimer, MachineView,
 };
+use mcm_core::time::to_k8s;
 use serde_json::json;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -98,7 +99,7 @@ async fn mark_invalid(
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    let now = to_k8s_time(Utc::now());
+    let now = to_k8s(Utc::now());
     let condition = MachineDeploymentCondition {
         type_: MachineDeploymentConditionType::ReplicaFailure,
         status: ConditionStatus::True,

@@ -32,9 +32,10 @@ use mcm_api::{
 use mcm_core::replicas::{
     auto_preservation, claim, controller_ref, keys, machine_generate_name, manage_replicas,
     parse_rfc3339, propagate_template, replica_failure, selector_is_empty, selector_matches,
-    set_status, to_k8s_time, validate_selector, ClaimAction, Claimer, Deletion, MachineView,
+    set_status, validate_selector, ClaimAction, Claimer, Deletion, MachineView,
     ReplicaFailureChange, ReplicaInput, ReplicaPlan, Seen,
 };
+use mcm_core::time::to_k8s;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -84,7 +85,7 @@ async fn mark_invalid(api: &Api<MachineSet>, ms: &MachineSet, problem: &str) -> 
     let condition = MachineSetCondition {
         type_: MachineSetConditionType::ReplicaFailure,
         status: ConditionStatus::True,
-        last_transition_time: Some(to_k8s_time(Utc::now())),
+        last_transition_time: Some(to_k8s(Utc::now())),
         reason: INVALID_SPEC.to_string(),
         message: problem.to_string(),
     };
@@ -620,7 +621,7 @@ async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
     if m.phase() == mcm_api::MachinePhase::Terminating {
         return;
     }
-    let now = serde_json::to_value(to_k8s_time(Utc::now())).unwrap_or(serde_json::Value::Null);
+    let now = serde_json::to_value(to_k8s(Utc::now())).unwrap_or(serde_json::Value::Null);
     let patch = json!({"status": {
         "currentStatus": {"phase": "Terminating", "lastUpdateTime": now},
         "lastOperation": {
@@ -694,7 +695,7 @@ async fn write_status(
         ReplicaFailureChange::Add { reason, message } => st.conditions.push(MachineSetCondition {
             type_: MachineSetConditionType::ReplicaFailure,
             status: ConditionStatus::True,
-            last_transition_time: Some(to_k8s_time(Utc::now())),
+            last_transition_time: Some(to_k8s(Utc::now())),
             reason,
             message,
         }),
@@ -713,7 +714,7 @@ async fn write_status(
         return Ok(());
     }
     st.observed_generation = generation;
-    st.last_operation.last_update_time = Some(to_k8s_time(Utc::now()));
+    st.last_operation.last_update_time = Some(to_k8s(Utc::now()));
     debug!(
         replicas = st.replicas,
         ready = st.ready_replicas,

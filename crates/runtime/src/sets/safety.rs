@@ -29,7 +29,8 @@ use mcm_core::deployment::{
     deployment_should_be_frozen, overshoot_count, overshoot_decision, overshoot_thresholds,
     safety_surge, OvershootDecision,
 };
-use mcm_core::replicas::{controller_ref, selector_is_empty, selector_matches, to_k8s_time};
+use mcm_core::replicas::{controller_ref, selector_is_empty, selector_matches};
+use mcm_core::time::to_k8s;
 use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -291,7 +292,7 @@ async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, messa
         conditions.push(MachineSetCondition {
             type_: MachineSetConditionType::Frozen,
             status: ConditionStatus::True,
-            last_transition_time: Some(to_k8s_time(Utc::now())),
+            last_transition_time: Some(to_k8s(Utc::now())),
             reason: reason.to_string(),
             message: message.to_string(),
         });
@@ -351,7 +352,7 @@ async fn deployment_state(
         .iter()
         .any(|c| c.type_ == MachineDeploymentConditionType::Frozen);
     if frozen && !had {
-        let now = to_k8s_time(Utc::now());
+        let now = to_k8s(Utc::now());
         conditions.push(MachineDeploymentCondition {
             type_: MachineDeploymentConditionType::Frozen,
             status: ConditionStatus::True,
