@@ -540,6 +540,26 @@ if drv:
     p("Driver calls counted by the controller during scale-up (`mcm_cloud_api_driver_request_duration_seconds_count`): "
       + ", ".join(f"{k} {int(v)}" for k, v in sorted(drv.items())) + ".")
     p("")
+def rest(name):
+    c = collections.Counter()
+    if not os.path.exists(S + name + ".mcm.metrics"):
+        return c
+    for line in open(S + name + ".mcm.metrics").read().splitlines():
+        if line.startswith("rest_client_requests_total{"):
+            v = re.search(r'method="([^"]*)"', line)
+            c[v.group(1) if v else "?"] += float(line.rsplit(" ", 1)[1])
+    return c
+rb, ru, rd = rest("before"), rest("up"), rest("down")
+ri = rest("idle")
+if ru:
+    up_total = sum(ru.values()) - sum(rb.values())
+    down_total = sum(rd.values()) - sum(ri.values())
+    p("Requests of the controllers' own kube clients (`rest_client_requests_total` of `mcm run`, "
+      "diffed; the API-server table above also holds the simulated kubelets' requests): "
+      f"scale-up **{int(up_total)}** ({up_total / N:.1f} per machine; "
+      + ", ".join(f"{k} {int(ru[k] - rb.get(k, 0))}" for k in sorted(ru)) + "), "
+      f"scale-down {int(down_total)} ({down_total / N:.1f} per machine).")
+    p("")
 p(f"Controller log: {E['LOG_WARN']} WARN and {E['LOG_ERROR']} ERROR lines; most frequent (identifiers elided):")
 p("")
 p("```text")
