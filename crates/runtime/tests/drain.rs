@@ -22,15 +22,17 @@ use tokio::task::JoinHandle;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// One reconcile slot; a drain makes two eviction attempts of 10 s each
-/// (drainTimeout 40s caps the attempts at 40 s / 20 s = 2), then fails.
+/// One reconcile slot; a drain makes two eviction attempts of 15 s each
+/// (drainTimeout 60s caps the attempts at 60 s / 30 s = 2), then fails. The
+/// first attempt's 15 s must cover a new machine reaching Running on a busy
+/// CI machine.
 fn config(ns: &str) -> Config {
     Config {
         namespace: ns.into(),
         concurrent_syncs: 1,
         short_retry: Duration::from_millis(200),
         long_retry: Duration::from_secs(3),
-        eviction_retry_interval: Duration::from_secs(10),
+        eviction_retry_interval: Duration::from_secs(15),
         ..Config::default()
     }
 }
@@ -208,7 +210,7 @@ async fn a_pdb_blocked_drain_holds_no_slot_never_bypasses_the_budget_and_is_forc
         ..Script::default()
     }));
     let (ctx, task) = start(&env, driver.clone());
-    create_machine(&env, "old", json!({"drainTimeout": "40s"})).await;
+    create_machine(&env, "old", json!({"drainTimeout": "60s"})).await;
     wait_phase(&env, "old", MachinePhase::Pending).await;
     let node = node_of(&env, "old");
     kubelet(&env.client, &node, "old").await;
@@ -247,7 +249,7 @@ async fn a_pdb_blocked_drain_holds_no_slot_never_bypasses_the_budget_and_is_forc
 
     // Retries exhausted: the drain fails (the reference's text), the pod stays.
     let failed = must_eventually(
-        Duration::from_secs(45),
+        Duration::from_secs(70),
         "the drain failed on the budget",
         || async {
             get(&env, "old")
@@ -271,7 +273,7 @@ async fn a_pdb_blocked_drain_holds_no_slot_never_bypasses_the_budget_and_is_forc
     assert!(driver.vm("old").is_some(), "the VM outlives the drain");
 
     // After the drain timeout the forced drain deletes the pod, and the deletion completes.
-    must_eventually(Duration::from_secs(60), "machine old gone", || async {
+    must_eventually(Duration::from_secs(80), "machine old gone", || async {
         get(&env, "old").await.is_none().then_some(())
     })
     .await;
@@ -280,8 +282,8 @@ async fn a_pdb_blocked_drain_holds_no_slot_never_bypasses_the_budget_and_is_forc
         .expect("lock")
         .expect("the pod was deleted by the forced drain");
     assert!(
-        at >= deletion + chrono::Duration::seconds(40),
-        "the pod went at {at}, before the drain timeout ({deletion} + 40s)"
+        at >= deletion + chrono::Duration::seconds(60),
+        "the pod went at {at}, before the drain timeout ({deletion} + 60s)"
     );
     assert!(driver.vm("old").is_none(), "VM deleted");
     task.abort();
