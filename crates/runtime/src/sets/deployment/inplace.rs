@@ -360,3 +360,17 @@ impl Pass<'_> {
         Ok(())
     }
 }
+
+impl Pass<'_> {
+    /// Without a target cluster there is no node agent protocol: InPlaceUpdate is refused.
+    async fn in_place_unsupported(mut self) -> Result<Action, Error> {
+        self.event(
+            EventType::Warning,
+            "InPlaceUpdateUnsupported",
+            "The InPlaceUpdate strategy needs a target cluster; this controller does not roll it out".into(),
+        )
+        .await;
+        self.sync_status().await?;
+        Ok(requeue(self.ctx, None))
+    }
+}
