@@ -19,7 +19,11 @@ impl Reconciler<'_> {
         };
         match inputs {
             Some((class, secret, driver)) => self.delete_steps(class, secret, driver).await,
-            None => self.delete_without_provider().await,
+            None => {
+                let result = self.delete_without_provider().await;
+                let flushed = self.flush().await;
+                result.and_then(|a| flushed.map(|()| a))
+            }
         }
     }
 
@@ -69,8 +73,12 @@ impl Reconciler<'_> {
         if step == DeletionStep::DeleteNode {
             let outcome = self.delete_node(view).await?;
             let failed = matches!(outcome, NodeDeletion::Failed(..));
-            self.write(&decide::after_delete_node(&view.name, &outcome), json!({}))
-                .await?;
+            let t = decide::after_delete_node(&view.name, &outcome);
+            if failed {
+                self.write(&t, json!({})).await?;
+            } else {
+                self.stage(&t, json!({}))?;
+            }
             if failed {
                 return Ok(Some(Action::requeue(
                     self.ctx.failure_delay(&self.key, FailureKind::Normal),
@@ -79,6 +87,8 @@ impl Reconciler<'_> {
             return Ok(None);
         }
         crate::finalizer::remove(&self.api, &self.machine, c::MCM_FINALIZER).await?;
+        // The object is gone: what was staged need not be written.
+        self.discard_staged();
         info!("machine deleted; finalizer removed");
         self.ctx.reset_backoff(&self.key);
         self.ctx
@@ -87,7 +97,23 @@ impl Reconciler<'_> {
         Ok(Some(Action::await_change()))
     }
 
+    /// The deletion steps with their status transitions staged and written
+    /// once when the reconcile stops ([`super::staged`]).
     async fn delete_steps(
+        &mut self,
+        class: MachineClass,
+        secret: Secret,
+        driver: Arc<dyn Driver>,
+    ) -> Result<Action, Error> {
+        let result = self.run_delete_steps(class, secret, driver).await;
+        let flushed = self.flush().await;
+        match (result, flushed) {
+            (Ok(action), Ok(())) => Ok(action),
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        }
+    }
+
+    async fn run_delete_steps(
         &mut self,
         class: MachineClass,
         secret: Secret,
@@ -106,15 +132,17 @@ impl Reconciler<'_> {
             match step {
                 DeletionStep::MissingFinalizer => return Ok(Action::await_change()),
                 DeletionStep::SetTerminating => {
-                    self.write(&decide::set_terminating(), json!({})).await?;
+                    self.stage(&decide::set_terminating(), json!({}))?;
                 }
                 DeletionStep::GetVmStatus => {
                     let t = self
                         .get_vm_status_step(&view, &driver, &mut req, &provider)
                         .await?;
                     let failed = t.operation.state == mcm_api::MachineState::Failed;
-                    self.write(&t, json!({})).await?;
-                    if failed {
+                    if !failed {
+                        self.stage(&t, json!({}))?;
+                    } else {
+                        self.write(&t, json!({})).await?;
                         self.event(
                             EventType::Warning,
                             "DeletionBlocked",
@@ -156,8 +184,7 @@ impl Reconciler<'_> {
                             return Ok(Action::requeue(self.ctx.config.short_retry));
                         }
                     }
-                    self.write(&decide::volume_attachments_gone(&node), json!({}))
-                        .await?;
+                    self.stage(&decide::volume_attachments_gone(&node), json!({}))?;
                 }
                 DeletionStep::DeleteVm => {
                     req.machine = self.machine.clone();
@@ -176,7 +203,7 @@ impl Reconciler<'_> {
                         .as_ref()
                         .map(|r| r.last_known_state.clone())
                         .unwrap_or_default();
-                    self.write(&t, json!({"lastKnownState": state})).await?;
+                    self.stage(&t, json!({"lastKnownState": state}))?;
                     match result {
                         Ok(_) => {
                             info!(provider_id = %self.machine.spec.provider_id, "VM deleted");

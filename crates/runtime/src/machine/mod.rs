@@ -22,6 +22,7 @@ mod drain_step;
 mod health;
 mod inplace;
 mod preserve;
+mod staged;
 pub mod triggers;
 
 pub use delete::delete_orphan;
@@ -187,6 +188,8 @@ struct Reconciler<'a> {
     /// The flow stopped to wait for its turn at the cloud budget (no call
     /// was made, so no creation attempt is recorded).
     paced: std::sync::atomic::AtomicBool,
+    /// Status transitions applied locally but not yet written ([`staged`]).
+    staged: Option<staged::Staged>,
 }
 
 type Step<T> = Result<Result<T, Stop>, Error>;
@@ -202,6 +205,7 @@ impl<'a> Reconciler<'a> {
             api: Api::namespaced(ctx.client.clone(), &ns),
             key: key_of(m),
             paced: std::sync::atomic::AtomicBool::new(false),
+            staged: None,
         }
     }
 
@@ -240,68 +244,54 @@ impl<'a> Reconciler<'a> {
 
     /// Writes a transition to the status subresource and emits an Event on a phase change.
     async fn write(&mut self, t: &Transition, extra: serde_json::Value) -> Result<(), Error> {
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        // What was staged goes first, so this write is the latest.
+        self.flush().await?;
         let old_phase = self.view().phase;
-        let mut status = json!({
-            "lastOperation": {
-                "description": t.operation.description,
-                "errorCode": t.operation.error_code.clone().unwrap_or_default(),
-                "lastUpdateTime": now,
-                "state": t.operation.state.as_str(),
-                "type": t.operation.kind.as_str(),
-            }
-        });
-        if let Some(phase) = &t.phase {
-            let mut cs = json!({"phase": phase.as_str(), "lastUpdateTime": now});
-            if let Some(active) = t.timeout_active {
-                cs["timeoutActive"] = json!(active);
-            }
-            if *phase == Phase::Terminating {
-                cs["preserveExpiryTime"] = serde_json::Value::Null;
-            }
-            status["currentStatus"] = cs;
-        }
-        if let (Some(obj), serde_json::Value::Object(more)) = (status.as_object_mut(), extra) {
-            obj.extend(more);
-        }
-        let patch = json!({"status": status});
+        let patch = json!({"status": status_patch(t, extra)});
         self.machine = self
             .api
             .patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        if let Some(phase) = &t.phase {
-            self.ctx
-                .metrics
-                .phase
-                .get_or_create(&crate::metrics::MachineLabels {
-                    name: self.name(),
-                    namespace: self.machine.namespace().unwrap_or_default(),
-                })
-                .set(crate::metrics::Metrics::phase_value(phase));
-            if *phase != old_phase {
-                let warn = matches!(
-                    phase,
-                    Phase::Failed | Phase::CrashLoopBackOff | Phase::Unknown
-                );
-                info!(from = %old_phase, to = %phase, description = %t.operation.description, "phase changed");
-                self.event(
-                    if warn {
-                        EventType::Warning
-                    } else {
-                        EventType::Normal
-                    },
-                    phase.as_str(),
-                    format!(
-                        "{} -> {}: {}",
-                        display_phase(&old_phase),
-                        phase,
-                        t.operation.description
-                    ),
-                )
-                .await;
-            }
-        }
+        self.announce(t, &old_phase).await;
         Ok(())
+    }
+
+    /// The phase metric and, on a phase change from `old_phase`, the Event
+    /// of a written transition.
+    async fn announce(&self, t: &Transition, old_phase: &Phase) {
+        let Some(phase) = &t.phase else {
+            return;
+        };
+        self.ctx
+            .metrics
+            .phase
+            .get_or_create(&crate::metrics::MachineLabels {
+                name: self.name(),
+                namespace: self.machine.namespace().unwrap_or_default(),
+            })
+            .set(crate::metrics::Metrics::phase_value(phase));
+        if phase != old_phase {
+            let warn = matches!(
+                phase,
+                Phase::Failed | Phase::CrashLoopBackOff | Phase::Unknown
+            );
+            info!(from = %old_phase, to = %phase, description = %t.operation.description, "phase changed");
+            self.event(
+                if warn {
+                    EventType::Warning
+                } else {
+                    EventType::Normal
+                },
+                phase.as_str(),
+                format!(
+                    "{} -> {}: {}",
+                    display_phase(old_phase),
+                    phase,
+                    t.operation.description
+                ),
+            )
+            .await;
+        }
     }
 
     /// Records a problem with the machine's inputs (class, secret, driver) in
@@ -517,6 +507,35 @@ fn min_some(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// The status merge patch of a transition (`lastOperation`, and
+/// `currentStatus` when the phase is set), with `extra` fields merged in.
+fn status_patch(t: &Transition, extra: serde_json::Value) -> serde_json::Value {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let mut status = json!({
+        "lastOperation": {
+            "description": t.operation.description,
+            "errorCode": t.operation.error_code.clone().unwrap_or_default(),
+            "lastUpdateTime": now,
+            "state": t.operation.state.as_str(),
+            "type": t.operation.kind.as_str(),
+        }
+    });
+    if let Some(phase) = &t.phase {
+        let mut cs = json!({"phase": phase.as_str(), "lastUpdateTime": now});
+        if let Some(active) = t.timeout_active {
+            cs["timeoutActive"] = json!(active);
+        }
+        if *phase == Phase::Terminating {
+            cs["preserveExpiryTime"] = serde_json::Value::Null;
+        }
+        status["currentStatus"] = cs;
+    }
+    if let (Some(obj), serde_json::Value::Object(more)) = (status.as_object_mut(), extra) {
+        obj.extend(more);
+    }
+    status
 }
 
 fn display_phase(p: &Phase) -> &str {
