@@ -68,7 +68,11 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let mut machine_triggers = Triggers::new(triggers::machine);
     let machine_store = store.clone();
     let machine_events = caches.machines.subscribe().flat_map(move |change| {
-        futures::stream::iter(machine_triggers.filter(change, &machine_store))
+        let triggered = machine_triggers.filter(change, &machine_store);
+        for m in &triggered {
+            crate::metrics::workqueue::queued("machine", &key_of(m));
+        }
+        futures::stream::iter(triggered)
     });
     let class_store = (*caches.classes).clone();
     let mut class_triggers = Triggers::new(triggers::class);
@@ -79,7 +83,10 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             .state()
             .into_iter()
             .filter(|m| changed.iter().any(|c| c.name_any() == m.spec.class.name))
-            .map(|m| ObjectRef::from_obj(&*m))
+            .map(|m| {
+                crate::metrics::workqueue::queued("machine", &key_of(&m));
+                ObjectRef::from_obj(&*m)
+            })
             .collect();
         futures::stream::iter(refs)
     });
@@ -97,9 +104,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
                 .filter(change, &node_store)
                 .into_iter()
                 .filter_map(|node| {
-                    node.labels()
-                        .get(c::MACHINE_NAME_NODE_LABEL)
-                        .map(|m| ObjectRef::new(m).within(&ns_for_nodes))
+                    let m = node.labels().get(c::MACHINE_NAME_NODE_LABEL)?;
+                    crate::metrics::workqueue::queued("machine", &format!("{ns_for_nodes}/{m}"));
+                    Some(ObjectRef::new(m).within(&ns_for_nodes))
                 })
                 .collect();
             futures::stream::iter(refs)
@@ -162,7 +169,7 @@ fn key_of(m: &Machine) -> String {
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default()))]
 pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _work = crate::metrics::workqueue::work("machine");
+    let _work = crate::metrics::workqueue::work_on("machine", &key_of(&m));
     let mut r = Reconciler::new(&m, &ctx);
     let action = if m.meta().deletion_timestamp.is_some() {
         r.delete().await?

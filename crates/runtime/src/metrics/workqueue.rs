@@ -10,8 +10,11 @@
 //!   `mcm_workqueue_longest_running_processor_seconds`: from the reconciles
 //!   in flight at the scrape (depth counts them; kube-runtime does not expose
 //!   the items still waiting);
-//! - `mcm_workqueue_queue_duration_seconds`: declared, never observed (the
-//!   wait between trigger and reconcile is inside kube-runtime).
+//! - `mcm_workqueue_queue_duration_seconds`: the wait from a trigger (a
+//!   watched change routed to the item, [`queued`]) to the start of its
+//!   reconcile ([`work_on`]); repeated triggers of a waiting item keep the
+//!   first one, as client-go's queue does. Requeues after a delay are not
+//!   triggers (kube-runtime keeps them to itself).
 //!
 //! As in the reference (package-level collectors) the state is the
 //! process's: [`register`] adds a collector of it to a registry, and
@@ -59,7 +62,13 @@ struct Queue {
     work: Histogram,
     waited: Histogram,
     running: Mutex<HashMap<u64, Instant>>,
+    /// Items triggered and not yet started, with their first trigger.
+    pending: Mutex<HashMap<String, Instant>>,
 }
+
+/// The most items remembered as waiting per queue (an item whose object is
+/// gone before its reconcile is never started; past this, all are dropped).
+const MAX_PENDING: usize = 10_000;
 
 impl Queue {
     fn new() -> Self {
@@ -71,6 +80,7 @@ impl Queue {
             work: buckets(),
             waited: buckets(),
             running: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
         }
     }
 
@@ -144,6 +154,33 @@ impl Drop for Work {
             q.work.observe(self.start.elapsed().as_secs_f64());
         }
     }
+}
+
+/// Records that item `key` of queue `name` was triggered now (a watched
+/// change routed to it); its reconcile's start observes the wait.
+pub fn queued(name: &'static str, key: &str) {
+    if let Some(q) = queue(name) {
+        if let Ok(mut pending) = q.pending.lock() {
+            if pending.len() >= MAX_PENDING && !pending.contains_key(key) {
+                pending.clear();
+            }
+            pending.entry(key.to_string()).or_insert_with(Instant::now);
+        }
+    }
+}
+
+/// Like [`work`] for item `key`: a trigger recorded by [`queued`] is
+/// observed as the item's queue duration.
+pub fn work_on(name: &'static str, key: &str) -> Work {
+    let w = work(name);
+    if let Some(q) = &w.queue {
+        let since = q.pending.lock().ok().and_then(|mut p| p.remove(key));
+        if let Some(since) = since {
+            q.waited
+                .observe(w.start.saturating_duration_since(since).as_secs_f64());
+        }
+    }
+    w
 }
 
 /// Counts a failed item of queue `name` requeued with backoff.
@@ -324,6 +361,32 @@ mod tests {
         assert_eq!(
             value(&text, "mcm_workqueue_adds_total{name=\"wq-declared\"}"),
             0.0
+        );
+    }
+
+    #[test]
+    fn the_wait_from_the_first_trigger_to_the_reconcile_is_the_queue_duration() {
+        queued("wq-wait", "ns/a");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        // A second trigger while waiting keeps the first one's time.
+        queued("wq-wait", "ns/a");
+        drop(work_on("wq-wait", "ns/a"));
+        // A reconcile without a trigger (a requeue) observes nothing.
+        drop(work_on("wq-wait", "ns/b"));
+        let text = scrape();
+        assert_eq!(
+            value(
+                &text,
+                "mcm_workqueue_queue_duration_seconds_count{name=\"wq-wait\"}"
+            ),
+            1.0
+        );
+        assert!(
+            value(
+                &text,
+                "mcm_workqueue_queue_duration_seconds_sum{name=\"wq-wait\"}"
+            ) >= 0.02,
+            "{text}"
         );
     }
 

@@ -390,28 +390,45 @@ struct Routes {
     deployment_refs: mpsc::UnboundedSender<ObjectRef<MachineDeployment>>,
 }
 
+/// The workqueue key of an object reference (`namespace/name`).
+fn ref_key<K: Resource<DynamicType = ()>>(r: &ObjectRef<K>) -> String {
+    format!("{}/{}", r.namespace.clone().unwrap_or_default(), r.name)
+}
+
 impl Routes {
     fn set_refs(&self, refs: Vec<ObjectRef<MachineSet>>) {
         for r in refs {
+            crate::metrics::workqueue::queued("machineset", &ref_key(&r));
             let _ = self.set_refs.unbounded_send(r);
         }
     }
 
     fn deployment_refs(&self, refs: Vec<ObjectRef<MachineDeployment>>) {
         for r in refs {
+            crate::metrics::workqueue::queued("machinedeployment", &ref_key(&r));
             let _ = self.deployment_refs.unbounded_send(r);
         }
     }
 
+    fn set_object(&self, s: Arc<MachineSet>) {
+        crate::metrics::workqueue::queued("machineset", &ref_key(&ObjectRef::from_obj(&*s)));
+        let _ = self.set_objects.unbounded_send(s);
+    }
+
+    fn deployment_object(&self, d: Arc<MachineDeployment>) {
+        crate::metrics::workqueue::queued("machinedeployment", &ref_key(&ObjectRef::from_obj(&*d)));
+        let _ = self.deployment_objects.unbounded_send(d);
+    }
+
     fn all_sets(&self, sets: &Store<MachineSet>) {
         for s in sets.state() {
-            let _ = self.set_objects.unbounded_send(s);
+            self.set_object(s);
         }
     }
 
     fn all_deployments(&self, deployments: &Store<MachineDeployment>) {
         for d in deployments.state() {
-            let _ = self.deployment_objects.unbounded_send(d);
+            self.deployment_object(d);
         }
     }
 }
@@ -445,7 +462,7 @@ async fn pump_sets(ctx: Arc<Ctx>, routes: Arc<Routes>) {
         match change {
             Change::Applied(s) => {
                 routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
-                let _ = routes.set_objects.unbounded_send(s);
+                routes.set_object(s);
             }
             Change::Deleted(s) => {
                 routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
@@ -468,7 +485,7 @@ async fn pump_deployments(ctx: Arc<Ctx>, routes: Arc<Routes>) {
     while let Some(change) = changes.next().await {
         match change {
             Change::Applied(d) => {
-                let _ = routes.deployment_objects.unbounded_send(d);
+                routes.deployment_object(d);
                 ctx.sets.safety_wakeup.notify_one();
             }
             Change::Deleted(_) => {}
