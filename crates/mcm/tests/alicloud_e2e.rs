@@ -29,12 +29,7 @@ const REGION: &str = "eu-central-1";
 const EXAMPLE: &str = include_str!("../../../examples/alicloud-machine-class.yaml");
 const DEPLOYMENT: &str = "alicloud-e2e";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use mcm_testenv::free_port;
 
 /// The documents of `examples/alicloud-machine-class.yaml`.
 fn example_documents() -> Vec<Value> {

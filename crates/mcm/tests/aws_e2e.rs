@@ -45,12 +45,7 @@ const MACHINES: usize = 20;
 /// The target: EC2 calls per machine for create + initialize + delete.
 const MAX_EC2_CALLS_PER_MACHINE: f64 = 6.0;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use mcm_testenv::free_port;
 
 fn unique(prefix: &str) -> String {
     format!(

@@ -40,12 +40,7 @@ const CONTROLLER_REFERENCE: &str = include_str!("data/reference-metrics-machine-
 /// Gardener's command lines use the fixed ports 10258 and 10259: one such test at a time.
 static FIXED_PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use mcm_testenv::free_port;
 
 async fn healthz(port: u16) {
     must_eventually(

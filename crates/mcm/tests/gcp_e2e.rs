@@ -32,12 +32,7 @@ const PROJECT: &str = "mcm-e2e-project";
 /// The zone of `examples/gcp-machine-class.yaml`.
 const ZONE: &str = "europe-west1-b";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use mcm_testenv::free_port;
 
 fn unique(prefix: &str) -> String {
     format!(

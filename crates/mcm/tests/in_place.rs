@@ -20,37 +20,13 @@ use mcm_provider_local::{server, AdminClient, Tunables};
 use mcm_testenv::{must_eventually, TestEnv};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const STEP: Duration = Duration::from_secs(60);
 const MCD: &str = "ipu";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// The `mcm run` child process, killed on drop (also when the test panics).
-struct Controllers(Child);
-
-impl Drop for Controllers {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use mcm_testenv::{free_port, KillOnDrop, TempDir};
 
 /// One test's world: namespace, cloud, controllers.
 struct World {
@@ -58,7 +34,7 @@ struct World {
     ns: String,
     admin: AdminClient,
     _cloud: server::ServerHandle,
-    _controllers: Controllers,
+    _controllers: KillOnDrop,
     _dir: TempDir,
 }
 
@@ -125,7 +101,7 @@ impl World {
         let log_path = std::env::temp_dir().join(format!("mcm-in-place-{ns}.log"));
         let log = std::fs::File::create(&log_path).expect("log file");
         eprintln!("controllers' log: {}", log_path.display());
-        let controllers = Controllers(
+        let controllers = KillOnDrop(
             Command::new(env!("CARGO_BIN_EXE_mcm"))
                 .args([
                     "run",

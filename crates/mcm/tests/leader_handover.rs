@@ -14,12 +14,7 @@ use mcm_testenv::{must_eventually, TestEnv};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use mcm_testenv::free_port;
 
 fn replica(env: &TestEnv, name: &str, port: u16) -> Proc {
     let ns = &env.namespace;

@@ -28,12 +28,7 @@ use std::time::{Duration, Instant};
 const EXAMPLE: &str = include_str!("../../../examples/openstack-machine-class.yaml");
 const DEPLOYMENT: &str = "openstack-e2e";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use mcm_testenv::free_port;
 
 /// `mcm run`, stopped (SIGTERM, then SIGKILL) when dropped; prints its log on panic.
 struct McmRun {

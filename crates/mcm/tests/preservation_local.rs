@@ -16,38 +16,13 @@ use mcm_api::{Machine, MachineClass, MachineSet};
 use mcm_provider_local::{server, AdminClient, InstanceAction, Tunables};
 use mcm_testenv::{must_eventually, TestEnv};
 use serde_json::json;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Node `Unknown` takes the control plane's 20 s grace period, then the 5 s health timeout.
 const STEP: Duration = Duration::from_secs(60);
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// The `mcm run` child process, killed on drop (also when the test panics).
-struct Controllers(Child);
-
-impl Drop for Controllers {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Removes the cloud's temporary folder on drop.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use mcm_testenv::{free_port, KillOnDrop, TempDir};
 
 fn preserved(n: &Node) -> Option<(String, String, String)> {
     n.status
@@ -96,7 +71,7 @@ async fn a_node_annotated_when_failed_keeps_its_crashed_vm_until_the_expiry_then
     let log_path = std::env::temp_dir().join(format!("mcm-preservation-{ns}.log"));
     let log = std::fs::File::create(&log_path).expect("log file");
     eprintln!("controllers' log: {}", log_path.display());
-    let _controllers = Controllers(
+    let _controllers = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_mcm"))
             .args(["run", "--control-kubeconfig", &kubeconfig_str])
             .args(["--target-kubeconfig", &kubeconfig_str])

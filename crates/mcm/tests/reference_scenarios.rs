@@ -20,8 +20,7 @@ use mcm_provider_local::{server, AdminClient, Tunables};
 use mcm_testenv::{must_eventually, TestEnv};
 use serde_json::json;
 use std::collections::BTreeSet;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The bound of every step (the reference waits up to 300 s).
@@ -30,31 +29,7 @@ const FREEZE_REASON: &str = "FrozeMachineSet";
 const UNFREEZE_REASON: &str = "UnfrozeMachineSet";
 const MCD: &str = "test-machine-deployment";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// The `mcm run` child process, killed on drop (also when the test panics).
-struct Controllers(Child);
-
-impl Drop for Controllers {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Removes the cloud's temporary folder on drop.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use mcm_testenv::{free_port, KillOnDrop, TempDir};
 
 /// Nodes of this test's cloud: (all, Ready).
 async fn node_counts(nodes: &Api<Node>, provider_prefix: &str) -> Option<(usize, usize)> {
@@ -179,7 +154,7 @@ async fn reference_integration_scenarios_create_scale_roll_and_delete_without_or
     let log_path = std::env::temp_dir().join(format!("mcm-reference-scenarios-{ns}.log"));
     let log = std::fs::File::create(&log_path).expect("log file");
     eprintln!("controllers' log: {}", log_path.display());
-    let controllers = Controllers(
+    let controllers = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_mcm"))
             .args(["run", "--control-kubeconfig", &kubeconfig_str])
             .args(["--target-kubeconfig", &kubeconfig_str])

@@ -24,7 +24,9 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod process;
 pub mod skip;
+pub use process::{free_port, KillOnDrop, TempDir};
 pub use skip::{current_test, is_ci, moto_endpoint, require, service, skip_or_fail};
 
 /// The command that starts the control plane, named in every "not reachable" message.

@@ -86,7 +86,19 @@ impl Reconciler<'_> {
             }
             return Ok(None);
         }
-        crate::finalizer::remove(&self.api, &self.machine, c::MCM_FINALIZER).await?;
+        // The reconcile started from the cache and staged writes do not
+        // refresh the copy: a conflict means the Machine changed meanwhile
+        // (labels, annotations), so the removal is retried once on a fresh copy.
+        match crate::finalizer::remove(&self.api, &self.machine, c::MCM_FINALIZER).await {
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                if let Some(fresh) = self.api.get_opt(&self.name()).await? {
+                    crate::finalizer::remove(&self.api, &fresh, c::MCM_FINALIZER).await?;
+                }
+            }
+            other => {
+                other?;
+            }
+        }
         // The object is gone: what was staged need not be written.
         self.discard_staged();
         info!("machine deleted; finalizer removed");
