@@ -80,6 +80,8 @@ impl Reconciler<'_> {
         };
         let mut flow = CreationFlow::new(self.target());
         let mut outcome = CreationOutcome::Start;
+        // Whether this reconcile already holds the machine's create turn.
+        let mut create_admitted = false;
         for _ in 0..MAX_STEPS {
             let view = self.view();
             let step = flow.next(&view, outcome, chrono::Utc::now());
@@ -87,6 +89,18 @@ impl Reconciler<'_> {
             req.machine = self.machine.clone();
             outcome = match step {
                 CreationStep::Probe => {
+                    // A machine without a VM yet takes its create turn before
+                    // the probe, so that the probe and the create run back to
+                    // back: waiting between them would repeat the probe (and a
+                    // provider may rely on a fresh probe's answer).
+                    if self.machine.spec.provider_id.is_empty() && !create_admitted {
+                        if let Some(wait) =
+                            self.pace(&*driver, &provider, &req, CloudOp::Create).await
+                        {
+                            return Ok(Action::requeue(wait));
+                        }
+                        create_admitted = true;
+                    }
                     if let Some(wait) = self.pace(&*driver, &provider, &req, CloudOp::Status).await
                     {
                         return Ok(Action::requeue(wait));
@@ -103,10 +117,14 @@ impl Reconciler<'_> {
                     CreationOutcome::Probed(result)
                 }
                 CreationStep::Create => {
-                    if let Some(wait) = self.pace(&*driver, &provider, &req, CloudOp::Create).await
-                    {
-                        return Ok(Action::requeue(wait));
+                    if !create_admitted {
+                        if let Some(wait) =
+                            self.pace(&*driver, &provider, &req, CloudOp::Create).await
+                        {
+                            return Ok(Action::requeue(wait));
+                        }
                     }
+                    create_admitted = false;
                     let create_req = match self.with_userdata(&req, &view).await? {
                         Ok(r) => r,
                         Err(Stop::After(d)) => return Ok(Action::requeue(d)),
