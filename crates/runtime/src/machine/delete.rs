@@ -17,14 +17,14 @@ impl Reconciler<'_> {
             Err(Stop::After(_)) if VmRecord::of(&self.machine).no_vm_possible() => None,
             Err(Stop::After(d)) => return Ok(Action::requeue(d)),
         };
-        match inputs {
+        // Both paths stage their status transitions; what is staged is
+        // written once when the reconcile stops ([`super::staged`]).
+        let result = match inputs {
             Some((class, secret, driver)) => self.delete_steps(class, secret, driver).await,
-            None => {
-                let result = self.delete_without_provider().await;
-                let flushed = self.flush().await;
-                result.and_then(|a| flushed.map(|()| a))
-            }
-        }
+            None => self.delete_without_provider().await,
+        };
+        let flushed = self.flush().await;
+        result.and_then(|action| flushed.map(|()| action))
     }
 
     /// The deletion of a machine that never had a VM and whose inputs are
@@ -109,23 +109,7 @@ impl Reconciler<'_> {
         Ok(Some(Action::await_change()))
     }
 
-    /// The deletion steps with their status transitions staged and written
-    /// once when the reconcile stops ([`super::staged`]).
     async fn delete_steps(
-        &mut self,
-        class: MachineClass,
-        secret: Secret,
-        driver: Arc<dyn Driver>,
-    ) -> Result<Action, Error> {
-        let result = self.run_delete_steps(class, secret, driver).await;
-        let flushed = self.flush().await;
-        match (result, flushed) {
-            (Ok(action), Ok(())) => Ok(action),
-            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
-        }
-    }
-
-    async fn run_delete_steps(
         &mut self,
         class: MachineClass,
         secret: Secret,
