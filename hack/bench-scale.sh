@@ -560,6 +560,30 @@ if ru:
       + ", ".join(f"{k} {int(ru[k] - rb.get(k, 0))}" for k in sorted(ru)) + "), "
       f"scale-down {int(down_total)} ({down_total / N:.1f} per machine).")
     p("")
+def rest_by_url(name):
+    c = collections.Counter()
+    if not os.path.exists(S + name + ".mcm.metrics"):
+        return c
+    for line in open(S + name + ".mcm.metrics").read().splitlines():
+        if line.startswith("rest_client_request_latency_seconds_count{"):
+            v = re.search(r'verb="([^"]*)"', line)
+            u = re.search(r'url="[a-z]+://[^/"]*([^"]*)"', line)
+            c[((v.group(1) if v else "?"), (u.group(1) if u else "?"))] += float(line.rsplit(" ", 1)[1])
+    return c
+ub, uu, ui, ud = rest_by_url("before"), rest_by_url("up"), rest_by_url("idle"), rest_by_url("down")
+if uu:
+    rows = sorted(set(uu) | set(ud), key=lambda k: -max(uu.get(k, 0) - ub.get(k, 0), ud.get(k, 0) - ui.get(k, 0)))
+    p("The same requests by endpoint (`rest_client_request_latency_seconds_count`, diffed; "
+      "`%7B…%7D` are the URL templates' placeholders):")
+    p("")
+    p("| verb | URL template | scale-up | per machine | scale-down | per machine |")
+    p("| --- | --- | --- | --- | --- | --- |")
+    for k in rows:
+        a, b = uu.get(k, 0) - ub.get(k, 0), ud.get(k, 0) - ui.get(k, 0)
+        if a < 1 and b < 1:
+            continue
+        p(f"| {k[0]} | `{k[1].replace('%7B', '{').replace('%7D', '}')}` | {int(a)} | {a/N:.2f} | {int(b)} | {b/N:.2f} |")
+    p("")
 p(f"Controller log: {E['LOG_WARN']} WARN and {E['LOG_ERROR']} ERROR lines; most frequent (identifiers elided):")
 p("")
 p("```text")

@@ -374,9 +374,17 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     let (control_src, target_src) =
         kubeclient::resolve(&common.control_kubeconfig, &common.target_kubeconfig)?;
     let (qps, burst) = (common.kube_api_qps, common.kube_api_burst);
+    // One client per role, each with its own budget, as the reference's
+    // clientsets (docs/design/runtime.md, "Clients and their budgets").
     let control = kubeclient::client(&control_src, qps, burst)
         .await
         .context("control cluster")?;
+    let events = kubeclient::client(&control_src, qps, burst)
+        .await
+        .context("control cluster (events)")?;
+    let leases = kubeclient::client(&control_src, qps, burst)
+        .await
+        .context("control cluster (leader election)")?;
     let ns = common.namespace.clone();
     let port = common.port.unwrap_or(if plan.machines.is_some() {
         10259
@@ -396,7 +404,6 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     // controller of the process (docs/design/runtime.md).
     let target = match &target_src {
         None => None,
-        Some(src) if *src == control_src => Some(control.clone()),
         Some(src) => Some(
             kubeclient::client(src, qps, burst)
                 .await
@@ -415,14 +422,12 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         Some(mf) => crate::drivers::registry(&mf.providers)?,
         None => mcm_runtime::DriverRegistry::new(),
     };
-    let ctx = Context::with_caches(
-        control.clone(),
-        target.clone(),
-        config,
-        drivers,
-        metrics.clone(),
-        caches.clone(),
-    );
+    let clients = mcm_runtime::Clients {
+        control: control.clone(),
+        events,
+        target: target.clone(),
+    };
+    let ctx = Context::with_clients(clients, config, drivers, metrics.clone(), caches.clone());
 
     if let Some(mf) = &plan.machines {
         info!(half = CONTROLLER, providers = ?ctx.drivers.providers(), namespace = %ns, target = target.is_some(), "starting");
@@ -496,12 +501,12 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     info!(name = plan.name, %addr, "started");
 
     let led = futures::future::join_all(halves.into_iter().map(|(lease, work, leading)| {
-        let control = control.clone();
+        let leases = leases.clone();
         let shutdown = stopper(&rx);
         async move {
             (
                 lease,
-                lead(common, control, lease, work, leading, shutdown).await,
+                lead(common, leases, lease, work, leading, shutdown).await,
             )
         }
     }));

@@ -58,6 +58,23 @@ impl DriverRegistry {
     }
 }
 
+/// The kube clients of a process. The reference builds one clientset per
+/// role (the control cluster's Machine API, its core API, the target
+/// cluster), and client-go gives each clientset its own `--kube-api-qps` /
+/// `--kube-api-burst` budget; `mcm run` builds one client per role the same
+/// way, so a burst of Machine writes never delays an Event or a Node request
+/// (design: docs/design/runtime.md, "Clients and their budgets").
+#[derive(Clone)]
+pub struct Clients {
+    /// The control cluster: Machines, sets, classes, Secrets.
+    pub control: Client,
+    /// The control cluster, for Events.
+    pub events: Client,
+    /// The target cluster (Nodes, Pods, VolumeAttachments, bootstrap
+    /// tokens); `None` runs without a target cluster.
+    pub target: Option<Client>,
+}
+
 /// What every controller of the process shares (design:
 /// docs/design/runtime.md): the clients, the caches (one watch per kind),
 /// the settings, the drivers, the Event recorders, the metrics and one
@@ -108,7 +125,8 @@ impl Context {
         Self::with_caches(client, target, config, drivers, metrics, caches)
     }
 
-    /// Builds the context on caches that already exist.
+    /// Builds the context on caches that already exist, with one client
+    /// for the control cluster's Machine API and its Events.
     pub fn with_caches(
         client: Client,
         target: Option<Client>,
@@ -117,8 +135,30 @@ impl Context {
         metrics: Arc<Metrics>,
         caches: Caches,
     ) -> Arc<Self> {
+        let clients = Clients {
+            events: client.clone(),
+            control: client,
+            target,
+        };
+        Self::with_clients(clients, config, drivers, metrics, caches)
+    }
+
+    /// Builds the context on caches that already exist, each client with
+    /// its own request budget (see [`Clients`]).
+    pub fn with_clients(
+        clients: Clients,
+        config: Config,
+        drivers: DriverRegistry,
+        metrics: Arc<Metrics>,
+        caches: Caches,
+    ) -> Arc<Self> {
+        let Clients {
+            control: client,
+            events,
+            target,
+        } = clients;
         let recorder = Recorder::new(
-            client.clone(),
+            events.clone(),
             Reporter {
                 controller: "machine-controller".into(),
                 instance: std::env::var("POD_NAME").ok(),
@@ -133,7 +173,7 @@ impl Context {
             Some(n) => (**n).clone(),
             None => reflector::store().0,
         };
-        let sets = crate::sets::SetsState::new(&client, &config.sets);
+        let sets = crate::sets::SetsState::new(&events, &config.sets);
         Arc::new(Context {
             client,
             target,

@@ -49,15 +49,44 @@ where
     if !has(obj, finalizer) {
         return Ok(None);
     }
-    let f = obj
-        .finalizers()
-        .iter()
-        .filter(|x| *x != finalizer)
-        .cloned()
-        .collect();
-    match write(api, obj, f).await {
+    let now = obj.finalizers().to_vec();
+    let kept: Vec<String> = now.iter().filter(|x| *x != finalizer).cloned().collect();
+    // Guarded by the finalizer list itself, not the resourceVersion: a
+    // concurrent write elsewhere in the object (a Node's status heartbeat, a
+    // label) is no conflict, and the copy may come from a cache. Only a
+    // changed list fails the `test` (422/409), and the caller retries.
+    let patch = json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": now},
+        {"op": "replace", "path": "/metadata/finalizers", "value": kept},
+    ]);
+    let patch = Patch::Json::<()>(serde_json::from_value(patch).map_err(kube::Error::SerdeError)?);
+    match api
+        .patch(&obj.name_any(), &PatchParams::default(), &patch)
+        .await
+    {
         Ok(o) => Ok(Some(o)),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+/// [`remove`], retried once on a fresh copy when `obj` (from a cache, or
+/// read before other writes) no longer matches the server's finalizers.
+pub async fn remove_retrying_stale<K>(
+    api: &Api<K>,
+    obj: &K,
+    finalizer: &str,
+) -> Result<Option<K>, kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    match remove(api, obj, finalizer).await {
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {
+            match api.get_opt(&obj.name_any()).await? {
+                Some(fresh) => remove(api, &fresh, finalizer).await,
+                None => Ok(None),
+            }
+        }
+        other => other,
     }
 }

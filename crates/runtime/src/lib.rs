@@ -32,7 +32,7 @@ pub mod safety;
 pub mod sets;
 
 pub use config::Config;
-pub use context::{Context, DriverRegistry};
+pub use context::{Clients, Context, DriverRegistry};
 
 /// Errors of every controller of the runtime (one type: the retry decision
 /// is [`Context::error_delay`]'s).

@@ -277,10 +277,14 @@ async fn a_pdb_blocked_drain_holds_no_slot_never_bypasses_the_budget_and_is_forc
         get(&env, "old").await.is_none().then_some(())
     })
     .await;
-    let at = deleted
-        .lock()
-        .expect("lock")
-        .expect("the pod was deleted by the forced drain");
+    // The watcher polls every 100 ms, and the deletion now completes in the
+    // same reconcile as the forced drain: give it a moment to look.
+    let at = must_eventually(
+        Duration::from_secs(5),
+        "the pod was deleted by the forced drain",
+        || async { *deleted.lock().expect("lock") },
+    )
+    .await;
     assert!(
         at >= deletion + chrono::Duration::seconds(60),
         "the pod went at {at}, before the drain timeout ({deletion} + 60s)"

@@ -21,6 +21,7 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use mcm_core::machine::DrainPlan;
 use mcm_core::time::to_k8s;
@@ -119,10 +120,17 @@ pub fn pods_to_drain(pods: Vec<Pod>) -> Vec<Pod> {
 }
 
 /// Cordons the node (spec.unschedulable) and sets its `Terminating` condition.
-pub async fn cordon(client: &Client, node: &str) -> Result<(), kube::Error> {
+/// The Node is read from `cache` (a GET only when the cache lacks it), and the
+/// condition goes as a strategic merge of that one condition, so a stale
+/// copy never rewrites the kubelet's conditions.
+pub async fn cordon(client: &Client, node: &str, cache: &Store<Node>) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let Some(n) = nodes.get_opt(node).await? else {
-        return Ok(());
+    let n = match cache.get(&ObjectRef::new(node)) {
+        Some(n) => (*n).clone(),
+        None => match nodes.get_opt(node).await? {
+            Some(n) => n,
+            None => return Ok(()),
+        },
     };
     if !n
         .spec
@@ -135,21 +143,21 @@ pub async fn cordon(client: &Client, node: &str) -> Result<(), kube::Error> {
             .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
     }
-    let mut conditions = n
+    let has_condition = n
         .status
         .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    if !conditions.iter().any(|c| c.type_ == "Terminating") {
-        conditions.push(k8s_openapi::api::core::v1::NodeCondition {
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Terminating"));
+    if !has_condition {
+        let condition = k8s_openapi::api::core::v1::NodeCondition {
             type_: "Terminating".into(),
             status: "True".into(),
             reason: Some("ScaleDown".into()),
             message: Some("Machine Controller is scaling down machine".into()),
             last_transition_time: Some(to_k8s(chrono::Utc::now())),
             ..Default::default()
-        });
-        let patch = json!({"status": {"conditions": conditions}});
+        };
+        let patch = json!({"status": {"conditions": [condition]}});
         if let Err(e) = nodes
             .patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch))
             .await
@@ -164,11 +172,12 @@ pub async fn cordon(client: &Client, node: &str) -> Result<(), kube::Error> {
 pub async fn drain_node(
     client: &Client,
     node: &str,
+    cache: &Store<Node>,
     opts: &DrainOptions,
     driver: &dyn Driver,
 ) -> Result<(), DrainError> {
     let deadline = Instant::now() + opts.timeout;
-    match cordon(client, node).await {
+    match cordon(client, node, cache).await {
         Ok(()) => {}
         Err(e) if opts.force => warn!(node, error = %e, "cordon failed; continuing forced drain"),
         Err(e) => return Err(e.into()),

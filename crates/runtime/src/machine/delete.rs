@@ -87,18 +87,9 @@ impl Reconciler<'_> {
             return Ok(None);
         }
         // The reconcile started from the cache and staged writes do not
-        // refresh the copy: a conflict means the Machine changed meanwhile
-        // (labels, annotations), so the removal is retried once on a fresh copy.
-        match crate::finalizer::remove(&self.api, &self.machine, c::MCM_FINALIZER).await {
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                if let Some(fresh) = self.api.get_opt(&self.name()).await? {
-                    crate::finalizer::remove(&self.api, &fresh, c::MCM_FINALIZER).await?;
-                }
-            }
-            other => {
-                other?;
-            }
-        }
+        // refresh the copy; the removal is guarded by the finalizer list
+        // only, and retried once on a fresh copy if that list changed.
+        crate::finalizer::remove_retrying_stale(&self.api, &self.machine, c::MCM_FINALIZER).await?;
         // The object is gone: what was staged need not be written.
         self.discard_staged();
         info!("machine deleted; finalizer removed");
@@ -295,16 +286,42 @@ impl Reconciler<'_> {
         ))
     }
 
+    /// Deletes the machine's Node. The Node is read from the shared cache
+    /// (a GET only when the cache does not have it); a Node that is already
+    /// being deleted (its kubelet went with the VM) is gone once our
+    /// finalizer is removed, so no DELETE follows.
     async fn delete_node(&self, view: &MachineView) -> Result<NodeDeletion, Error> {
         let (Some(target), Some(node)) = (&self.ctx.target, &view.node) else {
             return Ok(NodeDeletion::NoLabel);
         };
         let nodes: Api<Node> = Api::all(target.clone());
-        let Some(obj) = nodes.get_opt(node).await? else {
-            return Ok(NodeDeletion::NotFound(node.clone()));
+        let cached = self
+            .ctx
+            .nodes
+            .get(&ObjectRef::new(node))
+            .map(|n| (*n).clone());
+        let obj = match cached {
+            Some(n) => n,
+            None => match nodes.get_opt(node).await? {
+                Some(n) => n,
+                None => return Ok(NodeDeletion::NotFound(node.clone())),
+            },
         };
-        if let Err(e) = crate::finalizer::remove(&nodes, &obj, c::NODE_FINALIZER).await {
-            return Ok(NodeDeletion::Failed(node.clone(), e.to_string()));
+        match crate::finalizer::remove_retrying_stale(&nodes, &obj, c::NODE_FINALIZER).await {
+            Err(e) => return Ok(NodeDeletion::Failed(node.clone(), e.to_string())),
+            Ok(Some(after))
+                if after.metadata.deletion_timestamp.is_some() && after.finalizers().is_empty() =>
+            {
+                return Ok(NodeDeletion::Deleted(node.clone()));
+            }
+            Ok(None)
+                if obj.metadata.deletion_timestamp.is_some()
+                    && obj.finalizers().iter().all(|f| f == c::NODE_FINALIZER) =>
+            {
+                // Already deleted, and nothing but ours held it: gone.
+                return Ok(NodeDeletion::Deleted(node.clone()));
+            }
+            Ok(_) => {}
         }
         match nodes.delete(node, &DeleteParams::default()).await {
             Ok(_) => Ok(NodeDeletion::Deleted(node.clone())),

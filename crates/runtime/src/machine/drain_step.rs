@@ -49,8 +49,9 @@ impl Reconciler<'_> {
         info!(node, force = plan.force, timeout = ?plan.timeout, max_evict_retries = plan.max_evict_retries, "starting the drain");
         let opts = drain::DrainOptions::from_plan(&plan, &self.ctx.config);
         let span = tracing::info_span!("drain", machine = %name, namespace = %ns, node = %node);
+        let nodes = self.ctx.nodes.clone();
         let work = async move {
-            drain::drain_node(&target, &node, &opts, driver.as_ref())
+            drain::drain_node(&target, &node, &nodes, &opts, driver.as_ref())
                 .await
                 .map_err(|e| e.to_string())
         }
@@ -100,10 +101,12 @@ impl Reconciler<'_> {
             }
         }
         let t = decide::after_drain(&done.plan, true, done.result);
-        self.write(&t, json!({})).await?;
         if ok || done.plan.force {
+            // The next steps follow in this reconcile; one write at its end.
+            self.stage(&t, json!({}))?;
             Ok(None)
         } else {
+            self.write(&t, json!({})).await?;
             Ok(Some(Action::requeue(
                 self.ctx.failure_delay(&self.key, FailureKind::Normal),
             )))

@@ -250,17 +250,10 @@ impl<'a> Reconciler<'a> {
     }
 
     /// Writes a transition to the status subresource and emits an Event on a phase change.
+    /// What was staged before goes in the same request.
     async fn write(&mut self, t: &Transition, extra: serde_json::Value) -> Result<(), Error> {
-        // What was staged goes first, so this write is the latest.
-        self.flush().await?;
-        let old_phase = self.view().phase;
-        let patch = json!({"status": status_patch(t, extra)});
-        self.machine = self
-            .api
-            .patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        self.announce(t, &old_phase).await;
-        Ok(())
+        self.stage(t, extra)?;
+        self.flush().await
     }
 
     /// The phase metric and, on a phase change from `old_phase`, the Event
