@@ -1,7 +1,7 @@
 use super::*;
 use crate::machine::Settings;
-use mcm_api::Machine;
 use chrono::TimeZone;
+use mcm_api::Machine;
 use serde_json::json;
 
 const HOUR: Duration = Duration::from_secs(3600);
