@@ -1,8 +1,10 @@
 //! The Machine state machine: creation, post-creation initialization, health
 //! and deletion, as pure functions of a [`MachineView`] and the provider's answers.
 //!
-//! The runtime builds a [`MachineView`] from the Machine object (and its Node),
-//! asks these functions what to do, performs the I/O and feeds the results back.
+//! The runtime builds a [`MachineView`] (core's one Machine model, shared with
+//! the set arithmetic of [`crate::replicas`]) with [`MachineView::of`], asks
+//! these functions what to do, performs the I/O and feeds the results back;
+//! what a step needs of the Node comes in as its own argument ([`NodeView`], ...).
 //! Texts marked *contract* are the reference's `lastOperation.description`
 //! strings that tools, dashboards and the deletion step machine rely on.
 
