@@ -1,8 +1,10 @@
 //! The Machine state machine: creation, post-creation initialization, health
 //! and deletion, as pure functions of a [`MachineView`] and the provider's answers.
 //!
-//! The runtime builds a [`MachineView`] from the Machine object (and its Node),
-//! asks these functions what to do, performs the I/O and feeds the results back.
+//! The runtime builds a [`MachineView`] (core's one Machine model, shared with
+//! the set arithmetic of [`crate::replicas`]) with [`MachineView::of`], asks
+//! these functions what to do, performs the I/O and feeds the results back;
+//! what a step needs of the Node comes in as its own argument ([`NodeView`], ...).
 //! Texts marked *contract* are the reference's `lastOperation.description`
 //! strings that tools, dashboards and the deletion step machine rely on.
 
@@ -114,128 +116,6 @@ pub fn format_go_duration(d: Duration) -> String {
     mcm_api::format_duration(Duration::from_secs(d.as_secs()))
 }
 
-/// What the controllers need to know about a Machine: a plain snapshot.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MachineView {
-    /// The machine's name.
-    pub name: String,
-    /// `metadata.creationTimestamp`.
-    pub created: DateTime<Utc>,
-    /// `metadata.deletionTimestamp`.
-    pub deleting_since: Option<DateTime<Utc>>,
-    /// `spec.providerID` ("" when none).
-    pub provider_id: String,
-    /// The `node` label, when set and non-empty.
-    pub node: Option<String>,
-    /// `status.currentStatus.phase`.
-    pub phase: Phase,
-    /// `status.currentStatus.lastUpdateTime`.
-    pub phase_since: Option<DateTime<Utc>>,
-    /// `status.lastOperation` (description, state, type).
-    pub last_operation: Option<(String, OpState, OpType)>,
-    /// `status.conditions`.
-    pub conditions: Vec<NodeCondition>,
-    /// Whether the MCM finalizer is present.
-    pub has_finalizer: bool,
-    /// Whether the priority annotation is present.
-    pub has_priority: bool,
-    /// The `force-deletion` label parsed as a bool.
-    pub force_deletion: bool,
-    /// Effective settings.
-    pub settings: Settings,
-}
-
-impl MachineView {
-    /// Whether the last recorded operation is a failed InitializeMachine.
-    pub fn initialization_failed(&self) -> bool {
-        matches!(&self.last_operation,
-            Some((d, OpState::Failed, OpType::Create)) if d.ends_with(markers::INSTANCE_INITIALIZATION))
-    }
-
-    /// Whether the creation flow must run: no providerID, no phase yet, or CrashLoopBackOff.
-    /// Unlike the reference (design: machine.md, "Where mcm-rs differs from the
-    /// reference", item 5), a `Failed` machine never re-enters the
-    /// creation flow: it waits for its MachineSet to replace it, so no further VM is made.
-    pub fn needs_creation_flow(&self) -> bool {
-        if self.phase == Phase::Failed {
-            return false;
-        }
-        self.provider_id.is_empty()
-            || self.phase == Phase::Empty
-            || self.phase == Phase::CrashLoopBackOff
-    }
-
-    /// Whether the creation timeout has passed.
-    pub fn creation_timed_out(&self, now: DateTime<Utc>) -> bool {
-        elapsed(self.created, now) > self.settings.creation_timeout
-    }
-}
-
-impl MachineView {
-    /// The snapshot of a Machine object, with its effective settings: the
-    /// effective-creation-timeout annotation beats `spec.creationTimeout`, which
-    /// beats the flag; other timeouts come from the spec, else from `defaults`.
-    pub fn of(m: &mcm_api::Machine, defaults: &Settings) -> MachineView {
-        use mcm_api::constants as c;
-        let meta = &m.metadata;
-        let labels = meta.labels.clone().unwrap_or_default();
-        let annotations = meta.annotations.clone().unwrap_or_default();
-        let cfg = &m.spec.configuration;
-        let dur =
-            |v: &Option<String>, d: Duration| v.as_deref().and_then(parse_go_duration).unwrap_or(d);
-        let creation_timeout = annotations
-            .get(c::EFFECTIVE_CREATION_TIMEOUT_ANNOTATION)
-            .and_then(|v| parse_go_duration(v))
-            .unwrap_or_else(|| dur(&cfg.creation_timeout, defaults.creation_timeout));
-        let settings = Settings {
-            creation_timeout,
-            health_timeout: dur(&cfg.health_timeout, defaults.health_timeout),
-            drain_timeout: dur(&cfg.drain_timeout, defaults.drain_timeout),
-            max_evict_retries: cfg.max_evict_retries.unwrap_or(defaults.max_evict_retries),
-            node_conditions: cfg
-                .node_conditions
-                .as_deref()
-                .map_or_else(|| defaults.node_conditions.clone(), split_conditions),
-            disable_health_timeout: cfg.disable_health_timeout.unwrap_or(false),
-        };
-        let status = m.status.clone().unwrap_or_default();
-        let op = &status.last_operation;
-        let last_operation =
-            if op.description.is_empty() && op.state.is_empty() && op.type_.is_empty() {
-                None
-            } else {
-                Some((op.description.clone(), op.state.clone(), op.type_.clone()))
-            };
-        MachineView {
-            name: meta.name.clone().unwrap_or_default(),
-            created: meta
-                .creation_timestamp
-                .as_ref()
-                .map_or_else(Utc::now, from_k8s),
-            deleting_since: meta.deletion_timestamp.as_ref().map(from_k8s),
-            provider_id: m.spec.provider_id.clone(),
-            node: labels.get(c::NODE_LABEL).filter(|n| !n.is_empty()).cloned(),
-            phase: status.current_status.phase.clone(),
-            phase_since: status
-                .current_status
-                .last_update_time
-                .as_ref()
-                .map(from_k8s),
-            last_operation,
-            conditions: status.conditions.clone(),
-            has_finalizer: meta
-                .finalizers
-                .as_ref()
-                .is_some_and(|f| f.iter().any(|x| x == c::MCM_FINALIZER)),
-            has_priority: annotations.contains_key(c::PRIORITY_ANNOTATION),
-            force_deletion: labels
-                .get(c::FORCE_DELETION_LABEL)
-                .is_some_and(|v| parse_go_bool(v)),
-            settings,
-        }
-    }
-}
-
 /// Go's `strconv.ParseBool` truth values (invalid values are false).
 pub fn parse_go_bool(v: &str) -> bool {
     matches!(v, "1" | "t" | "T" | "true" | "TRUE" | "True")
@@ -245,6 +125,8 @@ fn elapsed(since: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
     (now - since).to_std().unwrap_or(Duration::ZERO)
 }
 
+mod view;
+pub use view::*;
 mod creation;
 pub use creation::*;
 mod deletion;
@@ -366,7 +248,7 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
                     format!(
                         "Machine {} successfully joined the cluster in {}",
                         m.name,
-                        format_go_duration(elapsed(m.created, now))
+                        format_go_duration(elapsed(m.created_or(now), now))
                     ),
                     OpType::Create,
                 )
@@ -407,10 +289,10 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
 
 fn timeouts(m: &MachineView, mut d: HealthDecision, now: DateTime<Utc>) -> HealthDecision {
     let (timeout, since) = match m.phase {
-        Phase::Pending => (m.settings.creation_timeout, m.created),
+        Phase::Pending => (m.settings.creation_timeout, m.created_or(now)),
         Phase::Unknown | Phase::InPlaceUpdateFailed if !m.settings.disable_health_timeout => (
             m.settings.health_timeout,
-            m.phase_since.unwrap_or(m.created),
+            m.phase_since.unwrap_or(m.created_or(now)),
         ),
         _ => return d,
     };

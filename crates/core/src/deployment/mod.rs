@@ -72,7 +72,7 @@
 //!   gets no proportional share (`proportional_scaling_survives_missing_max_replicas`).
 //! - **17** (found while porting) machines with a deletion timestamp but a stale
 //!   phase counted as live replicas (see
-//!   [`crate::replicas::MachineView::is_terminating`],
+//!   [`crate::machine::MachineView::is_terminating`],
 //!   `terminating_machines_do_not_count_as_replicas`).
 //! - **18** (found while porting) a new set with more available machines than its
 //!   spec (being scaled down) gave old sets a negative "unavailable" and so

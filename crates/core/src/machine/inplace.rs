@@ -283,7 +283,7 @@ pub fn in_place_timeout(
     if m.phase != Phase::InPlaceUpdating {
         return None;
     }
-    let gone = elapsed(m.phase_since.unwrap_or(m.created), now);
+    let gone = elapsed(m.phase_since.unwrap_or(m.created_or(now)), now);
     if gone <= timeout {
         return Some(Err(
             (timeout - gone).min(Duration::from_secs(60)) + Duration::from_secs(1)

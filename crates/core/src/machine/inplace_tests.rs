@@ -9,19 +9,12 @@ fn t0() -> DateTime<Utc> {
 
 fn view(phase: Phase) -> MachineView {
     MachineView {
-        name: "m1".into(),
-        created: t0(),
-        deleting_since: None,
         provider_id: "local:///z/i-1".into(),
-        node: Some("m1".into()),
-        phase,
-        phase_since: Some(t0()),
-        last_operation: None,
-        conditions: vec![],
         has_finalizer: true,
-        has_priority: false,
-        force_deletion: false,
-        settings: super::super::Settings::default(),
+        ..MachineView::test("m1", phase)
+            .created_at(t0())
+            .in_phase_since(t0())
+            .on_node("m1")
     }
 }
 

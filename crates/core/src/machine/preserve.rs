@@ -22,11 +22,10 @@
 //! after the other.
 
 use super::{elapsed, plan_drain, DrainPlan, MachineView, Phase};
-use crate::time::{from_k8s, to_k8s};
+use crate::time::to_k8s;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use mcm_api::constants as c;
-use mcm_api::Machine;
 use std::time::Duration;
 
 /// A valid value of the preserve annotation.
@@ -142,34 +141,27 @@ pub struct PreserveInput {
 }
 
 impl PreserveInput {
-    /// The input for a Machine (with its view) and what was found of its Node.
+    /// The input for a machine (its view) and what was found of its Node.
     pub fn of(
-        m: &Machine,
         view: &MachineView,
         node: PreserveNode,
         timeout: Duration,
         now: DateTime<Utc>,
     ) -> PreserveInput {
-        let annotations = m.metadata.annotations.clone().unwrap_or_default();
         PreserveInput {
-            machine_annotation: annotations.get(c::PRESERVE_ANNOTATION).cloned(),
-            last_applied: annotations
+            machine_annotation: view.annotations.get(c::PRESERVE_ANNOTATION).cloned(),
+            last_applied: view
+                .annotations
                 .get(c::LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION)
                 .cloned()
                 .unwrap_or_default(),
             node,
             machine: view.clone(),
-            expiry: m
-                .status
-                .as_ref()
-                .and_then(|s| s.current_status.preserve_expiry_time.as_ref())
-                .map(from_k8s),
+            expiry: view.preserve_expiry,
             timeout,
-            force_drain: m
-                .metadata
+            force_drain: view
                 .labels
-                .as_ref()
-                .and_then(|l| l.get(c::FORCE_DRAIN_LABEL))
+                .get(c::FORCE_DRAIN_LABEL)
                 .is_some_and(|v| v == c::FORCE_DRAIN_LABEL_VALUE),
             now,
         }

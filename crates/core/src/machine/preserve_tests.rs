@@ -1,6 +1,7 @@
 use super::*;
 use crate::machine::Settings;
 use chrono::TimeZone;
+use mcm_api::Machine;
 use serde_json::json;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -24,7 +25,7 @@ fn machine(phase: &str, annotations: serde_json::Value) -> Machine {
 
 fn input(m: &Machine, node: PreserveNode, expiry: Option<DateTime<Utc>>) -> PreserveInput {
     let view = MachineView::of(m, &Settings::default());
-    let mut i = PreserveInput::of(m, &view, node, HOUR, now());
+    let mut i = PreserveInput::of(&view, node, HOUR, now());
     i.expiry = expiry;
     i
 }

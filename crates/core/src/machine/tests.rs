@@ -15,21 +15,13 @@ fn mins(n: i64) -> chrono::Duration {
     chrono::Duration::minutes(n)
 }
 
+/// Machine `m1` in `phase` since `t0`, created at `t0`, with the finalizer.
 pub(super) fn view(phase: Phase) -> MachineView {
     MachineView {
-        name: "m1".into(),
-        created: t0(),
-        deleting_since: None,
-        provider_id: String::new(),
-        node: None,
-        phase,
-        phase_since: Some(t0()),
-        last_operation: None,
-        conditions: vec![],
         has_finalizer: true,
-        has_priority: false,
-        force_deletion: false,
-        settings: Settings::default(),
+        ..MachineView::test("m1", phase)
+            .created_at(t0())
+            .in_phase_since(t0())
     }
 }
 
@@ -66,13 +58,11 @@ fn ready_node() -> NodeView {
 fn init_failed_view(phase: Phase) -> MachineView {
     MachineView {
         provider_id: "local:///z/i-1".into(),
-        node: Some("node-1".into()),
-        last_operation: Some((
-            "Provider error: machine codes error: code = [Internal] message = [boom]. Initialize VM Instance".into(),
+        ..view(phase).on_node("node-1").last_op(
+            "Provider error: machine codes error: code = [Internal] message = [boom]. Initialize VM Instance",
             OpState::Failed,
             OpType::Create,
-        )),
-        ..view(phase)
+        )
     }
 }
 

@@ -24,9 +24,11 @@
 //! - [`propagate_template`]: nodeTemplate / machine configuration /
 //!   `class.kind` changes pushed into existing machines ("Template propagation").
 //!
-//! The runtime converts API objects into the small views of this module
-//! ([`MachineView`]) and carries out the decisions.
+//! The runtime builds the one Machine model of core,
+//! [`crate::machine::MachineView`], for each claimed machine and carries out
+//! the decisions.
 
+use crate::machine::MachineView;
 use chrono::{DateTime, Utc};
 use mcm_api::MachinePhase;
 use std::cmp::Ordering;
@@ -34,6 +36,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 mod claim;
+mod common;
 mod deletion_order;
 mod expectations;
 mod manage;
@@ -41,9 +44,9 @@ mod preservation;
 mod propagation;
 mod selectors;
 mod status;
-mod view;
 
 pub use claim::*;
+pub use common::*;
 pub use deletion_order::*;
 pub use expectations::*;
 pub use manage::*;
@@ -51,7 +54,6 @@ pub use preservation::*;
 pub use propagation::*;
 pub use selectors::*;
 pub use status::*;
-pub use view::*;
 
 #[cfg(test)]
 mod tests;

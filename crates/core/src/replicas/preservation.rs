@@ -43,7 +43,7 @@ pub fn auto_preservation(max: i32, current: i32, machines: &[MachineView]) -> Au
         .iter()
         .filter(|m| {
             m.phase == MachinePhase::Failed
-                && !m.deleting
+                && !m.is_deleting()
                 && !allowed.contains(
                     &m.annotations
                         .get(keys::PRESERVE)

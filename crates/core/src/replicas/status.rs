@@ -57,7 +57,7 @@ pub fn set_status(
         }
         if m.phase == MachinePhase::Failed && m.preserve_expiry.is_some() {
             preserved += 1;
-        } else if m.last_operation_failed {
+        } else if m.last_operation_failed() {
             s.failed_machines.push(m.name.clone());
         }
         if m.is_auto_preserved() {

@@ -1,6 +1,7 @@
 use super::*;
 use chrono::TimeZone;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use mcm_api::{MachineOperationType as OpType, MachineState as OpState};
 
 fn t(secs: i64) -> DateTime<Utc> {
     Utc.timestamp_opt(1_700_000_000 + secs, 0)
@@ -8,18 +9,9 @@ fn t(secs: i64) -> DateTime<Utc> {
         .unwrap_or_default()
 }
 
+/// Machine `name` in `phase`, created `created` seconds after the epoch of [`t`].
 fn m(name: &str, phase: MachinePhase, created: i64) -> MachineView {
-    MachineView {
-        name: name.to_string(),
-        phase,
-        created: Some(t(created)),
-        ..Default::default()
-    }
-}
-
-fn with_ann(mut mv: MachineView, k: &str, v: &str) -> MachineView {
-    mv.annotations.insert(k.to_string(), v.to_string());
-    mv
+    MachineView::test(name, phase).created_at(t(created))
 }
 
 fn names(v: &[&MachineView]) -> Vec<String> {
@@ -209,14 +201,10 @@ fn claim_adopts_matching_orphans_only_when_neither_side_is_deleting() {
 
 #[test]
 fn deletion_order_priority_one_goes_first_and_default_is_three() {
-    let a = with_ann(
-        m("a", MachinePhase::Running, 0),
-        keys::MACHINE_PRIORITY,
-        "1",
-    );
+    let a = m("a", MachinePhase::Running, 0).annotated(keys::MACHINE_PRIORITY, "1");
     let b = m("b", MachinePhase::Pending, 5); // default 3
-    let c = with_ann(m("c", MachinePhase::Failed, 9), keys::MACHINE_PRIORITY, "5");
-    let bad = with_ann(m("d", MachinePhase::Failed, 9), keys::MACHINE_PRIORITY, "x"); // = 3
+    let c = m("c", MachinePhase::Failed, 9).annotated(keys::MACHINE_PRIORITY, "5");
+    let bad = m("d", MachinePhase::Failed, 9).annotated(keys::MACHINE_PRIORITY, "x"); // = 3
     let all = [&c, &b, &a, &bad];
     let order = machines_to_delete(&all, 3, t(100));
     assert_eq!(names(&order), ["a", "d", "b"]);
@@ -224,22 +212,13 @@ fn deletion_order_priority_one_goes_first_and_default_is_three() {
 
 #[test]
 fn deletion_order_marked_for_deletion_time_before_phase() {
-    let marked_late = with_ann(
-        m("late", MachinePhase::Running, 0),
-        keys::MARKED_FOR_DELETION_TIME,
-        "2024-01-02T00:00:00Z",
-    );
-    let marked_early = with_ann(
-        m("early", MachinePhase::Running, 0),
-        keys::MARKED_FOR_DELETION_TIME,
-        "2024-01-01T00:00:00Z",
-    );
+    let marked_late = m("late", MachinePhase::Running, 0)
+        .annotated(keys::MARKED_FOR_DELETION_TIME, "2024-01-02T00:00:00Z");
+    let marked_early = m("early", MachinePhase::Running, 0)
+        .annotated(keys::MARKED_FOR_DELETION_TIME, "2024-01-01T00:00:00Z");
     let unmarked_failed = m("failed", MachinePhase::Failed, 0);
-    let garbage = with_ann(
-        m("garbage", MachinePhase::Terminating, 0),
-        keys::MARKED_FOR_DELETION_TIME,
-        "yesterday",
-    );
+    let garbage = m("garbage", MachinePhase::Terminating, 0)
+        .annotated(keys::MARKED_FOR_DELETION_TIME, "yesterday");
     let all = [&unmarked_failed, &marked_late, &garbage, &marked_early];
     let order = machines_to_delete(&all, 3, t(0));
     assert_eq!(names(&order), ["early", "late", "garbage"]);
@@ -305,17 +284,11 @@ fn deletion_order_machines_without_phase_rank_like_terminating() {
 
 #[test]
 fn deletion_order_preserved_machines_go_last_auto_preserved_before_explicit() {
-    let mut explicit = with_ann(
-        m("explicit", MachinePhase::Failed, 0),
-        keys::MACHINE_PRIORITY,
-        "1",
-    );
+    let mut explicit =
+        m("explicit", MachinePhase::Failed, 0).annotated(keys::MACHINE_PRIORITY, "1");
     explicit.preserve_expiry = Some(t(500));
-    let mut auto = with_ann(
-        m("auto", MachinePhase::Failed, 0),
-        keys::PRESERVE,
-        keys::PRESERVE_AUTO,
-    );
+    let mut auto =
+        m("auto", MachinePhase::Failed, 0).annotated(keys::PRESERVE, keys::PRESERVE_AUTO);
     auto.preserve_expiry = Some(t(900));
     let mut expired = m("expired", MachinePhase::Running, 0);
     expired.preserve_expiry = Some(t(10)); // in the past: not preserved
@@ -402,7 +375,7 @@ fn scale_up_disabled_set_creates_nothing() {
 #[test]
 fn terminating_machines_do_not_count_as_replicas() {
     let mut gone = m("gone", MachinePhase::Running, 0);
-    gone.deleting = true;
+    gone.deleting_since = Some(t(500));
     let machines = [
         m("t", MachinePhase::Terminating, 0),
         gone,
@@ -423,11 +396,7 @@ fn surplus_is_deleted_in_deletion_order() {
         m("old-running", MachinePhase::Running, 0),
         m("new-running", MachinePhase::Running, 10),
         m("pending", MachinePhase::Pending, 5),
-        with_ann(
-            m("prio1", MachinePhase::Running, 20),
-            keys::MACHINE_PRIORITY,
-            "1",
-        ),
+        m("prio1", MachinePhase::Running, 20).annotated(keys::MACHINE_PRIORITY, "1"),
     ];
     let plan = manage_replicas(&input(2, &machines));
     assert_eq!(
@@ -497,45 +466,30 @@ fn failed_machine_is_not_deleted_while_creation_is_pending() {
 fn preserved_failed_machines_are_kept() {
     let mut preserved = m("preserved", MachinePhase::Failed, 0);
     preserved.preserve_expiry = Some(t(5000));
-    let annotated = with_ann(
-        m("when-failed", MachinePhase::Failed, 0),
-        keys::PRESERVE,
-        keys::PRESERVE_WHEN_FAILED,
-    );
-    let auto = with_ann(
-        m("auto", MachinePhase::Failed, 0),
-        keys::PRESERVE,
-        keys::PRESERVE_AUTO,
-    );
+    let annotated = m("when-failed", MachinePhase::Failed, 0)
+        .annotated(keys::PRESERVE, keys::PRESERVE_WHEN_FAILED);
+    let auto = m("auto", MachinePhase::Failed, 0).annotated(keys::PRESERVE, keys::PRESERVE_AUTO);
     let machines = [preserved, annotated, auto];
     assert_eq!(manage_replicas(&input(3, &machines)), ReplicaPlan::Steady);
 }
 
 #[test]
 fn failed_machine_with_expired_preservation_is_terminated() {
-    let mut expired = with_ann(
-        m("x", MachinePhase::Failed, 0),
-        keys::PRESERVE,
-        keys::PRESERVE_NOW,
-    );
+    let mut expired = m("x", MachinePhase::Failed, 0).annotated(keys::PRESERVE, keys::PRESERVE_NOW);
     expired.preserve_expiry = Some(t(10));
     assert!(failed_machine_should_be_terminated(&expired, t(1000)));
 }
 
 #[test]
 fn node_preserve_annotation_wins_when_present_or_last_applied() {
-    let mut mv = with_ann(
-        m("x", MachinePhase::Failed, 0),
-        keys::PRESERVE,
-        keys::PRESERVE_NOW,
-    );
+    let mut mv = m("x", MachinePhase::Failed, 0).annotated(keys::PRESERVE, keys::PRESERVE_NOW);
     mv.node_preserve = Some(keys::PRESERVE_FALSE.into());
     assert!(failed_machine_should_be_terminated(&mv, t(0)));
     // Node says nothing and the machine never had a node value: machine wins.
     mv.node_preserve = Some(String::new());
     assert!(!failed_machine_should_be_terminated(&mv, t(0)));
     // Node says nothing but a node value was applied before: node (empty) wins.
-    let mv = with_ann(mv, keys::LAST_APPLIED_NODE_PRESERVE, keys::PRESERVE_NOW);
+    let mv = mv.annotated(keys::LAST_APPLIED_NODE_PRESERVE, keys::PRESERVE_NOW);
     assert!(failed_machine_should_be_terminated(&mv, t(0)));
     // Node unknown (no target cluster): machine value.
     let mut unknown = mv.clone();
@@ -545,24 +499,12 @@ fn node_preserve_annotation_wins_when_present_or_last_applied() {
 
 #[test]
 fn scaler_marked_machines_are_deleted_when_marked_before_the_scaler_change() {
-    let marked = with_ann(
-        with_ann(
-            m("marked", MachinePhase::Running, 0),
-            keys::MACHINE_PRIORITY,
-            "1",
-        ),
-        keys::MARKED_FOR_DELETION_TIME,
-        "2024-01-01T00:00:00Z",
-    );
-    let later = with_ann(
-        with_ann(
-            m("later", MachinePhase::Running, 0),
-            keys::MACHINE_PRIORITY,
-            "1",
-        ),
-        keys::MARKED_FOR_DELETION_TIME,
-        "2024-01-03T00:00:00Z",
-    );
+    let marked = m("marked", MachinePhase::Running, 0)
+        .annotated(keys::MACHINE_PRIORITY, "1")
+        .annotated(keys::MARKED_FOR_DELETION_TIME, "2024-01-01T00:00:00Z");
+    let later = m("later", MachinePhase::Running, 0)
+        .annotated(keys::MACHINE_PRIORITY, "1")
+        .annotated(keys::MARKED_FOR_DELETION_TIME, "2024-01-03T00:00:00Z");
     let machines = [marked, later, m("c", MachinePhase::Running, 0)];
     let mut i = input(3, &machines);
     i.scaler_change_time = parse_rfc3339("2024-01-02T00:00:00Z");
@@ -577,15 +519,9 @@ fn scaler_marked_machines_are_deleted_when_marked_before_the_scaler_change() {
 
 #[test]
 fn a_machine_is_deleted_once_even_when_several_rules_pick_it() {
-    let bad = with_ann(
-        with_ann(
-            m("bad", MachinePhase::Failed, 0),
-            keys::MACHINE_PRIORITY,
-            "1",
-        ),
-        keys::MARKED_FOR_DELETION_TIME,
-        "2024-01-01T00:00:00Z",
-    );
+    let bad = m("bad", MachinePhase::Failed, 0)
+        .annotated(keys::MACHINE_PRIORITY, "1")
+        .annotated(keys::MARKED_FOR_DELETION_TIME, "2024-01-01T00:00:00Z");
     let machines = [bad, m("ok", MachinePhase::Running, 0)];
     let mut i = input(1, &machines);
     i.scaler_change_time = parse_rfc3339("2024-01-02T00:00:00Z");
@@ -608,11 +544,7 @@ fn auto_preservation_annotates_newest_unannotated_failed_machines() {
     let machines = [
         m("old", MachinePhase::Failed, 0),
         m("new", MachinePhase::Failed, 10),
-        with_ann(
-            m("false", MachinePhase::Failed, 20),
-            keys::PRESERVE,
-            keys::PRESERVE_FALSE,
-        ),
+        m("false", MachinePhase::Failed, 20).annotated(keys::PRESERVE, keys::PRESERVE_FALSE),
         m("running", MachinePhase::Running, 30),
     ];
     let plan = auto_preservation(1, 0, &machines);
@@ -623,21 +555,9 @@ fn auto_preservation_annotates_newest_unannotated_failed_machines() {
 #[test]
 fn auto_preservation_over_limit_removes_oldest_auto_annotations() {
     let machines = [
-        with_ann(
-            m("a", MachinePhase::Failed, 5),
-            keys::PRESERVE,
-            keys::PRESERVE_AUTO,
-        ),
-        with_ann(
-            m("b", MachinePhase::Failed, 1),
-            keys::PRESERVE,
-            keys::PRESERVE_AUTO,
-        ),
-        with_ann(
-            m("manual", MachinePhase::Failed, 0),
-            keys::PRESERVE,
-            keys::PRESERVE_NOW,
-        ),
+        m("a", MachinePhase::Failed, 5).annotated(keys::PRESERVE, keys::PRESERVE_AUTO),
+        m("b", MachinePhase::Failed, 1).annotated(keys::PRESERVE, keys::PRESERVE_AUTO),
+        m("manual", MachinePhase::Failed, 0).annotated(keys::PRESERVE, keys::PRESERVE_NOW),
     ];
     let plan = auto_preservation(1, 2, &machines);
     assert_eq!(plan.unannotate, ["b"]);
@@ -667,14 +587,11 @@ fn status_counts_follow_phases_and_template_labels() {
     running.labels = tpl.clone();
     let available = m("available", MachinePhase::Available, 0);
     let mut failed = m("failed", MachinePhase::Failed, 0);
-    failed.last_operation_failed = true;
-    let mut preserved = with_ann(
-        m("preserved", MachinePhase::Failed, 0),
-        keys::PRESERVE,
-        keys::PRESERVE_AUTO,
-    );
+    failed = failed.last_op("Cloud provider message", OpState::Failed, OpType::Create);
+    let mut preserved =
+        m("preserved", MachinePhase::Failed, 0).annotated(keys::PRESERVE, keys::PRESERVE_AUTO);
     preserved.preserve_expiry = Some(t(10));
-    preserved.last_operation_failed = true;
+    preserved = preserved.last_op("Cloud provider message", OpState::Failed, OpType::Create);
     let term = m("term", MachinePhase::Terminating, 0);
     let s = set_status(&tpl, &[running, available, failed, preserved, term]);
     assert_eq!(

@@ -106,7 +106,7 @@ impl Reconciler<'_> {
 
     async fn joined(&mut self, now: chrono::DateTime<Utc>) -> Result<(), Error> {
         let view = self.view();
-        let took = (now - view.created).to_std().unwrap_or_default();
+        let took = (now - view.created_or(now)).to_std().unwrap_or_default();
         let patch = json!({"metadata": {"annotations": {c::MACHINE_JOIN_DURATION_ANNOTATION: decide::format_go_duration(took)}}});
         self.machine = self
             .api

@@ -44,7 +44,7 @@ impl Reconciler<'_> {
             .flatten()
             .unwrap_or(self.ctx.config.preserve_timeout);
         let now = Utc::now();
-        let input = PreserveInput::of(&self.machine, &view, node, timeout, now);
+        let input = PreserveInput::of(&view, node, timeout, now);
         let plan = plan_preservation(&input);
         for msg in &plan.invalid {
             warn!(%msg, "invalid preserve annotation");

@@ -29,11 +29,12 @@ use mcm_api::{
     ConditionStatus, Machine, MachineSet, MachineSetCondition, MachineSetConditionType,
     MachineSpec, MachineSummary,
 };
+use mcm_core::machine::MachineView;
 use mcm_core::replicas::{
     auto_preservation, claim, controller_ref, keys, machine_generate_name, manage_replicas,
     parse_rfc3339, propagate_template, replica_failure, selector_is_empty, selector_matches,
-    set_status, validate_selector, ClaimAction, Claimer, Deletion, MachineView,
-    ReplicaFailureChange, ReplicaInput, ReplicaPlan, Seen,
+    set_status, validate_selector, ClaimAction, Claimer, Deletion, ReplicaFailureChange,
+    ReplicaInput, ReplicaPlan, Seen,
 };
 use mcm_core::time::to_k8s;
 use serde_json::json;
@@ -155,13 +156,15 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
     let claimed = claim_machines(ctx, &ms, deleting).await?;
     propagate(ctx, &ms, &claimed).await;
 
+    let defaults = ctx.config.default_settings();
     let mut views: Vec<MachineView> = claimed
         .iter()
-        .map(|m| MachineView::from_machine(m))
+        .map(|m| {
+            let mut v = MachineView::of(m, &defaults);
+            v.node_preserve = node_preserve(ctx, &v);
+            v
+        })
         .collect();
-    for v in &mut views {
-        v.node_preserve = node_preserve(ctx, v);
-    }
     auto_preserve(ctx, &ms, &claimed, &mut views).await;
 
     let mut manage_error = None;
@@ -180,7 +183,7 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
         if has_finalizer(&ms) {
             let all: Vec<Deletion> = views
                 .iter()
-                .filter(|v| !v.deleting)
+                .filter(|v| !v.is_deleting())
                 .map(|v| Deletion {
                     name: v.name.clone(),
                     reason: mcm_core::replicas::DeleteReason::Surplus,
@@ -206,10 +209,11 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
 fn expectations_satisfied(ctx: &Ctx, key: &str) -> bool {
     let store = &ctx.caches.machines;
     let ns = ctx.config.namespace.clone();
+    let defaults = ctx.config.default_settings();
     let seen = |n: &str| match store.get(&ObjectRef::new(n).within(&ns)) {
         None => Seen::Absent,
         Some(m) => {
-            let v = MachineView::from_machine(&m);
+            let v = MachineView::of(&m, &defaults);
             if v.is_terminating() {
                 Seen::Deleting
             } else {
@@ -304,12 +308,14 @@ async fn propagate(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>]) {
         return;
     };
     let api = ctx.machines();
+    let defaults = ctx.config.default_settings();
     for m in claimed {
         let Ok(current) = serde_json::to_value(&m.spec) else {
             continue;
         };
-        let v = MachineView::from_machine(m);
-        let Some(new_spec) = propagate_template(&template, &current, &v.phase, v.deleting) else {
+        let v = MachineView::of(m, &defaults);
+        let Some(new_spec) = propagate_template(&template, &current, &v.phase, v.is_deleting())
+        else {
             continue;
         };
         let spec: MachineSpec = match serde_json::from_value(new_spec) {
@@ -339,11 +345,7 @@ async fn propagate(ctx: &Ctx, ms: &MachineSet, claimed: &[Arc<Machine>]) {
 /// `None` when the Node is not known: the machine's own annotation decides
 /// (design: machine.md, "Preservation").
 fn node_preserve(ctx: &Ctx, v: &MachineView) -> Option<String> {
-    let name = v
-        .labels
-        .get(mcm_api::constants::NODE_LABEL)
-        .filter(|n| !n.is_empty())?;
-    let node = ctx.nodes.get(&ObjectRef::new(name))?;
+    let node = ctx.nodes.get(&ObjectRef::new(v.node.as_deref()?))?;
     Some(
         node.annotations()
             .get(mcm_api::constants::PRESERVE_ANNOTATION)

@@ -43,12 +43,13 @@ impl Pass<'_> {
         }
         let store = &self.ctx.caches.machines;
         let ns = self.ctx.config.namespace.clone();
+        let defaults = self.ctx.config.default_settings();
         let decision = plan::trigger_deletion_plan(&normalized, |n| {
             match store.get(&ObjectRef::new(n).within(&ns)) {
                 None => TriggerTarget::NotFound,
                 Some(m) => {
-                    let v = MachineView::from_machine(&m);
-                    if v.phase == mcm_api::MachinePhase::Failed || v.deleting {
+                    let v = MachineView::of(&m, &defaults);
+                    if v.phase == mcm_api::MachinePhase::Failed || v.is_deleting() {
                         TriggerTarget::FailedOrTerminating
                     } else {
                         TriggerTarget::Live {

@@ -41,9 +41,10 @@ use mcm_core::deployment::{
     template_hash, DeploymentFacts, Partition, RecreateStep, RollbackDecision, SetView, Strategy,
     TriggerTarget,
 };
+use mcm_core::machine::MachineView;
 use mcm_core::replicas::{
     claim, controller_ref, normalize, selector_is_empty, selector_matches, validate_selector,
-    ClaimAction, Claimer, MachineView,
+    ClaimAction, Claimer,
 };
 use mcm_core::time::to_k8s;
 use serde_json::json;

@@ -1,4 +1,6 @@
-//! The machine view of the set controllers and the label keys they use.
+//! The label keys, limits, phase questions and controller references of the
+//! set logic. The Machine itself is [`crate::machine::MachineView`], the one model shared
+//! with the Machine step machines.
 
 use super::*;
 
@@ -111,100 +113,6 @@ pub struct ControllerRef {
     pub name: String,
     /// `uid` of the owner.
     pub uid: String,
-}
-
-/// What the MachineSet logic needs to know about one Machine.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct MachineView {
-    /// `metadata.name`.
-    pub name: String,
-    /// `metadata.labels`.
-    pub labels: BTreeMap<String, String>,
-    /// `metadata.annotations`.
-    pub annotations: BTreeMap<String, String>,
-    /// `metadata.creationTimestamp`.
-    pub created: Option<DateTime<Utc>>,
-    /// `metadata.deletionTimestamp` is set.
-    pub deleting: bool,
-    /// `status.currentStatus.phase`.
-    pub phase: MachinePhase,
-    /// The controller ownerReference, if any.
-    pub controller: Option<ControllerRef>,
-    /// `status.currentStatus.preserveExpiryTime`.
-    pub preserve_expiry: Option<DateTime<Utc>>,
-    /// `status.lastOperation.state == "Failed"`.
-    pub last_operation_failed: bool,
-    /// The `preserve` annotation of the machine's Node, when the caller could
-    /// look at the node (`None`: unknown, no target cluster).
-    pub node_preserve: Option<String>,
-}
-
-impl MachineView {
-    /// Terminating for replica counting: phase `Terminating` **or** a deletion
-    /// timestamp. The reference looks at the phase only, so a machine whose
-    /// DELETE went through but whose phase write failed keeps counting as a
-    /// live replica and the set deletes another healthy machine; mcm-rs
-    /// counts it as gone.
-    pub fn is_terminating(&self) -> bool {
-        self.deleting || self.phase == MachinePhase::Terminating
-    }
-
-    /// The `machinepriority` annotation, default 3 when missing or unparsable.
-    pub fn priority(&self) -> i64 {
-        self.annotations
-            .get(keys::MACHINE_PRIORITY)
-            .filter(|v| !v.is_empty())
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .unwrap_or(keys::DEFAULT_MACHINE_PRIORITY)
-    }
-
-    /// The parsed `marked-for-deletion-time` annotation.
-    pub fn marked_for_deletion_time(&self) -> Option<DateTime<Utc>> {
-        self.annotations
-            .get(keys::MARKED_FOR_DELETION_TIME)
-            .and_then(|v| parse_rfc3339(v))
-    }
-
-    /// Preserved: a preserve expiry time in the future.
-    pub fn is_preserved(&self, now: DateTime<Utc>) -> bool {
-        self.preserve_expiry.is_some_and(|t| t > now)
-    }
-
-    /// Carries `preserve=auto-preserved`.
-    pub fn is_auto_preserved(&self) -> bool {
-        self.annotations.get(keys::PRESERVE).map(String::as_str) == Some(keys::PRESERVE_AUTO)
-    }
-
-    /// Carries `update-result=successful` (moved here by an in-place rollout).
-    pub fn is_update_successful(&self) -> bool {
-        self.labels.get(keys::UPDATE_RESULT).map(String::as_str)
-            == Some(keys::UPDATE_RESULT_SUCCESSFUL)
-    }
-}
-
-impl MachineView {
-    /// The view of an API Machine. `node_preserve` is left unknown.
-    pub fn from_machine(m: &mcm_api::Machine) -> MachineView {
-        let meta = &m.metadata;
-        let status = m.status.as_ref();
-        MachineView {
-            name: meta.name.clone().unwrap_or_default(),
-            labels: meta.labels.clone().unwrap_or_default(),
-            annotations: meta.annotations.clone().unwrap_or_default(),
-            created: meta.creation_timestamp.as_ref().map(crate::time::from_k8s),
-            deleting: meta.deletion_timestamp.is_some(),
-            phase: status
-                .map(|s| s.current_status.phase.clone())
-                .unwrap_or_default(),
-            controller: controller_ref(meta),
-            preserve_expiry: status
-                .and_then(|s| s.current_status.preserve_expiry_time.as_ref())
-                .map(crate::time::from_k8s),
-            last_operation_failed: status
-                .is_some_and(|s| s.last_operation.state == mcm_api::MachineState::Failed),
-            node_preserve: None,
-        }
-    }
 }
 
 /// The controller ownerReference of an object's metadata.
