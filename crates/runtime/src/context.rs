@@ -103,6 +103,9 @@ pub struct Context {
     backoff: Backoff,
     failures: Mutex<Pruned<u32>>,
     creation_attempts: Mutex<Pruned<std::time::Instant>>,
+    /// Machines whose finalizer this process removed (key → UID), until the
+    /// cache drops them.
+    released: Mutex<Pruned<String>>,
     frozen: AtomicBool,
     /// Serialises Unknown→Failed per MachineDeployment (at most one replacement at a time).
     pub failed_permits: tokio::sync::Mutex<()>,
@@ -187,6 +190,7 @@ impl Context {
             backoff,
             failures: Mutex::new(Pruned::new()),
             creation_attempts: Mutex::new(Pruned::new()),
+            released: Mutex::new(Pruned::new()),
             frozen: AtomicBool::new(false),
             failed_permits: tokio::sync::Mutex::new(()),
             drains: crate::drain::tasks::DrainTasks::new(),
@@ -245,6 +249,25 @@ impl Context {
         if let Ok(mut map) = self.creation_attempts.lock() {
             map.remove(key);
         }
+    }
+
+    /// Records that this process removed the finalizer of the Machine `key`
+    /// with `uid`: the object is gone, whatever the cache still shows.
+    pub fn released(&self, key: &str, uid: &str) {
+        let exists = self.machine_exists();
+        if let Ok(mut map) = self.released.lock() {
+            *map.entry(key, String::new(), exists) = uid.to_string();
+        }
+    }
+
+    /// Whether the Machine `key` with `uid` had its finalizer removed here. A
+    /// reconcile of such a copy (the cache lags the removal; a Node deletion
+    /// or a drain wake-up may still route to it) has nothing left to do, and
+    /// acting on it would repeat the deletion from its last written step.
+    pub fn was_released(&self, key: &str, uid: &str) -> bool {
+        self.released
+            .lock()
+            .is_ok_and(|m| m.get(key).is_some_and(|u| !uid.is_empty() && u == uid))
     }
 
     /// How long the creation flow of `key` must still wait: `Some(wait)` while its last

@@ -559,6 +559,14 @@ async fn deleting_a_running_machine_drains_respecting_pdbs_and_skipping_daemonse
             .is_none(),
         "node deleted"
     );
+    // The Node's deletion still routes to the machine while the cache shows
+    // it: no reconcile of that older copy repeats the deletion.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        ScriptedDriver::count(&driver.calls.delete),
+        1,
+        "the VM is deleted once"
+    );
     let agent = pods.get_opt("agent-1").await.expect("agent");
     assert!(
         agent.is_some_and(|p| p.metadata.deletion_timestamp.is_none()),

@@ -90,8 +90,11 @@ impl Reconciler<'_> {
         // refresh the copy; the removal is guarded by the finalizer list
         // only, and retried once on a fresh copy if that list changed.
         crate::finalizer::remove_retrying_stale(&self.api, &self.machine, c::MCM_FINALIZER).await?;
-        // The object is gone: what was staged need not be written.
+        // The object is gone: what was staged need not be written, and a
+        // reconcile of the cache's older copy must not act on it.
         self.discard_staged();
+        self.ctx
+            .released(&self.key, &self.machine.uid().unwrap_or_default());
         info!("machine deleted; finalizer removed");
         self.ctx.reset_backoff(&self.key);
         self.ctx

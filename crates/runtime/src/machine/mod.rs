@@ -170,6 +170,10 @@ fn key_of(m: &Machine) -> String {
 #[instrument(skip_all, fields(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default()))]
 pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _work = crate::metrics::workqueue::work_on("machine", &key_of(&m));
+    if ctx.was_released(&key_of(&m), &m.uid().unwrap_or_default()) {
+        debug!("finalizer already removed here; waiting for the cache to drop the machine");
+        return Ok(Action::await_change());
+    }
     let mut r = Reconciler::new(&m, &ctx);
     let action = if m.meta().deletion_timestamp.is_some() {
         r.delete().await?
