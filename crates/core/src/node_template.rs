@@ -114,19 +114,6 @@ impl NodeSyncPlan {
         }
         Some(serde_json::Value::Object(patch))
     }
-
-    /// The JSON merge patch of the Node's status subresource; `None` when the
-    /// capacity does not change.
-    pub fn status_patch(&self, resource_version: Option<&str>) -> Option<serde_json::Value> {
-        if self.capacity.is_empty() {
-            return None;
-        }
-        let mut patch = serde_json::json!({ "status": { "capacity": self.capacity } });
-        if let Some(rv) = resource_version {
-            patch["metadata"] = serde_json::json!({ "resourceVersion": rv });
-        }
-        Some(patch)
-    }
 }
 
 /// Decides what to change on `node`.

@@ -13,6 +13,7 @@
 //! - [`caches`]: one watch per kind, shared by every controller.
 //! - [`sets`]: the MachineSet and MachineDeployment controllers and the overshoot safety.
 //! - [`node_sync`]: the Machine's node template and the class's virtual capacity on its Node.
+//! - `status`: every status write, as typed changes (one writer).
 
 pub mod bounded;
 pub mod caches;
@@ -30,6 +31,7 @@ pub mod node_sync;
 pub mod pacing;
 pub mod safety;
 pub mod sets;
+mod status;
 
 pub use config::Config;
 pub use context::{Clients, Context, DriverRegistry};

@@ -92,11 +92,9 @@ pub async fn sync_node(
             source: e,
         }),
     };
-    if let Some(status) = p.status_patch(rv.as_deref()) {
-        match nodes
-            .patch_status(&node_name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-        {
+    if !p.capacity.is_empty() {
+        let write = crate::status::node::set_capacity;
+        match write(&nodes, &node_name, &p.capacity, rv.as_deref()).await {
             Ok(n) => rv = n.resource_version(),
             Err(e) => return classify(e),
         }

@@ -16,6 +16,7 @@
 //! the same cluster tag (another namespace, the Go controller during a
 //! migration) is left alone. See `docs/design/machine.md`, "Orphan VMs".
 
+use crate::status::machine::MachineStatusChange;
 use crate::{Context, Error};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams};
@@ -318,23 +319,19 @@ pub async fn apiservers_reachable(ctx: &Context) -> bool {
 /// not count against their health timeout.
 pub async fn reset_unknown_machines(ctx: &Context) -> Result<(), Error> {
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ctx.config.namespace);
-    let now =
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     for m in api.list(&ListParams::default()).await?.items {
         if m.status.clone().unwrap_or_default().current_status.phase != MachinePhase::Unknown {
             continue;
         }
-        let patch = json!({"status": {
-            "currentStatus": {"phase": "Running", "lastUpdateTime": now},
-            "lastOperation": {"description": "Machine Health Timeout was reset due to APIServer being unreachable",
-                              "state": "Successful", "type": "HealthCheck", "lastUpdateTime": now},
-        }});
-        api.patch_status(
-            &m.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+        let change = MachineStatusChange::entering(
+            MachinePhase::Running,
+            MachineStatusChange::operation(
+                "Machine Health Timeout was reset due to APIServer being unreachable",
+                mcm_api::MachineState::Successful,
+                mcm_api::MachineOperationType::HealthCheck,
+            ),
+        );
+        crate::status::machine::write(&api, &m.name_any(), &change).await?;
     }
     Ok(())
 }

@@ -157,11 +157,7 @@ pub async fn cordon(client: &Client, node: &str, cache: &Store<Node>) -> Result<
             last_transition_time: Some(to_k8s(chrono::Utc::now())),
             ..Default::default()
         };
-        let patch = json!({"status": {"conditions": [condition]}});
-        if let Err(e) = nodes
-            .patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-        {
+        if let Err(e) = crate::status::node::set_conditions(&nodes, node, vec![condition]).await {
             debug!(error = %e, "could not set the Terminating node condition");
         }
     }

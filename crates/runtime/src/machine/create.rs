@@ -4,6 +4,7 @@
 
 use super::{Reconciler, Step, Stop};
 use crate::pacing::Admission;
+use crate::status::machine::MachineStatusChange;
 use crate::Error;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::ByteString;
@@ -201,22 +202,18 @@ impl Reconciler<'_> {
                     transition,
                     addresses,
                 } => {
-                    let extra = match addresses {
-                        Some(a) => json!({ "addresses": a }),
-                        None => json!({}),
-                    };
-                    self.write(&transition, extra).await?;
+                    self.write(MachineStatusChange::of(&transition).with_addresses(addresses))
+                        .await?;
                     CreationOutcome::Marked
                 }
                 CreationStep::Fail(failure) => {
                     warn!(error = %failure.error, call = failure.call, "creation step failed");
                     if let Some(t) = &failure.transition {
-                        let extra = if failure.keep_last_known_state {
-                            json!({})
-                        } else {
-                            json!({"lastKnownState": ""})
-                        };
-                        self.write(t, extra).await?;
+                        let mut change = MachineStatusChange::of(t);
+                        if !failure.keep_last_known_state {
+                            change = change.with_last_known_state(String::new());
+                        }
+                        self.write(change).await?;
                         self.provider_failure(failure.call, &failure.error).await;
                     }
                     // A throttled call is the cloud's queue, not the machine's

@@ -37,7 +37,8 @@ impl Reconciler<'_> {
             match step {
                 DeletionStep::MissingFinalizer => return Ok(Action::await_change()),
                 DeletionStep::SetTerminating => {
-                    self.write(&decide::set_terminating(), json!({})).await?;
+                    self.write(MachineStatusChange::of(&decide::set_terminating()))
+                        .await?;
                 }
                 DeletionStep::GetVmStatus
                 | DeletionStep::Drain
@@ -52,7 +53,7 @@ impl Reconciler<'_> {
                         t.operation.description.clone(),
                     )
                     .await;
-                    self.write(&t, json!({})).await?;
+                    self.write(MachineStatusChange::of(&t)).await?;
                 }
                 DeletionStep::DeleteNode | DeletionStep::RemoveFinalizer => {
                     if let Some(a) = self.node_and_finalizer_steps(step, &view).await? {
@@ -75,9 +76,9 @@ impl Reconciler<'_> {
             let failed = matches!(outcome, NodeDeletion::Failed(..));
             let t = decide::after_delete_node(&view.name, &outcome);
             if failed {
-                self.write(&t, json!({})).await?;
+                self.write(MachineStatusChange::of(&t)).await?;
             } else {
-                self.stage(&t, json!({}))?;
+                self.stage(MachineStatusChange::of(&t));
             }
             if failed {
                 return Ok(Some(Action::requeue(
@@ -122,7 +123,7 @@ impl Reconciler<'_> {
             match step {
                 DeletionStep::MissingFinalizer => return Ok(Action::await_change()),
                 DeletionStep::SetTerminating => {
-                    self.stage(&decide::set_terminating(), json!({}))?;
+                    self.stage(MachineStatusChange::of(&decide::set_terminating()));
                 }
                 DeletionStep::GetVmStatus => {
                     let t = self
@@ -130,9 +131,9 @@ impl Reconciler<'_> {
                         .await?;
                     let failed = t.operation.state == mcm_api::MachineState::Failed;
                     if !failed {
-                        self.stage(&t, json!({}))?;
+                        self.stage(MachineStatusChange::of(&t));
                     } else {
-                        self.write(&t, json!({})).await?;
+                        self.write(MachineStatusChange::of(&t)).await?;
                         self.event(
                             EventType::Warning,
                             "DeletionBlocked",
@@ -174,7 +175,9 @@ impl Reconciler<'_> {
                             return Ok(Action::requeue(self.ctx.config.short_retry));
                         }
                     }
-                    self.stage(&decide::volume_attachments_gone(&node), json!({}))?;
+                    self.stage(MachineStatusChange::of(&decide::volume_attachments_gone(
+                        &node,
+                    )));
                 }
                 DeletionStep::DeleteVm => {
                     req.machine = self.machine.clone();
@@ -193,7 +196,7 @@ impl Reconciler<'_> {
                         .as_ref()
                         .map(|r| r.last_known_state.clone())
                         .unwrap_or_default();
-                    self.stage(&t, json!({"lastKnownState": state}))?;
+                    self.stage(MachineStatusChange::of(&t).with_last_known_state(state));
                     match result {
                         Ok(_) => {
                             info!(provider_id = %self.machine.spec.provider_id, "VM deleted");

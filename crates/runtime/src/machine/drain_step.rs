@@ -17,8 +17,12 @@ impl Reconciler<'_> {
     ) -> Result<Option<Action>, Error> {
         let plan = decide::plan_drain(view, Utc::now());
         let (Some(target), Some(node)) = (self.ctx.target.clone(), view.node.clone()) else {
-            self.write(&decide::after_drain(&plan, false, Ok(())), json!({}))
-                .await?;
+            self.write(MachineStatusChange::of(&decide::after_drain(
+                &plan,
+                false,
+                Ok(()),
+            )))
+            .await?;
             return Ok(None);
         };
         let uid = self.machine.uid().unwrap_or_default();
@@ -103,10 +107,10 @@ impl Reconciler<'_> {
         let t = decide::after_drain(&done.plan, true, done.result);
         if ok || done.plan.force {
             // The next steps follow in this reconcile; one write at its end.
-            self.stage(&t, json!({}))?;
+            self.stage(MachineStatusChange::of(&t));
             Ok(None)
         } else {
-            self.write(&t, json!({})).await?;
+            self.write(MachineStatusChange::of(&t)).await?;
             Ok(Some(Action::requeue(
                 self.ctx.failure_delay(&self.key, FailureKind::Normal),
             )))

@@ -56,8 +56,8 @@ impl Reconciler<'_> {
                 info!("not marking Failed: another machine of the deployment is being replaced");
                 return Ok(Err(Stop::After(self.ctx.config.short_retry)));
             }
-            let extra = conditions.map_or(json!({}), |c| json!({"conditions": c}));
-            self.write(t, extra).await?;
+            self.write(MachineStatusChange::of(t).with_conditions(conditions))
+                .await?;
             if view.phase == Phase::Pending && t.phase == Some(Phase::Failed) {
                 let labels = self.duration_labels();
                 self.ctx.metrics.failed_join.get_or_create(&labels).inc();
@@ -68,11 +68,7 @@ impl Reconciler<'_> {
             return Ok(Err(Stop::After(self.ctx.config.short_retry)));
         }
         if let Some(c) = conditions {
-            let patch = json!({"status": {"conditions": c}});
-            self.machine = self
-                .api
-                .patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            self.write(MachineStatusChange::conditions(c)).await?;
         }
         Ok(Ok(d.recheck_after))
     }

@@ -11,6 +11,7 @@
 use super::*;
 use crate::drain::tasks::DrainState;
 use k8s_openapi::api::core::v1::NodeCondition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use mcm_core::machine::inplace::{self as ip, InPlaceAction, InPlaceCondition, InPlaceNodeView};
 use mcm_core::time::from_k8s;
 
@@ -65,10 +66,7 @@ impl Reconciler<'_> {
             message: Some(cond.message),
             ..Default::default()
         };
-        let patch = json!({"status": {"conditions": [c]}});
-        nodes
-            .patch_status(node, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await?;
+        crate::status::node::set_conditions(nodes, node, vec![c]).await?;
         info!(node, reason = cond.reason, "in-place update condition set");
         Ok(())
     }
@@ -89,7 +87,7 @@ impl Reconciler<'_> {
         let short = self.ctx.config.short_retry;
         let nodes: Api<Node> = Api::all(target.clone());
         if let Some(t) = ip::in_place_result(view, &nv) {
-            self.write(&t, json!({})).await?;
+            self.write(MachineStatusChange::of(&t)).await?;
             // The Node's condition in the same pass: its watch event brings
             // the next one (the health check's re-join), without waiting.
             if let Some(cond) = ip::node_condition_step(&nv) {
@@ -102,7 +100,7 @@ impl Reconciler<'_> {
         match ip::in_place_timeout(view, self.in_place_timeout(), Utc::now()) {
             Some(Ok(t)) => {
                 warn!(description = %t.operation.description, "in-place update timed out");
-                self.write(&t, json!({})).await?;
+                self.write(MachineStatusChange::of(&t)).await?;
                 return Ok(Err(Stop::After(short)));
             }
             Some(Err(after)) => recheck = Some(after),
@@ -143,7 +141,7 @@ impl Reconciler<'_> {
                                   "{}", mcm_api::constants::NODE_READY_FOR_UPDATE);
                         }
                         let t = ip::after_in_place_drain(&self.name(), done.result);
-                        self.write(&t, json!({})).await?;
+                        self.write(MachineStatusChange::of(&t)).await?;
                         if !ok {
                             return Ok(Err(Stop::After(
                                 self.ctx.failure_delay(&self.key, FailureKind::Normal),

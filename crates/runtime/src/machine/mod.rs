@@ -28,12 +28,12 @@ pub mod triggers;
 pub use delete::delete_orphan;
 
 use crate::caches::Triggers;
+use crate::status::machine::MachineStatusChange;
 use crate::{drain, Context, Error};
 use chrono::Utc;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType};
@@ -253,19 +253,20 @@ impl<'a> Reconciler<'a> {
         }
     }
 
-    /// Writes a transition to the status subresource and emits an Event on a phase change.
+    /// Writes a status change and emits an Event on a phase change.
     /// What was staged before goes in the same request.
-    async fn write(&mut self, t: &Transition, extra: serde_json::Value) -> Result<(), Error> {
-        self.stage(t, extra)?;
+    async fn write(&mut self, change: MachineStatusChange) -> Result<(), Error> {
+        self.stage(change);
         self.flush().await
     }
 
     /// The phase metric and, on a phase change from `old_phase`, the Event
-    /// of a written transition.
-    async fn announce(&self, t: &Transition, old_phase: &Phase) {
-        let Some(phase) = &t.phase else {
+    /// of a written change.
+    async fn announce(&self, change: &MachineStatusChange, old_phase: &Phase) {
+        let Some(phase) = change.phase() else {
             return;
         };
+        let description = change.description();
         self.ctx
             .metrics
             .phase
@@ -279,7 +280,7 @@ impl<'a> Reconciler<'a> {
                 phase,
                 Phase::Failed | Phase::CrashLoopBackOff | Phase::Unknown
             );
-            info!(from = %old_phase, to = %phase, description = %t.operation.description, "phase changed");
+            info!(from = %old_phase, to = %phase, %description, "phase changed");
             self.event(
                 if warn {
                     EventType::Warning
@@ -287,12 +288,7 @@ impl<'a> Reconciler<'a> {
                     EventType::Normal
                 },
                 phase.as_str(),
-                format!(
-                    "{} -> {}: {}",
-                    display_phase(old_phase),
-                    phase,
-                    t.operation.description
-                ),
+                format!("{} -> {}: {}", display_phase(old_phase), phase, description),
             )
             .await;
         }
@@ -323,7 +319,7 @@ impl<'a> Reconciler<'a> {
                 },
                 timeout_active: None,
             };
-            self.write(&t, json!({})).await?;
+            self.write(MachineStatusChange::of(&t)).await?;
             self.event(EventType::Warning, reason, message).await;
         }
         Ok(Stop::After(
@@ -511,35 +507,6 @@ fn min_some(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// The status merge patch of a transition (`lastOperation`, and
-/// `currentStatus` when the phase is set), with `extra` fields merged in.
-fn status_patch(t: &Transition, extra: serde_json::Value) -> serde_json::Value {
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let mut status = json!({
-        "lastOperation": {
-            "description": t.operation.description,
-            "errorCode": t.operation.error_code.clone().unwrap_or_default(),
-            "lastUpdateTime": now,
-            "state": t.operation.state.as_str(),
-            "type": t.operation.kind.as_str(),
-        }
-    });
-    if let Some(phase) = &t.phase {
-        let mut cs = json!({"phase": phase.as_str(), "lastUpdateTime": now});
-        if let Some(active) = t.timeout_active {
-            cs["timeoutActive"] = json!(active);
-        }
-        if *phase == Phase::Terminating {
-            cs["preserveExpiryTime"] = serde_json::Value::Null;
-        }
-        status["currentStatus"] = cs;
-    }
-    if let (Some(obj), serde_json::Value::Object(more)) = (status.as_object_mut(), extra) {
-        obj.extend(more);
-    }
-    status
 }
 
 fn display_phase(p: &Phase) -> &str {

@@ -15,6 +15,7 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use crate::drain::tasks::DrainState;
+use crate::status::Field;
 use k8s_openapi::api::core::v1::Taint;
 use mcm_core::machine::{
     plan_preservation, preserved_condition, stopped_condition, PreserveInput, PreserveNode,
@@ -250,13 +251,9 @@ impl Reconciler<'_> {
     }
 
     async fn set_expiry(&mut self, t: Option<chrono::DateTime<Utc>>) -> Result<(), Error> {
-        let value = t.map(to_k8s);
-        let patch = json!({"status": {"currentStatus": {"preserveExpiryTime": value}}});
-        self.machine = self
-            .api
-            .patch_status(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-        Ok(())
+        let expiry = t.map_or(Field::Remove, |t| Field::Set(to_k8s(t)));
+        self.write(MachineStatusChange::preserve_expiry(expiry))
+            .await
     }
 
     async fn patch_machine_annotations(&mut self, a: serde_json::Value) -> Result<(), Error> {
@@ -296,11 +293,7 @@ impl Reconciler<'_> {
         let Some((nodes, node)) = self.nodes_api() else {
             return Ok(());
         };
-        let patch = json!({"status": {"conditions": [cond]}});
-        match nodes
-            .patch_status(&node, &PatchParams::default(), &Patch::Strategic(&patch))
-            .await
-        {
+        match crate::status::node::set_conditions(&nodes, &node, vec![cond]).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
             Err(e) => Err(e.into()),

@@ -15,6 +15,8 @@ use super::{
     add_finalizer, adopt, has_finalizer, is_conflict, is_not_found, owner_reference, publish,
     release, remove_finalizer, requeue, Ctx, Error,
 };
+use crate::status::machine::MachineStatusChange;
+use crate::status::unless_gone;
 use chrono::Utc;
 use futures::future::join_all;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -98,12 +100,9 @@ async fn mark_invalid(api: &Api<MachineSet>, ms: &MachineSet, problem: &str) -> 
     ) else {
         return Ok(());
     };
-    super::patch_status(
-        api,
-        &ms.name_any(),
-        json!({ "machineSetCondition": conditions }),
-    )
-    .await
+    let write = crate::status::machine_set::write_conditions;
+    unless_gone(write(api, &ms.name_any(), &conditions, None).await)?;
+    Ok(())
 }
 
 /// The reason of the Event and condition of a set that is not acted upon.
@@ -623,27 +622,17 @@ async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
     if m.phase() == mcm_api::MachinePhase::Terminating {
         return;
     }
-    let now = serde_json::to_value(to_k8s(Utc::now())).unwrap_or(serde_json::Value::Null);
-    let patch = json!({"status": {
-        "currentStatus": {"phase": "Terminating", "lastUpdateTime": now},
-        "lastOperation": {
-            "description": "Deleting machine from cloud provider",
-            "state": "Processing",
-            "type": "Delete",
-            "lastUpdateTime": now
-        }
-    }});
-    match api
-        .patch_status(
-            &m.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => {}
-        Err(e) if is_not_found(&e) => {}
-        Err(e) => debug!(machine = %m.name_any(), error = %e, "phase Terminating not written"),
+    let change = MachineStatusChange::entering(
+        mcm_api::MachinePhase::Terminating,
+        MachineStatusChange::operation(
+            "Deleting machine from cloud provider",
+            mcm_api::MachineState::Processing,
+            mcm_api::MachineOperationType::Delete,
+        ),
+    );
+    let write = crate::status::machine::write;
+    if let Err(e) = unless_gone(write(api, &m.name_any(), &change).await) {
+        debug!(machine = %m.name_any(), error = %e, "phase Terminating not written");
     }
 }
 
@@ -724,14 +713,6 @@ async fn write_status(
         desired = ms.spec.replicas,
         "writing MachineSet status"
     );
-    let mut obj = ms.clone();
-    obj.status = Some(st);
-    match api
-        .replace_status(&ms.name_any(), &PostParams::default(), &obj)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    unless_gone(crate::status::machine_set::replace(api, ms, st).await)?;
+    Ok(())
 }

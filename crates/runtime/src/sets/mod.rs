@@ -181,26 +181,6 @@ pub(crate) fn replace_failure_condition<C: Clone>(
     Some(out)
 }
 
-/// Merge-patches `status` of an object; a vanished object is fine.
-pub(crate) async fn patch_status<K>(
-    api: &Api<K>,
-    name: &str,
-    status: serde_json::Value,
-) -> Result<(), Error>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-{
-    let patch = json!({ "status": status });
-    match api
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// The validation errors that keep an object from being acted upon, as one
 /// message, or `None`. An object being deleted needs no timeouts: a bad one
 /// must not keep its finalizer (its deletion only deletes what it owns).

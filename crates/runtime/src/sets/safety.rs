@@ -300,14 +300,9 @@ async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, messa
         conditions.retain(|c| c.type_ != MachineSetConditionType::Frozen);
     }
     if frozen != had {
-        let patch = json!({
-            "metadata": {"resourceVersion": ms.resource_version()},
-            "status": {"machineSetCondition": conditions}
-        });
-        if let Err(e) = api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        let rv = ms.resource_version();
+        let write = crate::status::machine_set::write_conditions;
+        if let Err(e) = write(&api, &name, &conditions, rv.as_deref()).await {
             debug!(machineset = %name, error = %e, "Frozen condition not written; next pass");
             return false;
         }
@@ -365,14 +360,9 @@ async fn deployment_state(
         conditions.retain(|c| c.type_ != MachineDeploymentConditionType::Frozen);
     }
     if frozen != had {
-        let patch = json!({
-            "metadata": {"resourceVersion": d.resource_version()},
-            "status": {"conditions": conditions}
-        });
-        if let Err(e) = api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        let rv = d.resource_version();
+        let write = crate::status::machine_deployment::write_conditions;
+        if let Err(e) = write(&api, &name, &conditions, rv.as_deref()).await {
             debug!(machinedeployment = %name, error = %e, "Frozen condition not written; next pass");
             return false;
         }

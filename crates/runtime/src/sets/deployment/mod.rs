@@ -154,10 +154,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
         let mut st = d.status.clone().unwrap_or_default();
         if st.observed_generation < generation {
             st.observed_generation = generation;
-            let mut obj = d.clone();
-            obj.status = Some(st);
-            api.replace_status(name, &PostParams::default(), &obj)
-                .await?;
+            crate::status::machine_deployment::replace(&api, &d, st).await?;
         }
         return Ok(Action::await_change());
     }
@@ -279,12 +276,7 @@ impl Pass<'_> {
 
     /// Writes the whole status (PUT on /status, resourceVersion-guarded).
     async fn write_status(&mut self, status: MachineDeploymentStatus) -> Result<(), Error> {
-        let mut obj = self.d.clone();
-        obj.status = Some(status);
-        self.d = self
-            .api
-            .replace_status(&self.name(), &PostParams::default(), &obj)
-            .await?;
+        self.d = crate::status::machine_deployment::replace(&self.api, &self.d, status).await?;
         Ok(())
     }
 }

@@ -35,7 +35,9 @@ pub(super) async fn mark_invalid(
     ) else {
         return Ok(());
     };
-    crate::sets::patch_status(api, &d.name_any(), json!({ "conditions": conditions })).await
+    let write = crate::status::machine_deployment::write_conditions;
+    crate::status::unless_gone(write(api, &d.name_any(), &conditions, None).await)?;
+    Ok(())
 }
 
 impl Pass<'_> {
