@@ -540,15 +540,20 @@ if drv:
     p("Driver calls counted by the controller during scale-up (`mcm_cloud_api_driver_request_duration_seconds_count`): "
       + ", ".join(f"{k} {int(v)}" for k, v in sorted(drv.items())) + ".")
     p("")
-def rest(name):
+def scrape(name, series, key):
+    """Sums the mcm run samples of `series` in snapshot `name`, by key(line)."""
     c = collections.Counter()
     if not os.path.exists(S + name + ".mcm.metrics"):
         return c
     for line in open(S + name + ".mcm.metrics").read().splitlines():
-        if line.startswith("rest_client_requests_total{"):
-            v = re.search(r'method="([^"]*)"', line)
-            c[v.group(1) if v else "?"] += float(line.rsplit(" ", 1)[1])
+        if line.startswith(series + "{"):
+            c[key(line)] += float(line.rsplit(" ", 1)[1])
     return c
+def label(line, name):
+    v = re.search(name + r'="([^"]*)"', line)
+    return v.group(1) if v else "?"
+def rest(name):
+    return scrape(name, "rest_client_requests_total", lambda l: label(l, "method"))
 rb, ru, rd = rest("before"), rest("up"), rest("down")
 ri = rest("idle")
 if ru:
@@ -561,15 +566,8 @@ if ru:
       f"scale-down {int(down_total)} ({down_total / N:.1f} per machine).")
     p("")
 def rest_by_url(name):
-    c = collections.Counter()
-    if not os.path.exists(S + name + ".mcm.metrics"):
-        return c
-    for line in open(S + name + ".mcm.metrics").read().splitlines():
-        if line.startswith("rest_client_request_latency_seconds_count{"):
-            v = re.search(r'verb="([^"]*)"', line)
-            u = re.search(r'url="[a-z]+://[^/"]*([^"]*)"', line)
-            c[((v.group(1) if v else "?"), (u.group(1) if u else "?"))] += float(line.rsplit(" ", 1)[1])
-    return c
+    path = lambda l: re.sub(r"^[a-z]+://[^/]*", "", label(l, "url"))
+    return scrape(name, "rest_client_request_latency_seconds_count", lambda l: (label(l, "verb"), path(l)))
 ub, uu, ui, ud = rest_by_url("before"), rest_by_url("up"), rest_by_url("idle"), rest_by_url("down")
 if uu:
     rows = sorted(set(uu) | set(ud), key=lambda k: -max(uu.get(k, 0) - ub.get(k, 0), ud.get(k, 0) - ui.get(k, 0)))

@@ -1,8 +1,7 @@
 //! A MachineDeployment's status writes: its conditions (merge patch) and the
 //! whole status the deployment controller computes (replacement).
 
-use kube::api::{Api, PostParams};
-use kube::ResourceExt;
+use kube::api::Api;
 use mcm_api::{MachineDeployment, MachineDeploymentCondition, MachineDeploymentStatus};
 use serde::Serialize;
 
@@ -30,10 +29,7 @@ pub(crate) async fn replace(
     d: &MachineDeployment,
     status: MachineDeploymentStatus,
 ) -> Result<MachineDeployment, kube::Error> {
-    let mut obj = d.clone();
-    obj.status = Some(status);
-    api.replace_status(&d.name_any(), &PostParams::default(), &obj)
-        .await
+    super::replace(api, d, |o| o.status = Some(status)).await
 }
 
 #[cfg(test)]

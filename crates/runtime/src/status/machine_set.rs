@@ -1,8 +1,7 @@
 //! A MachineSet's status writes: its conditions (merge patch) and the whole
 //! status the set controller computes (replacement).
 
-use kube::api::{Api, PostParams};
-use kube::ResourceExt;
+use kube::api::Api;
 use mcm_api::{MachineSet, MachineSetCondition, MachineSetStatus};
 use serde::Serialize;
 
@@ -38,10 +37,7 @@ pub(crate) async fn replace(
     ms: &MachineSet,
     status: MachineSetStatus,
 ) -> Result<MachineSet, kube::Error> {
-    let mut obj = ms.clone();
-    obj.status = Some(status);
-    api.replace_status(&ms.name_any(), &PostParams::default(), &obj)
-        .await
+    super::replace(api, ms, |o| o.status = Some(status)).await
 }
 
 #[cfg(test)]

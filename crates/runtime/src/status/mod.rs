@@ -18,8 +18,8 @@ pub(crate) mod machine_deployment;
 pub(crate) mod machine_set;
 pub(crate) mod node;
 
-use kube::api::{Api, Patch, PatchParams};
-use kube::Resource;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde::{Serialize, Serializer};
 
@@ -112,6 +112,18 @@ where
 {
     let body = StatusPatch::new(status, guard);
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+}
+
+/// Replaces the whole status of `obj` with what `set` puts there (PUT on
+/// /status, guarded by the resourceVersion `obj` was read at).
+async fn replace<K>(api: &Api<K>, obj: &K, set: impl FnOnce(&mut K)) -> Result<K, kube::Error>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let mut written = obj.clone();
+    set(&mut written);
+    api.replace_status(&obj.name_any(), &PostParams::default(), &written)
         .await
 }
 
