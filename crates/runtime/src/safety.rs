@@ -160,8 +160,8 @@ impl OrphanVerdict {
 }
 
 /// Judges one VM listed for a class of this namespace (the reference's rules
-/// per class, `sets-deployments-safety.md` §12.1, narrowed so that a VM is
-/// only collected with evidence that it is this namespace's).
+/// per class, narrowed so that a VM is only collected with evidence that it
+/// is this namespace's; design: docs/design/safety.md, "Orphan-VM collection").
 pub fn judge(vm: &ListedVm, machines: &[Machine], tracker: &OrphanTracker) -> OrphanVerdict {
     let pid = normalize_provider_id(&vm.provider_id);
     if machines.iter().any(|m| {
