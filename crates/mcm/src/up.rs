@@ -299,14 +299,20 @@ async fn run_env(
     let started = Instant::now();
     let mut last = String::new();
     let mut ticker = tokio::time::interval(Duration::from_secs(2));
+    // One listener for the whole loop: a `ctrl_c()` made per iteration
+    // misses a Ctrl-C that arrives while the summary is being fetched.
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => break,
+            _ = &mut ctrl_c => break,
             s = cloud.wait() => { eprintln!("mcm up: the local cloud exited ({s:?}); see its log"); break; }
             s = controllers.wait() => { eprintln!("mcm up: the controllers exited ({s:?}); see {}/mcm.log", logs.display()); break; }
             _ = ticker.tick() => {
-                match summary(&client).await {
-                    Ok((text, running, ready)) => {
+                match tokio::time::timeout(Duration::from_secs(10), summary(&client)).await {
+                    Err(_) => eprintln!("mcm up: summary took over 10 s; the API server may be overloaded"),
+                    Ok(Err(e)) => eprintln!("mcm up: summary failed: {e}"),
+                    Ok(Ok((text, running, ready))) => {
                         let line = format!("machines: {text:<40} nodes Ready: {ready}");
                         if line != last {
                             println!("[{:>4}s] {line}", started.elapsed().as_secs());
@@ -317,7 +323,6 @@ async fn run_env(
                             break;
                         }
                     }
-                    Err(e) => eprintln!("mcm up: summary failed: {e}"),
                 }
             }
         }
