@@ -146,6 +146,11 @@ async fn reference_integration_scenarios_create_scale_roll_and_delete_without_or
     config.heartbeat_interval = Duration::from_secs(2);
     config.tunables = Tunables::unlimited();
     config.tunables.boot_delay_ms = 1_000;
+    // A VM takes a moment to go, as in a real cloud: step 7's freeze exists
+    // only while the machines being deleted still count. Without it a whole
+    // deletion completes in one reconcile, within milliseconds, and whether
+    // the safety loop sees the overshoot before the machines are gone is luck.
+    config.tunables.delete.latency_ms = 1_500;
     let (addr, cloud) = server::spawn(config).await.expect("local cloud");
     let url = format!("http://{addr}");
     let admin = AdminClient::new(&url).expect("admin client");
