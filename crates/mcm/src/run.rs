@@ -265,6 +265,47 @@ fn identity() -> String {
     format!("{host}_{:08x}", rand::random::<u32>())
 }
 
+/// The process's kube clients: one per role, each with its own request
+/// budget of `qps`/`burst`, as the reference's clientsets (design:
+/// docs/design/runtime.md, "Clients and their budgets").
+struct RoleClients {
+    control: Client,
+    events: Client,
+    leases: Client,
+    target: Option<Client>,
+}
+
+async fn role_clients(
+    control_src: &kubeclient::Source,
+    target_src: Option<&kubeclient::Source>,
+    qps: f32,
+    burst: i32,
+) -> anyhow::Result<RoleClients> {
+    let control = kubeclient::client(control_src, qps, burst)
+        .await
+        .context("control cluster")?;
+    let events = kubeclient::client(control_src, qps, burst)
+        .await
+        .context("control cluster (events)")?;
+    let leases = kubeclient::client(control_src, qps, burst)
+        .await
+        .context("control cluster (leader election)")?;
+    let target = match target_src {
+        None => None,
+        Some(src) => Some(
+            kubeclient::client(src, qps, burst)
+                .await
+                .context("target cluster")?,
+        ),
+    };
+    Ok(RoleClients {
+        control,
+        events,
+        leases,
+        target,
+    })
+}
+
 /// Runs `work` under the Lease `lease` (or directly without leader election)
 /// until it ends, leadership is lost or `shutdown` completes (then the work
 /// gets [`SHUTDOWN_GRACE`] and the Lease is released).
@@ -373,18 +414,18 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     }
     let (control_src, target_src) =
         kubeclient::resolve(&common.control_kubeconfig, &common.target_kubeconfig)?;
-    let (qps, burst) = (common.kube_api_qps, common.kube_api_burst);
-    // One client per role, each with its own budget, as the reference's
-    // clientsets (docs/design/runtime.md, "Clients and their budgets").
-    let control = kubeclient::client(&control_src, qps, burst)
-        .await
-        .context("control cluster")?;
-    let events = kubeclient::client(&control_src, qps, burst)
-        .await
-        .context("control cluster (events)")?;
-    let leases = kubeclient::client(&control_src, qps, burst)
-        .await
-        .context("control cluster (leader election)")?;
+    let RoleClients {
+        control,
+        events,
+        leases,
+        target,
+    } = role_clients(
+        &control_src,
+        target_src.as_ref(),
+        common.kube_api_qps,
+        common.kube_api_burst,
+    )
+    .await?;
     let ns = common.namespace.clone();
     let port = common.port.unwrap_or(if plan.machines.is_some() {
         10259
@@ -400,16 +441,8 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     let mut machine_metrics = None;
     let mut set_metrics = None;
 
-    // One target client, one cache per kind and one Context for every
-    // controller of the process (docs/design/runtime.md).
-    let target = match &target_src {
-        None => None,
-        Some(src) => Some(
-            kubeclient::client(src, qps, burst)
-                .await
-                .context("target cluster")?,
-        ),
-    };
+    // One cache per kind and one Context for every controller of the
+    // process (docs/design/runtime.md).
     let caches = Caches::new(&control, target.as_ref(), &ns);
     let config = runtime_config(&plan);
     // Machine metrics are served by the half that runs machines only.

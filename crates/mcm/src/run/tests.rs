@@ -80,3 +80,73 @@ fn all_in_one_gives_machines_and_sets_the_same_flags() {
     assert_eq!(c.creation_timeout, Duration::from_secs(420));
     assert_eq!(c.sets.safety_up, 5);
 }
+
+/// A stand-in API server that answers `GET /version`, and a kubeconfig for it.
+async fn version_server() -> (mcm_testenv::TempDir, kubeclient::Source) {
+    let app = axum::Router::new().route(
+        "/version",
+        axum::routing::get(|| async {
+            axum::Json(serde_json::json!({
+                "major": "1", "minor": "36", "gitVersion": "v1.36.0", "gitCommit": "",
+                "gitTreeState": "", "buildDate": "", "goVersion": "", "compiler": "",
+                "platform": "linux/amd64"
+            }))
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let dir = mcm_testenv::TempDir(
+        std::env::temp_dir().join(format!("mcm-role-clients-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&dir.0).expect("temp dir");
+    let path = dir.0.join("kubeconfig");
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters: [{{name: c, cluster: {{server: \"http://{addr}\"}}}}]\n\
+         users: [{{name: u, user: {{}}}}]\ncontexts: [{{name: x, context: {{cluster: c, user: u}}}}]\n\
+         current-context: x\n"
+    );
+    std::fs::write(&path, kubeconfig).expect("kubeconfig");
+    (dir, kubeclient::Source::File(path))
+}
+
+#[tokio::test]
+async fn each_client_role_has_its_own_request_budget() {
+    // The binary installs its TLS provider in main; a unit test does it here.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (_dir, src) = version_server().await;
+    // One token, then one every 5 s.
+    let clients = role_clients(&src, Some(&src), 0.2, 1)
+        .await
+        .expect("clients");
+    clients
+        .control
+        .apiserver_version()
+        .await
+        .expect("the first request takes the control client's one token");
+    let control = clients.control.clone();
+    let waiting = tokio::spawn(async move { control.apiserver_version().await });
+
+    // The control client's bucket is empty; every other role still answers
+    // at once (a Lease renewal never queues behind Machine writes).
+    let target = clients.target.clone().expect("target client");
+    for (role, client) in [
+        ("leases", clients.leases.clone()),
+        ("events", clients.events.clone()),
+        ("target", target),
+    ] {
+        let answered =
+            tokio::time::timeout(Duration::from_secs(2), client.apiserver_version()).await;
+        assert!(
+            matches!(answered, Ok(Ok(_))),
+            "the {role} client waited on another role's budget: {answered:?}"
+        );
+    }
+    assert!(
+        !waiting.is_finished(),
+        "the control client's second request waits for its own bucket"
+    );
+    waiting.abort();
+}
