@@ -167,4 +167,4 @@ impl Pacer {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -106,13 +106,7 @@ impl Reconciler<'_> {
                     {
                         return Ok(Action::requeue(wait));
                     }
-                    let result = self
-                        .timed(
-                            "GetMachineStatus",
-                            &provider,
-                            driver.get_machine_status(&req),
-                        )
-                        .await;
+                    let result = driver.get_machine_status(&req).await;
                     self.answered(&*driver, &provider, &req, CloudOp::Status, &result)
                         .await;
                     CreationOutcome::Probed(result)
@@ -133,13 +127,7 @@ impl Reconciler<'_> {
                     self.record_create_attempt().await?;
                     info!(init = flow.init_reason().map(|r| r.as_str()), "creating VM");
                     let started = Instant::now();
-                    let result = self
-                        .timed(
-                            "CreateMachine",
-                            &provider,
-                            driver.create_machine(&create_req),
-                        )
-                        .await;
+                    let result = driver.create_machine(&create_req).await;
                     self.answered(&*driver, &provider, &req, CloudOp::Create, &result)
                         .await;
                     if let Ok(resp) = &result {
@@ -162,9 +150,7 @@ impl Reconciler<'_> {
                     let mut doomed = req.clone();
                     doomed.machine.spec.provider_id = provider_id;
                     CreationOutcome::StaleVmDeleted(
-                        self.timed("DeleteMachine", &provider, driver.delete_machine(&doomed))
-                            .await
-                            .map(|_| ()),
+                        driver.delete_machine(&doomed).await.map(|_| ()),
                     )
                 }
                 CreationStep::PersistIdentity(id) => {
@@ -179,13 +165,7 @@ impl Reconciler<'_> {
                         return Ok(Action::requeue(wait));
                     }
                     info!(reason = reason.as_str(), "initializing VM");
-                    let result = self
-                        .timed(
-                            "InitializeMachine",
-                            &provider,
-                            driver.initialize_machine(&req),
-                        )
-                        .await;
+                    let result = driver.initialize_machine(&req).await;
                     self.answered(&*driver, &provider, &req, CloudOp::Initialize, &result)
                         .await;
                     if result.is_ok() {

@@ -126,9 +126,7 @@ impl Reconciler<'_> {
                     self.stage(MachineStatusChange::of(&decide::set_terminating()));
                 }
                 DeletionStep::GetVmStatus => {
-                    let t = self
-                        .get_vm_status_step(&view, &driver, &mut req, &provider)
-                        .await?;
+                    let t = self.get_vm_status_step(&view, &driver, &mut req).await?;
                     let failed = t.operation.state == mcm_api::MachineState::Failed;
                     if !failed {
                         self.stage(MachineStatusChange::of(&t));
@@ -186,9 +184,7 @@ impl Reconciler<'_> {
                         return Ok(Action::requeue(wait));
                     }
                     let started = Instant::now();
-                    let result = self
-                        .timed("DeleteMachine", &provider, driver.delete_machine(&req))
-                        .await;
+                    let result = driver.delete_machine(&req).await;
                     self.answered(&*driver, &provider, &req, CloudOp::Delete, &result)
                         .await;
                     let (t, quick) = decide::after_delete_vm(&result, VmRecord::of(&self.machine));
@@ -237,7 +233,6 @@ impl Reconciler<'_> {
         view: &MachineView,
         driver: &Arc<dyn Driver>,
         req: &mut MachineRequest,
-        provider: &str,
     ) -> Result<Transition, Error> {
         let record = VmRecord::of(&self.machine);
         if !self.target() || view.node.is_some() {
@@ -261,9 +256,7 @@ impl Reconciler<'_> {
             Some(n) => (Some(n), None),
             None => {
                 req.machine = self.machine.clone();
-                let r = self
-                    .timed("GetMachineStatus", provider, driver.get_machine_status(req))
-                    .await;
+                let r = driver.get_machine_status(req).await;
                 let node = match &r {
                     Ok(resp) if !resp.node_name.is_empty() => Some(resp.node_name.clone()),
                     Err(e) => e

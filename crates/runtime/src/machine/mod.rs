@@ -427,6 +427,13 @@ impl<'a> Reconciler<'a> {
             let stop = self.input_problem("UnknownProvider", msg).await?;
             return Ok(Err(stop));
         };
+        // Every call of this reconcile, and of the drains it starts, writes
+        // the driver series.
+        let driver = crate::metrics::driver::Observed::wrap(
+            driver,
+            self.ctx.metrics.clone(),
+            &class.provider,
+        );
         Ok(Ok((class, secret, driver)))
     }
 
@@ -486,18 +493,6 @@ impl<'a> Reconciler<'a> {
         Ok(Action::requeue(
             recheck.unwrap_or(self.ctx.config.long_retry),
         ))
-    }
-
-    // ------------------------------------------------------------------
-    // Provider calls
-
-    async fn timed<T>(
-        &self,
-        op: &str,
-        provider: &str,
-        f: impl Future<Output = Result<T, Status>>,
-    ) -> Result<T, Status> {
-        crate::metrics::driver::observe(&self.ctx.metrics, provider, op, f).await
     }
 }
 

@@ -3,10 +3,22 @@
 //! operation, error_code}`), written around every driver call as the
 //! reference's providers write them: a successful call is timed, a failed
 //! one counted with its numeric code.
+//!
+//! The machine controller writes them through [`Observed`], a driver that
+//! wraps the provider's, so every call it makes is counted in one place,
+//! also the GetVolumeIDs calls of a drain.
 
 use super::{error_code_label, operation_label, provider_label, DriverErrorLabels, DriverLabels};
-use mcm_driver::Status;
+use async_trait::async_trait;
+use mcm_driver::budget::BucketLimit;
+use mcm_driver::{
+    CloudOp, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
+    DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
+    GetVolumeIdsRequest, GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse,
+    ListMachinesRequest, ListMachinesResponse, MachineRequest, Status,
+};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Runs `call` (driver operation `op`, e.g. `CreateMachine`, of `provider`)
@@ -41,6 +53,98 @@ pub async fn observe<T>(
     result
 }
 
+/// A provider's driver whose calls write the driver series under the
+/// provider's name. Rate limits, scopes and spec warnings make no cloud call
+/// and pass through unobserved.
+pub struct Observed {
+    inner: Arc<dyn Driver>,
+    metrics: Arc<super::Metrics>,
+    provider: String,
+}
+
+impl Observed {
+    /// Wraps `inner`, the driver of `provider` (the MachineClass's `provider`).
+    pub fn wrap(
+        inner: Arc<dyn Driver>,
+        metrics: Arc<super::Metrics>,
+        provider: &str,
+    ) -> Arc<dyn Driver> {
+        Arc::new(Observed {
+            inner,
+            metrics,
+            provider: provider.to_string(),
+        })
+    }
+
+    async fn call<T>(
+        &self,
+        op: &str,
+        f: impl Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        observe(&self.metrics, &self.provider, op, f).await
+    }
+}
+
+#[async_trait]
+impl Driver for Observed {
+    async fn create_machine(
+        &self,
+        req: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        self.call("CreateMachine", self.inner.create_machine(req))
+            .await
+    }
+
+    async fn initialize_machine(
+        &self,
+        req: &InitializeMachineRequest,
+    ) -> DriverResult<InitializeMachineResponse> {
+        self.call("InitializeMachine", self.inner.initialize_machine(req))
+            .await
+    }
+
+    async fn delete_machine(
+        &self,
+        req: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
+        self.call("DeleteMachine", self.inner.delete_machine(req))
+            .await
+    }
+
+    async fn get_machine_status(
+        &self,
+        req: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        self.call("GetMachineStatus", self.inner.get_machine_status(req))
+            .await
+    }
+
+    async fn rate_limits(&self) -> Vec<(CloudOp, BucketLimit)> {
+        self.inner.rate_limits().await
+    }
+
+    fn rate_limit_scope(&self, req: &MachineRequest) -> String {
+        self.inner.rate_limit_scope(req)
+    }
+
+    async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        self.call("ListMachines", self.inner.list_machines(req))
+            .await
+    }
+
+    async fn get_volume_ids(
+        &self,
+        req: &GetVolumeIdsRequest,
+    ) -> DriverResult<GetVolumeIdsResponse> {
+        self.call("GetVolumeIDs", self.inner.get_volume_ids(req))
+            .await
+    }
+
+    fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
+        self.inner.provider_spec_warnings(provider_spec)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +173,81 @@ mod tests {
             !text.contains("mcm_cloud_api_driver_request_duration_seconds_count{provider=\"aws\",operation=\"get_machine_status\"}"),
             "a failed call is not timed: {text}"
         );
+    }
+
+    /// A driver that answers GetVolumeIDs and refuses creation.
+    struct Stub;
+
+    #[async_trait]
+    impl Driver for Stub {
+        async fn create_machine(
+            &self,
+            _: &CreateMachineRequest,
+        ) -> DriverResult<CreateMachineResponse> {
+            Err(Status::new(Code::ResourceExhausted, "no capacity"))
+        }
+        async fn delete_machine(
+            &self,
+            _: &DeleteMachineRequest,
+        ) -> DriverResult<DeleteMachineResponse> {
+            Err(Status::unimplemented("stub"))
+        }
+        async fn get_machine_status(
+            &self,
+            _: &GetMachineStatusRequest,
+        ) -> DriverResult<GetMachineStatusResponse> {
+            Err(Status::unimplemented("stub"))
+        }
+        async fn list_machines(
+            &self,
+            _: &ListMachinesRequest,
+        ) -> DriverResult<ListMachinesResponse> {
+            Err(Status::unimplemented("stub"))
+        }
+        async fn get_volume_ids(
+            &self,
+            _: &GetVolumeIdsRequest,
+        ) -> DriverResult<GetVolumeIdsResponse> {
+            Ok(GetVolumeIdsResponse {
+                volume_ids: vec!["vol-1".into()],
+            })
+        }
+        fn rate_limit_scope(&self, _: &MachineRequest) -> String {
+            "eu-west-1/AKIA".into()
+        }
+    }
+
+    #[tokio::test]
+    async fn an_observed_driver_writes_the_series_of_every_call_including_a_drains_get_volume_ids()
+    {
+        let mut registry = Registry::default();
+        let m = Arc::new(super::super::Metrics::new(&mut registry));
+        let driver = Observed::wrap(Arc::new(Stub), m, "AWS");
+        let ids = driver
+            .get_volume_ids(&GetVolumeIdsRequest::default())
+            .await
+            .map(|r| r.volume_ids);
+        assert!(
+            matches!(ids.as_deref(), Ok([id]) if id == "vol-1"),
+            "answers pass through: {ids:?}"
+        );
+        let req = crate::pacing::tests::req();
+        let created = driver.create_machine(&req).await;
+        assert!(
+            matches!(created, Err(ref e) if e.code == Code::ResourceExhausted),
+            "{created:?}"
+        );
+        assert_eq!(
+            driver.rate_limit_scope(&req),
+            "eu-west-1/AKIA",
+            "the scope passes through"
+        );
+        let text = super::super::encode(&registry);
+        assert!(text.contains(
+            "mcm_cloud_api_driver_request_duration_seconds_count{provider=\"aws\",operation=\"get_volume_ids\"} 1"
+        ), "{text}");
+        assert!(text.contains(
+            "mcm_cloud_api_driver_requests_failed_total{provider=\"aws\",operation=\"create_machine\",error_code=\"8\"} 1"
+        ), "{text}");
     }
 }

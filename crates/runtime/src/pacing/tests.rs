@@ -35,7 +35,8 @@ impl Driver for Limited {
     }
 }
 
-fn req() -> MachineRequest {
+/// A request for machine `m` of class `c` (also used by the metrics tests).
+pub(crate) fn req() -> MachineRequest {
     MachineRequest {
         machine: serde_json::from_value(serde_json::json!({
             "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
