@@ -251,6 +251,18 @@ impl Context {
         }
     }
 
+    /// The driver of a class's `provider`, its calls writing the driver
+    /// series (`metrics::driver::Observed`): the one way a controller gets a
+    /// driver to call the cloud with.
+    pub fn observed_driver(&self, provider: &str) -> Option<Arc<dyn Driver>> {
+        let driver = self.drivers.get(Some(provider))?;
+        Some(crate::metrics::driver::Observed::wrap(
+            driver,
+            self.metrics.clone(),
+            provider,
+        ))
+    }
+
     /// Records that this process removed the finalizer of the Machine `key`
     /// with `uid`: the object is gone, whatever the cache still shows.
     pub fn released(&self, key: &str, uid: &str) {

@@ -215,7 +215,7 @@ pub async fn collect_orphans(
     let mut listed = Vec::new();
     let mut owners = HashMap::new();
     for class in classes.list(&ListParams::default()).await?.items {
-        let Some(driver) = ctx.drivers.get(Some(&class.provider)) else {
+        let Some(driver) = ctx.observed_driver(&class.provider) else {
             continue;
         };
         let secret = match crate::class::merged_secret(&ctx.caches, &class) {
@@ -226,15 +226,7 @@ pub async fn collect_orphans(
             machine_class: class.clone(),
             secret: secret.clone(),
         };
-        let listing = driver.list_machines(&req);
-        match crate::metrics::driver::observe(
-            &ctx.metrics,
-            &class.provider,
-            "ListMachines",
-            listing,
-        )
-        .await
-        {
+        match driver.list_machines(&req).await {
             Ok(resp) => {
                 for (pid, name) in resp.machine_list {
                     listed.push(ListedVm {
@@ -284,11 +276,7 @@ pub async fn collect_orphans(
             continue;
         };
         info!(namespace = %ns, provider_id = %pid, machine = %name, "deleting orphan VM");
-        let provider = class.provider.clone();
-        let deletion = crate::machine::delete_orphan(driver.as_ref(), class, secret, &pid, &name);
-        match crate::metrics::driver::observe(&ctx.metrics, &provider, "DeleteMachine", deletion)
-            .await
-        {
+        match crate::machine::delete_orphan(driver.as_ref(), class, secret, &pid, &name).await {
             Ok(()) => deleted.push(pid),
             Err(e) => {
                 warn!(namespace = %ns, provider_id = %pid, error = %e, "deleting orphan VM failed; retrying next period")

@@ -119,18 +119,27 @@ pub fn pods_to_drain(pods: Vec<Pod>) -> Vec<Pod> {
         .collect()
 }
 
+/// The Node `name` from the shared cache, or from the API server when the
+/// cache does not hold it (`None`: there is no such Node).
+pub(crate) async fn cached_or_fetched(
+    nodes: &Api<Node>,
+    cache: &Store<Node>,
+    name: &str,
+) -> Result<Option<Node>, kube::Error> {
+    match cache.get(&ObjectRef::new(name)) {
+        Some(n) => Ok(Some((*n).clone())),
+        None => nodes.get_opt(name).await,
+    }
+}
+
 /// Cordons the node (spec.unschedulable) and sets its `Terminating` condition.
 /// The Node is read from `cache` (a GET only when the cache lacks it), and the
 /// condition goes as a strategic merge of that one condition, so a stale
 /// copy never rewrites the kubelet's conditions.
 pub async fn cordon(client: &Client, node: &str, cache: &Store<Node>) -> Result<(), kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let n = match cache.get(&ObjectRef::new(node)) {
-        Some(n) => (*n).clone(),
-        None => match nodes.get_opt(node).await? {
-            Some(n) => n,
-            None => return Ok(()),
-        },
+    let Some(n) = cached_or_fetched(&nodes, cache, node).await? else {
+        return Ok(());
     };
     if !n
         .spec

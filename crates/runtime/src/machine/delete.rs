@@ -294,17 +294,8 @@ impl Reconciler<'_> {
             return Ok(NodeDeletion::NoLabel);
         };
         let nodes: Api<Node> = Api::all(target.clone());
-        let cached = self
-            .ctx
-            .nodes
-            .get(&ObjectRef::new(node))
-            .map(|n| (*n).clone());
-        let obj = match cached {
-            Some(n) => n,
-            None => match nodes.get_opt(node).await? {
-                Some(n) => n,
-                None => return Ok(NodeDeletion::NotFound(node.clone())),
-            },
+        let Some(obj) = drain::cached_or_fetched(&nodes, &self.ctx.nodes, node).await? else {
+            return Ok(NodeDeletion::NotFound(node.clone()));
         };
         match crate::finalizer::remove_retrying_stale(&nodes, &obj, c::NODE_FINALIZER).await {
             Err(e) => return Ok(NodeDeletion::Failed(node.clone(), e.to_string())),

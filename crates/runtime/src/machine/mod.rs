@@ -417,7 +417,9 @@ impl<'a> Reconciler<'a> {
                 return Ok(Err(stop));
             }
         };
-        let Some(driver) = self.ctx.drivers.get(Some(&class.provider)) else {
+        // Every call of this reconcile, and of the drains it starts, writes
+        // the driver series.
+        let Some(driver) = self.ctx.observed_driver(&class.provider) else {
             let msg = format!(
                 "No driver for provider {:?} of MachineClass {} (compiled in: {})",
                 class.provider,
@@ -427,13 +429,6 @@ impl<'a> Reconciler<'a> {
             let stop = self.input_problem("UnknownProvider", msg).await?;
             return Ok(Err(stop));
         };
-        // Every call of this reconcile, and of the drains it starts, writes
-        // the driver series.
-        let driver = crate::metrics::driver::Observed::wrap(
-            driver,
-            self.ctx.metrics.clone(),
-            &class.provider,
-        );
         Ok(Ok((class, secret, driver)))
     }
 

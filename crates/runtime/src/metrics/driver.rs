@@ -4,9 +4,10 @@
 //! reference's providers write them: a successful call is timed, a failed
 //! one counted with its numeric code.
 //!
-//! The machine controller writes them through [`Observed`], a driver that
-//! wraps the provider's, so every call it makes is counted in one place,
-//! also the GetVolumeIDs calls of a drain.
+//! The controllers write them through [`Observed`], a driver that wraps the
+//! provider's (`Context::observed_driver`), so every call is counted in one
+//! place: the machine reconciler's, the GetVolumeIDs calls of its drains and
+//! the orphan collector's.
 
 use super::{error_code_label, operation_label, provider_label, DriverErrorLabels, DriverLabels};
 use async_trait::async_trait;
@@ -23,7 +24,7 @@ use std::time::Instant;
 
 /// Runs `call` (driver operation `op`, e.g. `CreateMachine`, of `provider`)
 /// and writes its series in `metrics`.
-pub async fn observe<T>(
+async fn observe<T>(
     metrics: &super::Metrics,
     provider: &str,
     op: &str,
