@@ -62,6 +62,40 @@ pub const FREEZE_LABEL_VALUE: &str = "True";
 /// rollout). Value `"true"`; presence is what counts.
 pub const SCALE_UP_DISABLED_LABEL: &str = "node.machine.sapcloud.io/scale-up-disabled";
 
+/// Label keys the controllers write themselves, so no selector and no template label of a
+/// MachineSet or MachineDeployment may use them (see
+/// [`crate::validation::validate_machine_set`]; design: sets-and-deployments.md, "Labels the
+/// controllers own"):
+/// * on Machines: [`NODE_LABEL`] (the Node's name, right after CreateMachine and when a
+///   deletion finds the Node), [`TEMPLATE_HASH_LABEL`] and [`NODE_UPDATE_RESULT_LABEL`] (an
+///   in-place update moves a machine to the new set with the new set's hash and
+///   `update-result=successful`, and strips `update-result` again);
+/// * on MachineSets, which a MachineDeployment's selector selects and whose labels a
+///   deployment's template labels become: [`TEMPLATE_HASH_LABEL`] (every set a deployment
+///   creates), [`FREEZE_LABEL`] (the overshoot safety loop) and [`SCALE_UP_DISABLED_LABEL`]
+///   (old sets of an in-place rollout);
+/// * the in-place protocol's other labels, [`NODE_CANDIDATE_FOR_UPDATE_LABEL`] and
+///   [`NODE_SELECTED_FOR_UPDATE_LABEL`] (written on Nodes; a Machine carrying them would only
+///   mislead).
+///
+/// A selector on such a key stops selecting the set's own objects as soon as a controller
+/// writes the label: each one would be released and replaced, without bound. Preservation
+/// writes no label (an annotation and a Node taint only), so it has no key here.
+pub const CONTROLLER_OWNED_LABELS: [&str; 7] = [
+    NODE_LABEL,
+    TEMPLATE_HASH_LABEL,
+    NODE_UPDATE_RESULT_LABEL,
+    NODE_CANDIDATE_FOR_UPDATE_LABEL,
+    NODE_SELECTED_FOR_UPDATE_LABEL,
+    FREEZE_LABEL,
+    SCALE_UP_DISABLED_LABEL,
+];
+
+/// Whether the controllers own label `key` (it is one of [`CONTROLLER_OWNED_LABELS`]).
+pub fn is_controller_owned_label(key: &str) -> bool {
+    CONTROLLER_OWNED_LABELS.contains(&key)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Annotations on Machines, MachineSets, MachineDeployments
 // ---------------------------------------------------------------------------------------------

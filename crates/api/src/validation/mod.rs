@@ -7,6 +7,11 @@
 //!   nil selector and panics); every `selector.matchLabels` entry must equal the template label
 //!   of the same key, and the whole selector (`matchExpressions` included) must select the
 //!   template labels; template class kind and name are required.
+//! * MachineSet and MachineDeployment (mcm-rs only): no selector (`matchLabels` or
+//!   `matchExpressions`) and no template label uses a key the controllers write
+//!   ([`crate::constants::CONTROLLER_OWNED_LABELS`]), except `machine-template-hash` in a
+//!   MachineSet's template and, with the same value, in its `matchLabels`, as a
+//!   MachineDeployment creates its sets (see [`validate_controller_owned_keys`]).
 //! * MachineDeployment: as MachineSet, plus `strategy.type` must be one of InPlaceUpdate,
 //!   Recreate, RollingUpdate; RollingUpdate needs `rollingUpdate`, InPlaceUpdate needs
 //!   `inPlaceUpdate` (with `orchestrationType` Auto or Manual); their `maxSurge` and
@@ -27,6 +32,11 @@
 //!   template label missing for a `matchLabels` entry as `""` and never checks
 //!   `matchExpressions`, so `matchLabels: {x: ""}` passed validation and then created Machines
 //!   it immediately released, forever;
+//! * a selector or template label on a key the controllers write (`node`,
+//!   `machine-template-hash`, the in-place labels, `freeze`, `scale-up-disabled`) is
+//!   rejected: the reference accepts `node: pool-a` in selector and template, and then
+//!   releases and replaces every machine once the machine controller writes the real Node
+//!   name into its `node` label, without bound;
 //! * a negative `maxSurge` / `maxUnavailable` (integer or percentage) is rejected, as
 //!   Kubernetes Deployments do; the reference accepts it and computes nonsense at runtime;
 //! * malformed, negative or (for the creation and health timeouts) zero durations are
@@ -269,9 +279,16 @@ fn validate_selected_template(
     selector: Option<&LabelSelector>,
     template: &crate::machine::MachineTemplateSpec,
     annotations: Option<&BTreeMap<String, String>>,
+    template_hash_allowed: bool,
     errors: &mut Vec<FieldError>,
 ) {
     validate_selector(selector, template.metadata.labels.as_ref(), errors);
+    validate_controller_owned_keys(
+        selector,
+        template.metadata.labels.as_ref(),
+        template_hash_allowed,
+        errors,
+    );
     validate_class_reference(&template.spec.class, "spec.template.spec.class", errors);
     validate_machine_configuration(&template.spec.configuration, "spec.template.spec", errors);
     validate_effective_creation_timeout(annotations, errors);
@@ -287,6 +304,7 @@ pub fn validate_machine_set(set: &MachineSet) -> Result<(), Vec<FieldError>> {
         spec.selector.as_ref(),
         &spec.template,
         set.metadata.annotations.as_ref(),
+        true,
         &mut errors,
     );
     if spec.min_ready_seconds < 0 {
@@ -310,6 +328,7 @@ pub fn validate_machine_deployment(deployment: &MachineDeployment) -> Result<(),
         spec.selector.as_ref(),
         &spec.template,
         deployment.metadata.annotations.as_ref(),
+        false,
         &mut errors,
     );
     validate_deployment_periods(spec, &mut errors);
@@ -384,6 +403,71 @@ fn validate_selector(
             "",
             "`selector` does not match template `labels`",
         ));
+    }
+}
+
+/// The detail of every error about a label key the controllers own (see
+/// [`is_controller_label_error`]).
+const CONTROLLER_LABEL_DETAIL: &str = "the controllers write this label key themselves: \
+a selector or template label on it stops selecting the set's own objects once they do, and \
+each would be released and replaced without bound";
+
+/// Whether `error` is about a label key the controllers own
+/// ([`crate::constants::CONTROLLER_OWNED_LABELS`]). Like a bad timeout, it does not keep an
+/// object that is being deleted from being deleted: its controller keeps the objects it
+/// created whatever such a label says (`mcm_core::replicas::selection`), so its deletion
+/// still finds them.
+pub fn is_controller_label_error(error: &FieldError) -> bool {
+    error.detail == CONTROLLER_LABEL_DETAIL
+}
+
+/// Selectors (`matchLabels` and `matchExpressions`, every operator) and template labels must
+/// not use a key the controllers write ([`crate::constants::CONTROLLER_OWNED_LABELS`]).
+///
+/// The one exception, `template_hash_allowed` (MachineSets): `machine-template-hash` in the
+/// template labels and, with the same value, in `matchLabels`, as a MachineDeployment (ours
+/// or the reference's) creates its sets. No controller falsifies that: the hash on a
+/// machine changes only when an in-place update moves the machine to another set, in the
+/// same write that makes the other set its controller. The set need not be controlled by a
+/// deployment (one deleted with `--cascade=orphan` leaves such sets behind, and they keep
+/// working). An expression on the hash is refused on a set too, and on a deployment any use
+/// of the key (every set it creates carries the hash: a `DoesNotExist` or `NotIn` on it
+/// would release each set it creates and create another, without bound).
+fn validate_controller_owned_keys(
+    selector: Option<&LabelSelector>,
+    template_labels: Option<&BTreeMap<String, String>>,
+    template_hash_allowed: bool,
+    errors: &mut Vec<FieldError>,
+) {
+    use crate::constants::{is_controller_owned_label, TEMPLATE_HASH_LABEL};
+    let hash = TEMPLATE_HASH_LABEL;
+    let template_hash = template_labels.and_then(|l| l.get(hash));
+    let refused =
+        |field: String, key: &str| FieldError::invalid(field, key, CONTROLLER_LABEL_DETAIL);
+    if let Some(selector) = selector {
+        for (key, value) in selector.match_labels.iter().flatten() {
+            let allowed = key == hash && template_hash_allowed && template_hash == Some(value);
+            if is_controller_owned_label(key) && !allowed {
+                errors.push(refused(format!("spec.selector.matchLabels[{key}]"), key));
+            }
+        }
+        for (i, requirement) in selector.match_expressions.iter().flatten().enumerate() {
+            if is_controller_owned_label(&requirement.key) {
+                errors.push(refused(
+                    format!("spec.selector.matchExpressions[{i}].key"),
+                    &requirement.key,
+                ));
+            }
+        }
+    }
+    for key in template_labels.into_iter().flat_map(BTreeMap::keys) {
+        let allowed = key == hash && template_hash_allowed;
+        if is_controller_owned_label(key) && !allowed {
+            errors.push(refused(
+                format!("spec.template.metadata.labels[{key}]"),
+                key,
+            ));
+        }
     }
 }
 

@@ -4,7 +4,7 @@ use super::*;
 use crate::machine::{MachineSpec, MachineTemplateSpec};
 use crate::machine_deployment::{InPlaceUpdateMachineDeployment, MachineDeploymentStrategy};
 use crate::MachineSetSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelectorRequirement, ObjectMeta};
 use serde_json::json;
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -273,7 +273,6 @@ fn machine_set_rejects_empty_string_selector_value_for_a_missing_template_label(
 
 #[test]
 fn machine_set_rejects_match_expressions_that_do_not_select_the_template() {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
     let req = |key: &str, op: &str, values: &[&str]| LabelSelectorRequirement {
         key: key.into(),
         operator: op.into(),
@@ -303,6 +302,163 @@ fn machine_set_rejects_match_expressions_that_do_not_select_the_template() {
     sel.match_expressions = Some(vec![req("app", "In", &["a", "b"])]);
     set.spec.selector = Some(sel);
     assert_eq!(validate_machine_set(&set), Ok(()));
+}
+
+// ---- Label keys the controllers own (finding 1) ----------------------------------------
+
+fn requirement(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
+    LabelSelectorRequirement {
+        key: key.into(),
+        operator: op.into(),
+        values: (!values.is_empty()).then(|| values.iter().map(|v| v.to_string()).collect()),
+    }
+}
+
+fn controller_label_errors(result: Result<(), Vec<FieldError>>) -> Vec<String> {
+    result
+        .err()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(is_controller_label_error)
+        .map(|e| e.to_string())
+        .collect()
+}
+
+#[test]
+fn a_machine_set_selecting_on_the_node_label_is_invalid_and_names_the_key() {
+    // The runaway: `node: pool-a` in selector and template; the machine
+    // controller writes the real Node name into `node` after CreateMachine.
+    let mut set = valid_set();
+    set.spec.selector = selector(&[("app", "a"), ("node", "pool-a")]);
+    set.spec.template = template(&[("app", "a"), ("node", "pool-a")]);
+    let errors = controller_label_errors(validate_machine_set(&set));
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].starts_with("spec.selector.matchLabels[node]: Invalid value: \"node\": the controllers write this label key"), "{errors:?}");
+    assert!(
+        errors[1].starts_with("spec.template.metadata.labels[node]: Invalid value: \"node\""),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn every_controller_owned_key_is_refused_in_match_labels_every_operator_and_the_template() {
+    for key in crate::constants::CONTROLLER_OWNED_LABELS {
+        // matchLabels (and the template label it needs).
+        let mut set = valid_set();
+        set.spec.selector = selector(&[("app", "a"), (key, "v")]);
+        set.spec.template = template(&[("app", "a"), (key, "v")]);
+        // (A set may carry the hash as its deployment gives it, equal in both.)
+        let want = if key == crate::constants::TEMPLATE_HASH_LABEL {
+            0
+        } else {
+            2
+        };
+        assert_eq!(
+            controller_label_errors(validate_machine_set(&set)).len(),
+            want,
+            "{key}"
+        );
+        let mut d = valid_deployment();
+        d.spec.selector = set.spec.selector.clone();
+        d.spec.template = template(&[("app", "a"), (key, "v")]);
+        assert_eq!(
+            controller_label_errors(validate_machine_deployment(&d)).len(),
+            2,
+            "{key}"
+        );
+        // Every operator of matchExpressions, whether or not it selects the template.
+        for (op, values) in [
+            ("In", &["v"][..]),
+            ("NotIn", &["w"][..]),
+            ("Exists", &[][..]),
+            ("DoesNotExist", &[][..]),
+        ] {
+            let mut sel = selector(&[("app", "a")]).unwrap_or_default();
+            sel.match_expressions = Some(vec![requirement(key, op, values)]);
+            let mut set = valid_set();
+            set.spec.selector = Some(sel.clone());
+            let errors = controller_label_errors(validate_machine_set(&set));
+            assert_eq!(errors.len(), 1, "{key} {op}: {errors:?}");
+            assert!(
+                errors[0].starts_with(&format!(
+                    "spec.selector.matchExpressions[0].key: Invalid value: {key:?}"
+                )),
+                "{errors:?}"
+            );
+            let mut d = valid_deployment();
+            d.spec.selector = Some(sel);
+            assert_eq!(
+                controller_label_errors(validate_machine_deployment(&d)).len(),
+                1,
+                "{key} {op}"
+            );
+        }
+        // The template alone.
+        let mut d = valid_deployment();
+        d.spec.template = template(&[("app", "a"), (key, "v")]);
+        assert_eq!(
+            controller_label_errors(validate_machine_deployment(&d)).len(),
+            1,
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn a_deployment_with_does_not_exist_on_the_template_hash_is_invalid() {
+    let mut d = valid_deployment();
+    let mut sel = selector(&[("app", "a")]).unwrap_or_default();
+    sel.match_expressions = Some(vec![requirement(
+        "machine-template-hash",
+        "DoesNotExist",
+        &[],
+    )]);
+    d.spec.selector = Some(sel);
+    // It selects its own template (which has no hash), so only the new rule refuses it.
+    let errors = validate_machine_deployment(&d).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(is_controller_label_error(&errors[0]));
+    assert_eq!(errors[0].field, "spec.selector.matchExpressions[0].key");
+}
+
+#[test]
+fn a_machine_set_a_deployment_created_keeps_its_template_hash() {
+    // What a MachineDeployment creates: hash in selector and template, equal
+    // (also once the deployment is gone, e.g. deleted with --cascade=orphan).
+    let mut set = valid_set();
+    set.spec.selector = selector(&[("app", "a"), ("machine-template-hash", "123")]);
+    set.spec.template = template(&[("app", "a"), ("machine-template-hash", "123")]);
+    assert_eq!(validate_machine_set(&set), Ok(()));
+    // The hash only in the template (no selector on it) is fine too.
+    set.spec.selector = selector(&[("app", "a")]);
+    assert_eq!(validate_machine_set(&set), Ok(()));
+    // A selector value other than the template's is refused (and does not select it).
+    set.spec.selector = selector(&[("app", "a"), ("machine-template-hash", "9")]);
+    assert_eq!(controller_label_errors(validate_machine_set(&set)).len(), 1);
+    // An expression on it, or another controller-owned key, is refused.
+    let mut sel = selector(&[("app", "a"), ("machine-template-hash", "123")]).unwrap_or_default();
+    sel.match_expressions = Some(vec![requirement("machine-template-hash", "NotIn", &["9"])]);
+    set.spec.selector = Some(sel);
+    assert_eq!(controller_label_errors(validate_machine_set(&set)).len(), 1);
+    set.spec.selector = selector(&[
+        ("app", "a"),
+        ("machine-template-hash", "123"),
+        ("node", "n"),
+    ]);
+    set.spec.template = template(&[
+        ("app", "a"),
+        ("machine-template-hash", "123"),
+        ("node", "n"),
+    ]);
+    assert_eq!(controller_label_errors(validate_machine_set(&set)).len(), 2);
+}
+
+#[test]
+fn controller_owned_key_errors_are_told_apart_from_selector_mismatches() {
+    let mut set = valid_set();
+    set.spec.selector = selector(&[("app", "b")]);
+    let errors = validate_machine_set(&set).unwrap_err();
+    assert!(!errors.iter().any(is_controller_label_error));
 }
 
 #[test]

@@ -183,15 +183,19 @@ pub(crate) fn replace_failure_condition<C: Clone>(
 
 /// The validation errors that keep an object from being acted upon, as one
 /// message, or `None`. An object being deleted needs no timeouts: a bad one
-/// must not keep its finalizer (its deletion only deletes what it owns).
+/// must not keep its finalizer (its deletion only deletes what it owns). Nor
+/// does a label key the controllers own keep it: the claim keeps what the
+/// object created whatever such a label says now
+/// ([`mcm_core::replicas::selection`]), so its deletion finds them.
 pub(crate) fn blocking_errors(
     validation: Result<(), Vec<mcm_api::validation::FieldError>>,
     deleting: bool,
 ) -> Option<String> {
+    use mcm_api::validation::{is_controller_label_error, is_timeout_error};
     let errs: Vec<_> = validation
         .err()?
         .into_iter()
-        .filter(|e| !(deleting && mcm_api::validation::is_timeout_error(e)))
+        .filter(|e| !(deleting && (is_timeout_error(e) || is_controller_label_error(e))))
         .collect();
     (!errs.is_empty()).then(|| mcm_api::validation::aggregate(&errs))
 }
