@@ -36,21 +36,35 @@ impl ClaimAction {
 
 /// The claim decision for one object (`ClaimObject`).
 ///
-/// `controller` is the object's controller ownerReference, `matches` whether
-/// the claimer's selector matches the object's labels, `object_deleting`
-/// whether the object has a deletion timestamp.
+/// `controller` is the object's controller ownerReference, `selection` how
+/// the claimer's selector sees the object's labels ([`selection`]),
+/// `object_deleting` whether the object has a deletion timestamp.
+///
+/// One difference from the reference (design: sets-and-deployments.md,
+/// "Labels the controllers own"): an object this claimer controls that
+/// stopped matching only on a key the controllers own
+/// ([`Selection::SelectedButForControllerLabels`]) is kept, never released.
+/// The controllers write such labels themselves (the machine controller the
+/// real Node name into `node` right after CreateMachine); releasing for them
+/// would release every object the claimer created and make it create a
+/// replacement on each sync, without bound. Orphans are adopted only when the
+/// selector matches outright.
 pub fn claim(
     claimer: Claimer<'_>,
     controller: Option<&ControllerRef>,
-    matches: bool,
+    selection: Selection,
     object_deleting: bool,
 ) -> ClaimAction {
-    match controller {
-        Some(c) if c.uid != claimer.uid => ClaimAction::Ignore,
-        Some(_) if matches => ClaimAction::Keep,
-        Some(_) if claimer.deleting => ClaimAction::Ignore,
-        Some(_) => ClaimAction::Release,
-        None if claimer.deleting || !matches || object_deleting => ClaimAction::Ignore,
-        None => ClaimAction::Adopt,
+    match (controller, selection) {
+        (Some(c), _) if c.uid != claimer.uid => ClaimAction::Ignore,
+        (Some(_), Selection::Selected | Selection::SelectedButForControllerLabels) => {
+            ClaimAction::Keep
+        }
+        (Some(_), Selection::NotSelected) if claimer.deleting => ClaimAction::Ignore,
+        (Some(_), Selection::NotSelected) => ClaimAction::Release,
+        (None, _) if claimer.deleting || !selection.is_selected() || object_deleting => {
+            ClaimAction::Ignore
+        }
+        (None, _) => ClaimAction::Adopt,
     }
 }

@@ -14,6 +14,13 @@ fn m(name: &str, phase: MachinePhase, created: i64) -> MachineView {
     MachineView::test(name, phase).created_at(t(created))
 }
 
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+        .collect()
+}
+
 fn names(v: &[&MachineView]) -> Vec<String> {
     v.iter().map(|m| m.name.clone()).collect()
 }
@@ -142,7 +149,7 @@ fn claim_ignores_objects_controlled_by_another_owner() {
         deleting: false,
     };
     assert_eq!(
-        claim(me, Some(&cref("u2")), true, false),
+        claim(me, Some(&cref("u2")), Selection::Selected, false),
         ClaimAction::Ignore
     );
 }
@@ -154,7 +161,7 @@ fn claim_keeps_own_matching_objects_even_while_the_owner_is_deleted() {
         deleting: true,
     };
     assert_eq!(
-        claim(deleting, Some(&cref("u1")), true, false),
+        claim(deleting, Some(&cref("u1")), Selection::Selected, false),
         ClaimAction::Keep
     );
     assert!(ClaimAction::Keep.is_claimed());
@@ -167,7 +174,7 @@ fn claim_releases_own_objects_that_no_longer_match_unless_owner_deleting() {
         deleting: false,
     };
     assert_eq!(
-        claim(me, Some(&cref("u1")), false, false),
+        claim(me, Some(&cref("u1")), Selection::NotSelected, false),
         ClaimAction::Release
     );
     let deleting = Claimer {
@@ -175,7 +182,7 @@ fn claim_releases_own_objects_that_no_longer_match_unless_owner_deleting() {
         deleting: true,
     };
     assert_eq!(
-        claim(deleting, Some(&cref("u1")), false, false),
+        claim(deleting, Some(&cref("u1")), Selection::NotSelected, false),
         ClaimAction::Ignore
     );
     assert!(!ClaimAction::Release.is_claimed());
@@ -187,14 +194,149 @@ fn claim_adopts_matching_orphans_only_when_neither_side_is_deleting() {
         uid: "u1",
         deleting: false,
     };
-    assert_eq!(claim(me, None, true, false), ClaimAction::Adopt);
-    assert_eq!(claim(me, None, false, false), ClaimAction::Ignore);
-    assert_eq!(claim(me, None, true, true), ClaimAction::Ignore);
+    assert_eq!(
+        claim(me, None, Selection::Selected, false),
+        ClaimAction::Adopt
+    );
+    assert_eq!(
+        claim(me, None, Selection::NotSelected, false),
+        ClaimAction::Ignore
+    );
+    assert_eq!(
+        claim(me, None, Selection::Selected, true),
+        ClaimAction::Ignore
+    );
     let deleting = Claimer {
         uid: "u1",
         deleting: true,
     };
-    assert_eq!(claim(deleting, None, true, false), ClaimAction::Ignore);
+    assert_eq!(
+        claim(deleting, None, Selection::Selected, false),
+        ClaimAction::Ignore
+    );
+}
+
+#[test]
+fn claim_keeps_own_objects_that_stopped_matching_only_on_a_controller_owned_label() {
+    // Finding 1: the machine controller wrote `node: <real node>` over the
+    // template's `node: pool-a`; the set must keep (and count) its machine,
+    // not release it and create a replacement on every sync.
+    let selector = LabelSelector {
+        match_labels: Some(labels(&[("app", "a"), ("node", "pool-a")])),
+        ..Default::default()
+    };
+    let written = labels(&[("app", "a"), ("node", "ip-10-0-0-1")]);
+    assert_eq!(
+        selection(&selector, &written),
+        Selection::SelectedButForControllerLabels
+    );
+    for deleting in [false, true] {
+        let me = Claimer {
+            uid: "u1",
+            deleting,
+        };
+        assert_eq!(
+            claim(me, Some(&cref("u1")), selection(&selector, &written), false),
+            ClaimAction::Keep
+        );
+    }
+    // Not an orphan, though: adoption needs the selector to match outright.
+    let me = Claimer {
+        uid: "u1",
+        deleting: false,
+    };
+    assert_eq!(
+        claim(me, None, selection(&selector, &written), false),
+        ClaimAction::Ignore
+    );
+    // A user label that no longer matches still releases.
+    let relabelled = labels(&[("app", "b"), ("node", "pool-a")]);
+    assert_eq!(selection(&selector, &relabelled), Selection::NotSelected);
+    assert_eq!(
+        claim(
+            me,
+            Some(&cref("u1")),
+            selection(&selector, &relabelled),
+            false
+        ),
+        ClaimAction::Release
+    );
+}
+
+#[test]
+fn a_deployment_keeps_its_set_whatever_its_selector_says_about_the_template_hash() {
+    // `DoesNotExist` on machine-template-hash: every set the deployment
+    // creates carries the hash label. Kept, not released and recreated.
+    let selector = LabelSelector {
+        match_labels: Some(labels(&[("app", "a")])),
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "machine-template-hash".into(),
+            operator: "DoesNotExist".into(),
+            values: None,
+        }]),
+    };
+    let set_labels = labels(&[("app", "a"), ("machine-template-hash", "123")]);
+    let me = Claimer {
+        uid: "u1",
+        deleting: false,
+    };
+    assert_eq!(
+        claim(
+            me,
+            Some(&cref("u1")),
+            selection(&selector, &set_labels),
+            false
+        ),
+        ClaimAction::Keep
+    );
+    for (key, op, values) in [
+        (
+            "machine-template-hash",
+            "NotIn",
+            Some(vec!["123".to_string()]),
+        ),
+        ("freeze", "DoesNotExist", None),
+        (
+            "node.machine.sapcloud.io/scale-up-disabled",
+            "DoesNotExist",
+            None,
+        ),
+        (
+            "node.machine.sapcloud.io/update-result",
+            "In",
+            Some(vec!["x".to_string()]),
+        ),
+    ] {
+        let selector = LabelSelector {
+            match_labels: None,
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: key.into(),
+                operator: op.into(),
+                values,
+            }]),
+        };
+        let mut l = set_labels.clone();
+        l.insert(key.into(), "True".into());
+        l.insert("machine-template-hash".into(), "123".into());
+        assert_eq!(
+            selection(&selector, &l),
+            Selection::SelectedButForControllerLabels,
+            "{key} {op}"
+        );
+    }
+}
+
+#[test]
+fn selection_of_a_matching_selector_is_selected() {
+    let selector = LabelSelector {
+        match_labels: Some(labels(&[("app", "a")])),
+        ..Default::default()
+    };
+    assert_eq!(
+        selection(&selector, &labels(&[("app", "a"), ("node", "n")])),
+        Selection::Selected
+    );
+    assert_eq!(selection(&selector, &labels(&[])), Selection::NotSelected);
 }
 
 // --- deletion order ---

@@ -34,9 +34,9 @@ use mcm_api::{
 use mcm_core::machine::MachineView;
 use mcm_core::replicas::{
     auto_preservation, claim, controller_ref, keys, machine_generate_name, manage_replicas,
-    parse_rfc3339, propagate_template, replica_failure, selector_is_empty, selector_matches,
-    set_status, validate_selector, ClaimAction, Claimer, Deletion, ReplicaFailureChange,
-    ReplicaInput, ReplicaPlan, Seen,
+    parse_rfc3339, propagate_template, replica_failure, selection, selector_is_empty, set_status,
+    validate_selector, ClaimAction, Claimer, Deletion, ReplicaFailureChange, ReplicaInput,
+    ReplicaPlan, Seen, Selection,
 };
 use mcm_core::time::to_k8s;
 use serde_json::json;
@@ -244,12 +244,18 @@ async fn claim_machines(
     let mut first_error: Option<Error> = None;
     for m in ctx.caches.machines.state() {
         let labels = m.metadata.labels.clone().unwrap_or_default();
-        let matches = selector_matches(&selector, &labels).unwrap_or(false);
+        // A machine of ours that stopped matching only on a label the
+        // controllers write is kept, never released and replaced (design:
+        // sets-and-deployments.md, "Labels the controllers own").
+        let selected = selection(&selector, &labels);
+        if selected == Selection::SelectedButForControllerLabels {
+            debug!(machine = %m.name_any(), "selected but for a label the controllers own");
+        }
         let controller = controller_ref(&m.metadata);
         match claim(
             claimer,
             controller.as_ref(),
-            matches,
+            selected,
             m.metadata.deletion_timestamp.is_some(),
         ) {
             ClaimAction::Keep => claimed.push(m),

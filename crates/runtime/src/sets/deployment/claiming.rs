@@ -22,11 +22,17 @@ pub(super) async fn claim_sets(
     let mut first_error: Option<Error> = None;
     for s in ctx.caches.sets.state() {
         let labels = s.metadata.labels.clone().unwrap_or_default();
-        let matches = selector_matches(&selector, &labels).unwrap_or(false);
+        // A machineset of ours that stopped matching only on a label the
+        // controllers write is kept, never released and replaced (design:
+        // sets-and-deployments.md, "Labels the controllers own").
+        let selected = selection(&selector, &labels);
+        if selected == Selection::SelectedButForControllerLabels {
+            debug!(machineset = %s.name_any(), "selected but for a label the controllers own");
+        }
         match claim(
             claimer,
             controller_ref(&s.metadata).as_ref(),
-            matches,
+            selected,
             s.metadata.deletion_timestamp.is_some(),
         ) {
             ClaimAction::Keep => claimed.push(s),

@@ -43,8 +43,8 @@ use mcm_core::deployment::{
 };
 use mcm_core::machine::MachineView;
 use mcm_core::replicas::{
-    claim, controller_ref, normalize, selector_is_empty, selector_matches, validate_selector,
-    ClaimAction, Claimer,
+    claim, controller_ref, normalize, selection, selector_is_empty, validate_selector, ClaimAction,
+    Claimer, Selection,
 };
 use mcm_core::time::to_k8s;
 use serde_json::json;
@@ -167,7 +167,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
         .into_iter()
         .filter(|m| {
             let labels = m.metadata.labels.clone().unwrap_or_default();
-            selector_matches(&selector, &labels).unwrap_or(false)
+            selection(&selector, &labels) != Selection::NotSelected
                 && controller_ref(&m.metadata).is_some_and(|c| set_uids.contains(&c.uid))
         })
         .collect();
