@@ -779,11 +779,17 @@ fn replica_failure_condition_is_added_once_and_removed_on_success() {
 
 // --- expectations ---
 
+/// A monotonic instant `secs` seconds after a fixed base.
+fn mono(base: std::time::Instant, secs: u64) -> std::time::Instant {
+    base + Duration::from_secs(secs)
+}
+
 #[test]
 fn expectations_hold_until_creations_and_deletions_are_observed() {
+    let base = std::time::Instant::now();
     let mut e = Expectations::new();
-    e.expect_creations("ns/ms", ["a".to_string(), "b".to_string()], t(0));
-    e.expect_deletions("ns/ms", ["old".to_string()], t(0));
+    e.expect_creations("ns/ms", ["a".to_string(), "b".to_string()], mono(base, 0));
+    e.expect_deletions("ns/ms", ["old".to_string()], mono(base, 0));
     assert!(!e.satisfied(
         "ns/ms",
         |n| if n == "b" {
@@ -791,10 +797,10 @@ fn expectations_hold_until_creations_and_deletions_are_observed() {
         } else {
             Seen::Present
         },
-        t(1)
+        mono(base, 1)
     ));
     // "b" seen now, "old" still present.
-    assert!(!e.satisfied("ns/ms", |_| Seen::Present, t(2)));
+    assert!(!e.satisfied("ns/ms", |_| Seen::Present, mono(base, 2)));
     assert!(e.satisfied(
         "ns/ms",
         |n| if n == "old" {
@@ -802,17 +808,39 @@ fn expectations_hold_until_creations_and_deletions_are_observed() {
         } else {
             Seen::Present
         },
-        t(3)
+        mono(base, 3)
     ));
-    assert!(e.satisfied("other", |_| Seen::Absent, t(3)));
+    assert!(e.satisfied("other", |_| Seen::Absent, mono(base, 3)));
 }
 
 #[test]
 fn expectations_expire_after_the_timeout() {
+    let base = std::time::Instant::now();
     let mut e = Expectations::new();
-    e.expect_creations("k", ["a".to_string()], t(0));
-    assert!(!e.satisfied("k", |_| Seen::Absent, t(299)));
-    assert!(e.satisfied("k", |_| Seen::Absent, t(300)));
+    e.expect_creations("k", ["a".to_string()], mono(base, 0));
+    assert!(!e.satisfied("k", |_| Seen::Absent, mono(base, 299)));
+    assert!(e.satisfied("k", |_| Seen::Absent, mono(base, 300)));
+}
+
+#[test]
+fn expectations_age_on_the_monotonic_clock_so_a_wall_clock_step_neither_expires_nor_pins_them() {
+    // Finding 8: they used to be aged by `Utc::now()`. A wall clock stepped
+    // an hour forward one second after a creation expired them at once (the
+    // next sync trusted a cache without the new machines and created them
+    // again); one stepped an hour back pinned them for an hour. Their age is
+    // now monotonic time only, which no wall-clock step moves.
+    let base = std::time::Instant::now();
+    let mut e = Expectations::new();
+    e.expect_creations("k", ["a".to_string()], mono(base, 0));
+    // One second later (whatever the wall clock says now): still pending.
+    assert!(!e.satisfied("k", |_| Seen::Absent, mono(base, 1)));
+    // The timeout later (whatever the wall clock says now): expired.
+    assert!(e.satisfied("k", |_| Seen::Absent, mono(base, 300)));
+    // A `now` before the record (a caller's clock is never that, but it
+    // must not pin them either): not expired, not negative, just pending.
+    e.expect_creations("k", ["a".to_string()], mono(base, 10));
+    assert!(!e.satisfied("k", |_| Seen::Absent, mono(base, 5)));
+    assert!(e.satisfied("k", |_| Seen::Absent, mono(base, 310)));
 }
 
 // --- propagation ---

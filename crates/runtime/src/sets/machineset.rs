@@ -42,7 +42,7 @@ use mcm_core::time::to_k8s;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::{debug, info, instrument, warn};
 
 /// How soon to look again while creations or deletions are not yet observed.
@@ -221,7 +221,7 @@ fn expectations_satisfied(ctx: &Ctx, key: &str) -> bool {
         }
     };
     match ctx.sets.expectations.lock() {
-        Ok(mut e) => e.satisfied(key, seen, Utc::now()),
+        Ok(mut e) => e.satisfied(key, seen, Instant::now()),
         Err(_) => true,
     }
 }
@@ -553,7 +553,7 @@ async fn create_machines(
             .await;
         }
         if let Ok(mut e) = ctx.sets.expectations.lock() {
-            e.expect_creations(key, created, Utc::now());
+            e.expect_creations(key, created, Instant::now());
         }
         if let Some(e) = first_error {
             return Err(e);
@@ -584,7 +584,7 @@ async fn delete_machines(
         .map(|(m, _)| m.name_any())
         .collect();
     if let Ok(mut e) = ctx.sets.expectations.lock() {
-        e.expect_deletions(key, deleted, Utc::now());
+        e.expect_deletions(key, deleted, Instant::now());
     }
 }
 
