@@ -10,7 +10,7 @@
 //!   `machine-template-hash` label and without the fields that are
 //!   propagated in place), [`partition`], [`template_hash`], [`new_set_name`],
 //!   [`new_set_annotations`], [`new_set_replicas`];
-//! - revisions and rollback: [`revision`], [`max_revision`],
+//! - revisions and rollback: [`revision`], [`max_revision`], [`next_revision`],
 //!   [`last_revision`], [`rollback_decision`];
 //! - scaling: [`is_scaling_event`], [`scale_targets`] (proportional scaling);
 //! - strategies: [`rolling_scale_down`] (RollingUpdate), [`recreate_step`]

@@ -20,6 +20,14 @@ pub fn max_revision<'a>(sets: impl IntoIterator<Item = &'a SetView>) -> i64 {
         .max(0)
 }
 
+/// The revision of a new MachineSet: one above [`max_revision`], saturating
+/// at `i64::MAX`. Revisions come from an annotation anyone may write, so the
+/// highest may already be `i64::MAX`; `+ 1` would overflow (and panic in a
+/// debug build).
+pub fn next_revision<'a>(sets: impl IntoIterator<Item = &'a SetView>) -> i64 {
+    max_revision(sets).saturating_add(1)
+}
+
 /// The second highest revision among the given revisions (`LastRevision`).
 pub fn last_revision(revisions: impl IntoIterator<Item = i64>) -> i64 {
     let (mut max, mut second) = (0i64, 0i64);

@@ -47,7 +47,7 @@ pub fn rollback_decision(
             .filter_map(|s| revision(&s.annotations))
             .collect();
         if part.new.is_none() {
-            revs.push(max_revision(sets) + 1);
+            revs.push(next_revision(sets));
         }
         target = last_revision(revs);
         if target == 0 {

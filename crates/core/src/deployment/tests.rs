@@ -380,6 +380,32 @@ fn rollback_counts_an_unrolled_template_as_the_next_revision() {
 }
 
 #[test]
+fn a_user_set_revision_at_i64_max_saturates_instead_of_overflowing() {
+    // Finding 8: `max_revision() + 1` on a revision annotation anyone may
+    // write; `i64::MAX` panicked in a debug build, garbage is skipped.
+    let top = i64::MAX.to_string();
+    let sets = vec![
+        with_ann(set("a", 0, 0, 0, 0), c::REVISION_ANNOTATION, &top),
+        with_ann(set("b", 0, 0, 0, 0), c::REVISION_ANNOTATION, "garbage"),
+    ];
+    assert_eq!(next_revision(&sets), i64::MAX);
+    assert_eq!(next_revision(&sets[1..]), 1);
+    assert_eq!(next_revision(&[]), 1);
+    // The rollback path counts an unrolled template as the next revision too.
+    let sets = vec![rev_set("v1", 0, "1", "c1"), rev_set("v2", 1, &top, "c2")];
+    let current = tpl("c3");
+    let part = partition(&current, &sets);
+    let d = rollback_decision(0, &current, &BTreeMap::new(), &sets, &part);
+    assert!(
+        matches!(
+            d,
+            RollbackDecision::RollBack { .. } | RollbackDecision::RevisionNotFound(_)
+        ),
+        "{d:?}"
+    );
+}
+
+#[test]
 fn rollback_to_a_missing_revision_or_the_same_template_only_warns() {
     let sets = vec![rev_set("v1", 0, "1", "c1"), rev_set("v2", 1, "2", "c2")];
     let current = tpl("c2");

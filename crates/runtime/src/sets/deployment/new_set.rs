@@ -11,7 +11,7 @@ impl Pass<'_> {
             return Ok(());
         };
         let s = self.sets[n].clone();
-        let new_revision = max_revision(self.part.old.iter().map(|&i| &self.views[i])) + 1;
+        let new_revision = next_revision(self.part.old.iter().map(|&i| &self.views[i]));
         let annotations = new_set_annotations(
             self.d.annotations(),
             s.annotations(),
@@ -117,7 +117,7 @@ impl Pass<'_> {
             .match_labels
             .get_or_insert_with(BTreeMap::new)
             .insert(c::TEMPLATE_HASH_LABEL.into(), hash_value.clone());
-        let new_revision = max_revision(&self.views) + 1;
+        let new_revision = next_revision(&self.views);
         let probe = SetView {
             name: name.clone(),
             ..Default::default()
