@@ -19,7 +19,7 @@ set -euo pipefail
 main() {
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-ALL_CASES="selector kill9 delete_during_create huge_replicas strategy_edges durations provider_spec sentinel apiserver_down cloud_down two_namespaces leader_stop pdb"
+ALL_CASES="selector label_runaway kill9 delete_during_create huge_replicas strategy_edges durations provider_spec sentinel apiserver_down cloud_down two_namespaces leader_stop pdb"
 CASES=${*:-$ALL_CASES}
 PROFILE=${MCM_CHAOS_PROFILE:-debug}
 REPORT=${MCM_CHAOS_REPORT:-$ROOT/docs/chaos-report.md}
@@ -257,6 +257,59 @@ EOF
   DETAIL="machines=$n condition=$reason"
 }
 
+case_label_runaway() { # issue 22 finding 1: selectors on labels the controllers write create nothing
+  local ns=c-label-runaway tag=shoot--chaos-c-label-runaway
+  apply_class "$ns"; start_mcm mcm "$ns"
+  # The machine controller writes the real Node name into `node` after CreateMachine; every set
+  # a deployment creates carries `machine-template-hash`. Before the fix: 82 Machines in 40 s.
+  k apply -f - >/dev/null <<EOF || { FAIL="refused by the API server"; return; }
+apiVersion: machine.sapcloud.io/v1alpha1
+kind: MachineSet
+metadata: {name: pool-a, namespace: $ns}
+spec:
+  replicas: 2
+  selector: {matchLabels: {node: pool-a}}
+  template:
+    metadata: {labels: {node: pool-a}}
+    spec: {class: {kind: MachineClass, name: chaos-class}}
+---
+apiVersion: machine.sapcloud.io/v1alpha1
+kind: MachineDeployment
+metadata: {name: hashless, namespace: $ns}
+spec:
+  replicas: 2
+  strategy: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}
+  selector:
+    matchLabels: {chaos: hashless}
+    matchExpressions: [{key: machine-template-hash, operator: DoesNotExist}]
+  template:
+    metadata: {labels: {chaos: hashless}}
+    spec: {class: {kind: MachineClass, name: chaos-class}}
+EOF
+  # 40 s, sampled every second: the peak counts, not only the end state.
+  local peak_m=0 peak_v=0 peak_s=0 n v sets end=$((SECONDS + 40))
+  while [ "$SECONDS" -lt "$end" ]; do
+    n=$(count_machines "$ns"); v=$(live_vms "$tag")
+    sets=$(k -n "$ns" get machinesets.machine.sapcloud.io -o json 2>/dev/null | jq '.items | length' || echo 0)
+    [ "$n" -gt "$peak_m" ] && peak_m=$n
+    [ "$v" -gt "$peak_v" ] && peak_v=$v
+    [ "$sets" -gt "$peak_s" ] && peak_s=$sets
+    sleep 1
+  done
+  alive mcm || FAIL="mcm run died"
+  local ms_msg md_msg events
+  ms_msg=$(k -n "$ns" get machinesets.machine.sapcloud.io pool-a -o json | jq -r '[.status.machineSetCondition[]? | select(.type == "ReplicaFailure" and .reason == "InvalidSpec") | .message] | first // ""')
+  md_msg=$(k -n "$ns" get machinedeployments.machine.sapcloud.io hashless -o json | jq -r '[.status.conditions[]? | select(.type == "ReplicaFailure" and .reason == "InvalidSpec") | .message] | first // ""')
+  events=$(k -n "$ns" get events.events.k8s.io -o json | jq '[.items[] | select(.reason == "InvalidSpec" and .type == "Warning" and ((.note // "") | test("matchLabels\\[node\\]|machine-template-hash")))] | length')
+  [ "$peak_m" = 0 ] || FAIL="${FAIL:-$peak_m machines}"
+  [ "$peak_v" = 0 ] || FAIL="${FAIL:-$peak_v VMs}"
+  [ "$peak_s" = 1 ] || FAIL="${FAIL:-$peak_s MachineSets (want only pool-a)}"
+  [[ "$ms_msg" == *'matchLabels[node]'* ]] || FAIL="${FAIL:-MachineSet: no InvalidSpec naming node ($ms_msg)}"
+  [[ "$md_msg" == *'machine-template-hash'* ]] || FAIL="${FAIL:-MachineDeployment: no InvalidSpec naming machine-template-hash ($md_msg)}"
+  [ "$events" -ge 2 ] || FAIL="${FAIL:-$events InvalidSpec Warning Events naming the key (want 2)}"
+  DETAIL="peak machines=$peak_m VMs=$peak_v sets=$peak_s events=$events"
+}
+
 case_kill9() { # kill -9 every 3 s during a scale-up to 30 and a scale-down to 0
   local ns=c-kill9 tag=shoot--chaos-c-kill9 kills=0
   apply_class "$ns"; start_mcm mcm "$ns"
@@ -316,27 +369,64 @@ case_huge_replicas() { # replicas 2147483647 for 20 s, then 0
   DETAIL="machines-after-20s=$peak"
 }
 
-case_strategy_edges() { # maxSurge/maxUnavailable 0/0, 150%, abc, negative
-  local ns=c-strategy tag=shoot--chaos-c-strategy out=""
+case_strategy_edges() { # maxSurge/maxUnavailable 0/0, 150%, abc, negative: each outcome asserted
+  local ns=c-strategy out="" i=0 pair
   apply_class "$ns"; start_mcm mcm "$ns"
-  local i=0 pair
-  for pair in "0 0" "150% 0" "abc 0" "-1 0" "1 -1"; do
+  # edge<i>: maxSurge maxUnavailable, then what must come of it: the machines of its 2 replicas
+  # and no InvalidSpec, or 0 machines and ReplicaFailure/InvalidSpec naming the field. 0/0
+  # resolves as the reference does (maxUnavailable 1); "150%" is a surge of 3; "abc" and the
+  # negatives are refused (the reference takes negatives and computes nonsense).
+  local -a want=(
+    "0 0 machines=2"
+    "150% 0 machines=2"
+    "abc 0 invalid=rollingUpdate.maxSurge"
+    "-1 0 invalid=rollingUpdate.maxSurge"
+    "1 -1 invalid=rollingUpdate.maxUnavailable"
+  )
+  for pair in "${want[@]}"; do
     i=$((i + 1))
     # shellcheck disable=SC2086
     set -- $pair
     local surge=$1; case "$surge" in *[!0-9-]*) surge="\"$surge\"" ;; esac
-    if apply_deployment "$ns" "edge$i" 2 "$surge" "$2" 2>/dev/null; then out="$out $1/$2:applied"; else out="$out $1/$2:refused"; fi
+    apply_deployment "$ns" "edge$i" 2 "$surge" "$2" 2>/dev/null || FAIL="${FAIL:-edge$i ($1/$2) refused by the API server}"
   done
-  sleep 20
+  edge_machines() { machines "$ns" | jq --arg d "$1" '[.items[] | select(.metadata.labels.chaos == $d)] | length'; }
+  edge_invalid() { # deployment -> its InvalidSpec message, or ""
+    k -n "$ns" get machinedeployments.machine.sapcloud.io "$1" -o json 2>/dev/null \
+      | jq -r '[.status.conditions[]? | select(.type == "ReplicaFailure" and .reason == "InvalidSpec") | .message] | first // ""'
+  }
+  edges_settled() {
+    local j=0 p
+    for p in "${want[@]}"; do
+      j=$((j + 1))
+      case "${p##* }" in
+        machines=*) [ "$(edge_machines "edge$j")" = "${p##*=}" ] || return 1 ;;
+        invalid=*) [ -n "$(edge_invalid "edge$j")" ] || return 1 ;;
+      esac
+    done
+  }
+  # The refused deployments are judged on every reconcile; by the time the handled ones have
+  # their machines (several reconciles each) they have been judged as often, so the negative
+  # check needs no fixed sleep.
+  local before=$FAIL
+  wait_for 90 "every edge value's outcome" edges_settled || FAIL=$before  # the checks below say which
   alive mcm || FAIL="mcm run died"
-  local n; n=$(count_machines "$ns")
-  # 0/0 is handled as the reference (maxUnavailable 1); "150%" surges; abc and negatives are invalid.
-  local d
-  for d in $(k -n "$ns" get machinedeployments.machine.sapcloud.io -o name); do
-    local r; r=$(k -n "$ns" get "$d" -o json | jq -r '[.status.conditions[]? | select(.type == "ReplicaFailure" or .reason == "InvalidSpec") | .reason] | first // "-"')
-    out="$out ${d##*/}:$r"
+  i=0
+  for pair in "${want[@]}"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    set -- $pair
+    local n msg; n=$(edge_machines "edge$i"); msg=$(edge_invalid "edge$i")
+    case "$3" in
+      machines=*)
+        { [ "$n" = "${3#machines=}" ] && [ -z "$msg" ]; } || FAIL="${FAIL:-edge$i ($1/$2): $n machines, condition '$msg' (want ${3#machines=} machines, no InvalidSpec)}"
+        out="$out $1/$2:machines=$n" ;;
+      invalid=*)
+        { [ "$n" = 0 ] && [[ "$msg" == *"${3#invalid=}"* ]]; } || FAIL="${FAIL:-edge$i ($1/$2): $n machines, condition '$msg' (want 0 machines, InvalidSpec naming ${3#invalid=})}"
+        out="$out $1/$2:InvalidSpec,machines=$n" ;;
+    esac
   done
-  DETAIL="machines=$n$out"
+  DETAIL="${out# }"
 }
 
 case_durations() { # creationTimeout banana, -5m, 0s: a visible error, no create/delete loop
