@@ -354,6 +354,70 @@ pub fn may_mark_failed<'a>(sibling_phases: impl IntoIterator<Item = &'a Phase>) 
     in_progress < 1
 }
 
+/// The Failed marks granted by [`FailedMarks::grant`] whose writes a
+/// listing may not show yet, per MachineDeployment (the machines' `name`
+/// label). Several machines of one deployment may reach their health
+/// timeout in one recheck; each decision must see the ones granted before
+/// it, or all of them are marked Failed and replaced at once.
+#[derive(Debug, Default)]
+pub struct FailedMarks {
+    granted: std::collections::HashMap<String, std::collections::HashMap<String, DateTime<Utc>>>,
+}
+
+impl FailedMarks {
+    /// How long a grant counts without the listing showing its write (a
+    /// write that was lost without [`FailedMarks::release`]).
+    pub const PENDING: Duration = Duration::from_secs(300);
+
+    /// Whether machine `me` of `group` may be marked Failed now, given the
+    /// listed `(name, phase)` of the group's machines (`me` among them or
+    /// not); if so, the grant is recorded and counts as a replacement in
+    /// progress for the next decision until the listing shows `me` in a
+    /// phase that counts itself, `me` is gone, or [`FailedMarks::PENDING`]
+    /// passed.
+    pub fn grant(
+        &mut self,
+        group: &str,
+        me: &str,
+        listed: &[(String, Phase)],
+        now: DateTime<Utc>,
+    ) -> bool {
+        let grants = self.granted.entry(group.to_string()).or_default();
+        grants.retain(|name, at| {
+            let pending = listed
+                .iter()
+                .any(|(n, p)| n == name && matches!(p, Phase::Running | Phase::Unknown));
+            let young = (now - *at).to_std().is_ok_and(|age| age < Self::PENDING);
+            pending && young
+        });
+        let failed = Phase::Failed;
+        let phases = listed.iter().filter(|(n, _)| n != me).map(|(n, p)| {
+            if grants.contains_key(n) {
+                &failed
+            } else {
+                p
+            }
+        });
+        let ok = may_mark_failed(phases);
+        if ok {
+            grants.insert(me.to_string(), now);
+        } else if grants.is_empty() {
+            self.granted.remove(group);
+        }
+        ok
+    }
+
+    /// Withdraws `me`'s grant (its Failed write did not happen).
+    pub fn release(&mut self, group: &str, me: &str) {
+        if let Some(grants) = self.granted.get_mut(group) {
+            grants.remove(me);
+            if grants.is_empty() {
+                self.granted.remove(group);
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Deletion
 

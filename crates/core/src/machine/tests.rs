@@ -437,6 +437,55 @@ fn only_one_replacement_at_a_time_per_deployment() {
     assert!(!may_mark_failed(&[Phase::Failed]));
 }
 
+fn listed(phases: &[(&str, Phase)]) -> Vec<(String, Phase)> {
+    phases
+        .iter()
+        .map(|(n, p)| (n.to_string(), p.clone()))
+        .collect()
+}
+
+#[test]
+fn two_unknown_machines_of_one_deployment_are_not_both_marked_failed_in_one_recheck() {
+    let mut marks = FailedMarks::default();
+    // Both reach their health timeout in one pass: both decisions see the
+    // same listing (m1's Failed write is not in it yet).
+    let seen = listed(&[
+        ("m1", Phase::Unknown),
+        ("m2", Phase::Unknown),
+        ("m3", Phase::Running),
+    ]);
+    assert!(marks.grant("pool", "m1", &seen, t0()));
+    assert!(
+        !marks.grant("pool", "m2", &seen, t0()),
+        "m2 must see m1's decision"
+    );
+    // Another deployment is not held up.
+    assert!(marks.grant("other", "x1", &listed(&[("x1", Phase::Unknown)]), t0()));
+    // Once the listing shows m1 Failed, m1 counts itself: still one at a time.
+    let later = listed(&[
+        ("m1", Phase::Failed),
+        ("m2", Phase::Unknown),
+        ("m3", Phase::Running),
+    ]);
+    assert!(!marks.grant("pool", "m2", &later, t0()));
+    // m1 replaced and gone: m2 may go.
+    let replaced = listed(&[("m2", Phase::Unknown), ("m3", Phase::Running)]);
+    assert!(marks.grant("pool", "m2", &replaced, t0()));
+}
+
+#[test]
+fn a_released_or_lost_failed_mark_stops_counting() {
+    let mut marks = FailedMarks::default();
+    let seen = listed(&[("m1", Phase::Unknown), ("m2", Phase::Unknown)]);
+    assert!(marks.grant("pool", "m1", &seen, t0()));
+    marks.release("pool", "m1");
+    assert!(marks.grant("pool", "m2", &seen, t0()), "m1's write failed");
+    // m2's write was lost without a release: it counts for PENDING only.
+    let much_later = t0() + chrono::Duration::from_std(FailedMarks::PENDING).unwrap_or_default();
+    assert!(!marks.grant("pool", "m1", &seen, t0()));
+    assert!(marks.grant("pool", "m1", &seen, much_later));
+}
+
 // --- deletion
 
 #[test]
