@@ -632,32 +632,54 @@ pub enum UserDataError {
 }
 
 /// Replaces `<<MACHINE_NAME>>` and (when given) `<<BOOTSTRAP_TOKEN>>` in userdata,
-/// raw or URL-query-escaped, as the reference does.
-pub fn substitute_userdata(userdata: &str, machine: &str, token: Option<&str>) -> String {
-    fn replace(s: &str, placeholder: &str, escaped_placeholder: &str, value: &str) -> String {
-        if s.contains(placeholder) {
-            s.replace(placeholder, value)
-        } else if s.contains(escaped_placeholder) {
-            s.replace(escaped_placeholder, &query_escape(value))
+/// raw or URL-query-escaped, as the reference does. The userdata is bytes
+/// and stays bytes: it need not be UTF-8 (gzip-compressed cloud-init is
+/// not), and every byte outside a placeholder is kept as it is, as the
+/// reference's byte-string replacement keeps it.
+pub fn substitute_userdata(userdata: &[u8], machine: &str, token: Option<&str>) -> Vec<u8> {
+    fn replace(s: Vec<u8>, placeholder: &str, escaped_placeholder: &str, value: &str) -> Vec<u8> {
+        if contains(&s, placeholder.as_bytes()) {
+            replace_all(&s, placeholder.as_bytes(), value.as_bytes())
+        } else if contains(&s, escaped_placeholder.as_bytes()) {
+            replace_all(
+                &s,
+                escaped_placeholder.as_bytes(),
+                query_escape(value).as_bytes(),
+            )
         } else {
-            s.to_string()
+            s
         }
     }
-    let mut out = userdata.to_string();
+    let mut out = userdata.to_vec();
     if let Some(token) = token {
         out = replace(
-            &out,
+            out,
             "<<BOOTSTRAP_TOKEN>>",
             "%3C%3CBOOTSTRAP_TOKEN%3E%3E",
             token,
         );
     }
-    replace(
-        &out,
-        "<<MACHINE_NAME>>",
-        "%3C%3CMACHINE_NAME%3E%3E",
-        machine,
-    )
+    replace(out, "<<MACHINE_NAME>>", "%3C%3CMACHINE_NAME%3E%3E", machine)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// `haystack` with every non-overlapping `needle` (not empty) replaced by `with`.
+fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        if !needle.is_empty() && haystack[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 fn query_escape(s: &str) -> String {

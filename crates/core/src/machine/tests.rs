@@ -732,19 +732,43 @@ fn node_deletion_outcomes_lead_to_finalizer_removal() {
 fn userdata_placeholders_are_substituted_raw_or_escaped() {
     assert_eq!(
         substitute_userdata(
-            "name=<<MACHINE_NAME>> t=<<BOOTSTRAP_TOKEN>>",
+            b"name=<<MACHINE_NAME>> t=<<BOOTSTRAP_TOKEN>>",
             "m1",
             Some("abc.def")
         ),
-        "name=m1 t=abc.def"
+        b"name=m1 t=abc.def"
     );
     assert_eq!(
-        substitute_userdata("u?t=%3C%3CBOOTSTRAP_TOKEN%3E%3E", "m1", Some("a b")),
-        "u?t=a+b"
+        substitute_userdata(b"u?t=%3C%3CBOOTSTRAP_TOKEN%3E%3E", "m1", Some("a b")),
+        b"u?t=a+b"
     );
     assert_eq!(
-        substitute_userdata("t=<<BOOTSTRAP_TOKEN>>", "m1", None),
-        "t=<<BOOTSTRAP_TOKEN>>"
+        substitute_userdata(b"t=<<BOOTSTRAP_TOKEN>>", "m1", None),
+        b"t=<<BOOTSTRAP_TOKEN>>"
+    );
+}
+
+/// `#cloud-config\nhostname: x\n`, gzip-compressed: not UTF-8.
+pub(crate) const GZIPPED_CLOUD_CONFIG: &[u8] = &[
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x53, 0x4e, 0xce, 0xc9, 0x2f, 0x4d,
+    0xd1, 0x4d, 0xce, 0xcf, 0x4b, 0xcb, 0x4c, 0xe7, 0xca, 0xc8, 0x2f, 0x2e, 0xc9, 0x4b, 0xcc, 0x4d,
+    0xb5, 0x52, 0xa8, 0xe0, 0x02, 0x00, 0x49, 0x75, 0xb3, 0x15, 0x1a, 0x00, 0x00, 0x00,
+];
+
+#[test]
+fn userdata_that_is_not_utf8_is_kept_byte_for_byte() {
+    assert!(String::from_utf8(GZIPPED_CLOUD_CONFIG.to_vec()).is_err());
+    assert_eq!(
+        substitute_userdata(GZIPPED_CLOUD_CONFIG, "m1", Some("abc.def")),
+        GZIPPED_CLOUD_CONFIG
+    );
+    // Placeholders are replaced around bytes that are not UTF-8.
+    let mut mixed = vec![0xff, 0xfe];
+    mixed.extend_from_slice(b"<<MACHINE_NAME>>");
+    mixed.push(0x8b);
+    assert_eq!(
+        substitute_userdata(&mixed, "m1", None),
+        [&[0xff, 0xfe][..], b"m1", &[0x8b]].concat()
     );
 }
 
