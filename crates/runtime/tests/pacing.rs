@@ -183,6 +183,9 @@ async fn a_replacement_after_scaling_far_past_the_budget_and_back_is_not_queued_
         scripted.vm(new).map(|_| Duration::ZERO)
     })
     .await;
+    eprintln!(
+        "the replacement's create turn is {turn:?} away (one turn: {period:?}; the old queue held 29)"
+    );
     assert!(
         turn <= period * 2,
         "the replacement waits {turn:?}, one turn is {period:?}"
