@@ -354,6 +354,70 @@ pub fn may_mark_failed<'a>(sibling_phases: impl IntoIterator<Item = &'a Phase>) 
     in_progress < 1
 }
 
+/// The Failed marks granted by [`FailedMarks::grant`] whose writes a
+/// listing may not show yet, per MachineDeployment (the machines' `name`
+/// label). Several machines of one deployment may reach their health
+/// timeout in one recheck; each decision must see the ones granted before
+/// it, or all of them are marked Failed and replaced at once.
+#[derive(Debug, Default)]
+pub struct FailedMarks {
+    granted: std::collections::HashMap<String, std::collections::HashMap<String, DateTime<Utc>>>,
+}
+
+impl FailedMarks {
+    /// How long a grant counts without the listing showing its write (a
+    /// write that was lost without [`FailedMarks::release`]).
+    pub const PENDING: Duration = Duration::from_secs(300);
+
+    /// Whether machine `me` of `group` may be marked Failed now, given the
+    /// listed `(name, phase)` of the group's machines (`me` among them or
+    /// not); if so, the grant is recorded and counts as a replacement in
+    /// progress for the next decision until the listing shows `me` in a
+    /// phase that counts itself, `me` is gone, or [`FailedMarks::PENDING`]
+    /// passed.
+    pub fn grant(
+        &mut self,
+        group: &str,
+        me: &str,
+        listed: &[(String, Phase)],
+        now: DateTime<Utc>,
+    ) -> bool {
+        let grants = self.granted.entry(group.to_string()).or_default();
+        grants.retain(|name, at| {
+            let pending = listed
+                .iter()
+                .any(|(n, p)| n == name && matches!(p, Phase::Running | Phase::Unknown));
+            let young = (now - *at).to_std().is_ok_and(|age| age < Self::PENDING);
+            pending && young
+        });
+        let failed = Phase::Failed;
+        let phases = listed.iter().filter(|(n, _)| n != me).map(|(n, p)| {
+            if grants.contains_key(n) {
+                &failed
+            } else {
+                p
+            }
+        });
+        let ok = may_mark_failed(phases);
+        if ok {
+            grants.insert(me.to_string(), now);
+        } else if grants.is_empty() {
+            self.granted.remove(group);
+        }
+        ok
+    }
+
+    /// Withdraws `me`'s grant (its Failed write did not happen).
+    pub fn release(&mut self, group: &str, me: &str) {
+        if let Some(grants) = self.granted.get_mut(group) {
+            grants.remove(me);
+            if grants.is_empty() {
+                self.granted.remove(group);
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Deletion
 
@@ -568,32 +632,54 @@ pub enum UserDataError {
 }
 
 /// Replaces `<<MACHINE_NAME>>` and (when given) `<<BOOTSTRAP_TOKEN>>` in userdata,
-/// raw or URL-query-escaped, as the reference does.
-pub fn substitute_userdata(userdata: &str, machine: &str, token: Option<&str>) -> String {
-    fn replace(s: &str, placeholder: &str, escaped_placeholder: &str, value: &str) -> String {
-        if s.contains(placeholder) {
-            s.replace(placeholder, value)
-        } else if s.contains(escaped_placeholder) {
-            s.replace(escaped_placeholder, &query_escape(value))
+/// raw or URL-query-escaped, as the reference does. The userdata is bytes
+/// and stays bytes: it need not be UTF-8 (gzip-compressed cloud-init is
+/// not), and every byte outside a placeholder is kept as it is, as the
+/// reference's byte-string replacement keeps it.
+pub fn substitute_userdata(userdata: &[u8], machine: &str, token: Option<&str>) -> Vec<u8> {
+    fn replace(s: Vec<u8>, placeholder: &str, escaped_placeholder: &str, value: &str) -> Vec<u8> {
+        if contains(&s, placeholder.as_bytes()) {
+            replace_all(&s, placeholder.as_bytes(), value.as_bytes())
+        } else if contains(&s, escaped_placeholder.as_bytes()) {
+            replace_all(
+                &s,
+                escaped_placeholder.as_bytes(),
+                query_escape(value).as_bytes(),
+            )
         } else {
-            s.to_string()
+            s
         }
     }
-    let mut out = userdata.to_string();
+    let mut out = userdata.to_vec();
     if let Some(token) = token {
         out = replace(
-            &out,
+            out,
             "<<BOOTSTRAP_TOKEN>>",
             "%3C%3CBOOTSTRAP_TOKEN%3E%3E",
             token,
         );
     }
-    replace(
-        &out,
-        "<<MACHINE_NAME>>",
-        "%3C%3CMACHINE_NAME%3E%3E",
-        machine,
-    )
+    replace(out, "<<MACHINE_NAME>>", "%3C%3CMACHINE_NAME%3E%3E", machine)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// `haystack` with every non-overlapping `needle` (not empty) replaced by `with`.
+fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        if !needle.is_empty() && haystack[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 fn query_escape(s: &str) -> String {

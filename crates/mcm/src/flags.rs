@@ -332,6 +332,18 @@ impl MachineFlags {
                     "machine-safety-orphan-vms-period",
                     self.machine_safety_orphan_vms_period,
                 ),
+                // 0s would collect a VM the first time it is seen without
+                // a Machine (e.g. between CreateMachine and the Machine's
+                // providerID write), force every drain at once (pods deleted
+                // without eviction), not wait for volumes to detach before
+                // the VM goes, or end every preservation as it starts.
+                (
+                    "machine-safety-orphan-vms-grace",
+                    self.machine_safety_orphan_vms_grace,
+                ),
+                ("machine-drain-timeout", self.machine_drain_timeout),
+                ("machine-pv-detach-timeout", self.machine_pv_detach_timeout),
+                ("machine-preserve-timeout", self.machine_preserve_timeout),
             ],
             &mut errs,
         );
@@ -442,6 +454,49 @@ mod tests {
                 .is_ok(),
             "without leader election the durations are unused"
         );
+    }
+
+    fn machine(args: &[&str]) -> MachineFlags {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            machine: MachineFlags,
+        }
+        let argv = std::iter::once("mcm").chain(args.iter().copied());
+        match <Cli as clap::Parser>::try_parse_from(argv) {
+            Ok(cli) => cli.machine,
+            Err(e) => panic!("flags {args:?}: {e}"),
+        }
+    }
+
+    #[test]
+    fn zero_safety_periods_and_timeouts_are_refused_at_start_up() {
+        assert!(machine(&[]).validate().is_ok(), "the defaults");
+        for flag in [
+            "machine-safety-orphan-vms-grace",
+            "machine-safety-orphan-vms-period",
+            "machine-drain-timeout",
+            "machine-pv-detach-timeout",
+            "machine-preserve-timeout",
+            "machine-creation-timeout",
+            "machine-health-timeout",
+        ] {
+            let arg = format!("--{flag}=0s");
+            let err = machine(&[arg.as_str()])
+                .validate()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert_eq!(
+                err,
+                format!("--{flag} must be greater than zero: got: 0s"),
+                "{arg}"
+            );
+        }
+        // Where 0 has a documented meaning it stays accepted.
+        assert!(machine(&["--resource-exhausted-retry=0s"])
+            .validate()
+            .is_ok());
     }
 
     #[test]

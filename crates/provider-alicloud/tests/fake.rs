@@ -489,3 +489,38 @@ async fn ecs_calls_per_machine_lifecycle() {
         "the driver counts what the fake saw"
     );
 }
+
+/// `#cloud-config\nhostname: x\n`, gzip-compressed: not UTF-8.
+const GZIPPED_CLOUD_CONFIG: &[u8] = &[
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x53, 0x4e, 0xce, 0xc9, 0x2f, 0x4d,
+    0xd1, 0x4d, 0xce, 0xcf, 0x4b, 0xcb, 0x4c, 0xe7, 0xca, 0xc8, 0x2f, 0x2e, 0xc9, 0x4b, 0xcc, 0x4d,
+    0xb5, 0x52, 0xa8, 0xe0, 0x02, 0x00, 0x49, 0x75, 0xb3, 0x15, 0x1a, 0x00, 0x00, 0x00,
+];
+
+#[tokio::test]
+async fn gzipped_userdata_reaches_ecs_byte_for_byte() {
+    let (fake, driver) = setup().await;
+    let c = class("c", spec("shoot--gzip"));
+    let mut s = secret();
+    if let Some(data) = s.data.as_mut() {
+        data.insert(
+            "userData".into(),
+            k8s_openapi::ByteString(GZIPPED_CLOUD_CONFIG.to_vec()),
+        );
+    }
+    driver
+        .create_machine(&request(&machine("gzip"), &c, &s))
+        .await
+        .unwrap();
+    let requests = fake.requests();
+    let run = &requests
+        .iter()
+        .find(|(a, _)| a == "RunInstances")
+        .unwrap()
+        .1;
+    use base64::Engine;
+    let sent = base64::engine::general_purpose::STANDARD
+        .decode(&run["UserData"])
+        .unwrap();
+    assert_eq!(sent, GZIPPED_CLOUD_CONFIG);
+}

@@ -423,6 +423,12 @@ impl Ec2 {
 
     /// TerminateInstances for one instance. An unknown ID is success.
     pub async fn terminate(&self, id: &str) -> Result<(), Ec2Error> {
+        self.terminate_if_known(id).await.map(|_| ())
+    }
+
+    /// TerminateInstances for one instance: `Ok(false)` when EC2 does not
+    /// know the ID (already gone, or not visible to these credentials).
+    pub async fn terminate_if_known(&self, id: &str) -> Result<bool, Ec2Error> {
         match self
             .call(
                 "TerminateInstances",
@@ -431,11 +437,33 @@ impl Ec2 {
             )
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(true),
             Err(e) if e.is_instance_not_found() => {
-                debug!(instance_id = id, "instance already gone");
-                Ok(())
+                debug!(instance_id = id, "instance unknown to EC2");
+                Ok(false)
             }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether these credentials see every one of these subnets: `Ok(false)`
+    /// when EC2 answers that one does not exist (another account or region).
+    pub async fn sees_subnets(&self, ids: &[String]) -> Result<bool, Ec2Error> {
+        let out = self
+            .call("DescribeSubnets", ActionClass::Describe, || {
+                self.client
+                    .describe_subnets()
+                    .set_subnet_ids(Some(ids.to_vec()))
+                    .send()
+            })
+            .await;
+        match out {
+            Ok(out) => Ok(ids.iter().all(|id| {
+                out.subnets()
+                    .iter()
+                    .any(|s| s.subnet_id() == Some(id.as_str()))
+            })),
+            Err(e) if e.code() == Some("InvalidSubnetID.NotFound") => Ok(false),
             Err(e) => Err(e),
         }
     }

@@ -10,10 +10,11 @@
 mod common;
 
 use aws_sdk_ec2::operation::assign_ipv6_addresses::AssignIpv6AddressesOutput;
+use aws_sdk_ec2::operation::describe_subnets::DescribeSubnetsOutput;
 use aws_sdk_ec2::operation::modify_network_interface_attribute::ModifyNetworkInterfaceAttributeOutput;
 use aws_sdk_ec2::operation::run_instances::RunInstancesOutput;
 use aws_sdk_ec2::operation::terminate_instances::TerminateInstancesOutput;
-use aws_sdk_ec2::types::{Instance, InstanceState, InstanceStateName};
+use aws_sdk_ec2::types::{Instance, InstanceState, InstanceStateName, Subnet};
 use aws_sdk_ec2::Client;
 use aws_smithy_mocks::mock;
 use common::mock::*;
@@ -537,7 +538,10 @@ async fn mock_delete_of_a_gone_vm_is_ok_and_terminate_not_found_is_ok() {
         )
         .output(|| TerminateInstancesOutput::builder().build())
         .build();
-    let d = driver(vec![describe.clone(), terminate.clone()], fast_config());
+    let d = driver(
+        vec![describe.clone(), terminate.clone(), subnets_rule(true)],
+        fast_config(),
+    );
     let class = class("gone", spec(json!({})));
     let req = request(&machine_with_provider_id("i-0010"), &class, &secret());
     d.delete_machine(&req)
@@ -554,4 +558,68 @@ async fn mock_delete_of_a_gone_vm_is_ok_and_terminate_not_found_is_ok() {
     d.delete_machine(&req)
         .await
         .expect("no VM found by name is success");
+}
+
+/// DescribeSubnets: the class's subnet `subnet-1` is visible to the
+/// credentials, or EC2 answers that it does not exist (another account).
+fn subnets_rule(visible: bool) -> aws_smithy_mocks::Rule {
+    if visible {
+        mock!(Client::describe_subnets).then_output(|| {
+            DescribeSubnetsOutput::builder()
+                .subnets(Subnet::builder().subnet_id("subnet-1").build())
+                .build()
+        })
+    } else {
+        mock!(Client::describe_subnets)
+            .sequence()
+            .http_status(
+                400,
+                Some(ec2_error_xml(
+                    "InvalidSubnetID.NotFound",
+                    "The subnet ID 'subnet-1' does not exist",
+                )),
+            )
+            .repeatedly()
+            .build()
+    }
+}
+
+#[tokio::test]
+async fn mock_a_vm_unknown_to_credentials_of_another_account_is_not_gone() {
+    let terminate = mock!(Client::terminate_instances)
+        .sequence()
+        .http_status(
+            400,
+            Some(ec2_error_xml("InvalidInstanceID.NotFound", "unknown")),
+        )
+        .repeatedly()
+        .build();
+    let subnets = subnets_rule(false);
+    let d = driver(
+        vec![describe_rule(Vec::new), terminate, subnets.clone()],
+        fast_config(),
+    );
+    let class = class("moved", spec(json!({})));
+    let req = request(&machine_with_provider_id("i-0020"), &class, &secret());
+    let e = d.get_machine_status(&req).await.expect_err("not visible");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e}");
+    assert!(e.message.contains("subnet-1"), "{}", e.message);
+    let e = d
+        .delete_machine(&req)
+        .await
+        .expect_err("a VM that may still run in the other account is not deleted as gone");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e}");
+    assert!(subnets.num_calls() >= 2);
+}
+
+#[tokio::test]
+async fn mock_a_vm_unknown_to_credentials_that_see_the_class_subnet_is_gone() {
+    let d = driver(
+        vec![describe_rule(Vec::new), subnets_rule(true)],
+        fast_config(),
+    );
+    let class = class("gone", spec(json!({})));
+    let req = request(&machine_with_provider_id("i-0021"), &class, &secret());
+    let e = d.get_machine_status(&req).await.expect_err("gone");
+    assert_eq!(e.code, Code::NotFound, "{e}");
 }

@@ -284,6 +284,118 @@ async fn moto_create_sends_every_spec_field() {
     );
 }
 
+/// `#cloud-config\nhostname: x\n`, gzip-compressed: not UTF-8.
+const GZIPPED_CLOUD_CONFIG: &[u8] = &[
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x53, 0x4e, 0xce, 0xc9, 0x2f, 0x4d,
+    0xd1, 0x4d, 0xce, 0xcf, 0x4b, 0xcb, 0x4c, 0xe7, 0xca, 0xc8, 0x2f, 0x2e, 0xc9, 0x4b, 0xcc, 0x4d,
+    0xb5, 0x52, 0xa8, 0xe0, 0x02, 0x00, 0x49, 0x75, 0xb3, 0x15, 0x1a, 0x00, 0x00, 0x00,
+];
+
+#[tokio::test]
+async fn moto_gzipped_userdata_reaches_the_instance_byte_for_byte() {
+    let Some(env) = Env::new().await else { return };
+    let class = class("gzip", env.spec());
+    let m = machine("gzip");
+    let mut s = secret();
+    if let Some(data) = s.data.as_mut() {
+        data.insert(
+            "userData".into(),
+            k8s_openapi::ByteString(GZIPPED_CLOUD_CONFIG.to_vec()),
+        );
+    }
+    let created = env
+        .driver
+        .create_machine(&request(&m, &class, &s))
+        .await
+        .expect("create");
+    let ud = env
+        .client
+        .describe_instance_attribute()
+        .instance_id(instance_id(&created.provider_id))
+        .attribute(InstanceAttributeName::UserData)
+        .send()
+        .await
+        .expect("user data");
+    use base64::Engine;
+    let sent = base64::engine::general_purpose::STANDARD
+        .decode(
+            ud.user_data()
+                .and_then(|v| v.value())
+                .expect("user data value"),
+        )
+        .expect("base64");
+    assert_eq!(sent, GZIPPED_CLOUD_CONFIG);
+}
+
+/// A secret whose credentials belong to another account: moto keeps one
+/// backend per account and gives STS-assumed credentials the role's account.
+fn other_account_secret(endpoint: &str) -> k8s_openapi::api::core::v1::Secret {
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let body = "Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A111122223333%3Arole%2Fother&RoleSessionName=mcm-test";
+    let mut s = std::net::TcpStream::connect(host).expect("connect to moto");
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/us-east-1/sts/aws4_request, SignedHeaders=host, Signature=0\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    use std::io::{Read, Write};
+    s.write_all(req.as_bytes()).expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    let field = |name: &str| {
+        let open = format!("<{name}>");
+        let start = out
+            .find(&open)
+            .unwrap_or_else(|| panic!("no {name} in {out}"))
+            + open.len();
+        let end = out[start..].find('<').expect("closing tag") + start;
+        out[start..end].to_string()
+    };
+    let (key, secret_key) = (field("AccessKeyId"), field("SecretAccessKey"));
+    secret_with(&[
+        ("providerAccessKeyId", key.as_str()),
+        ("providerSecretAccessKey", secret_key.as_str()),
+        ("userData", USER_DATA),
+    ])
+}
+
+#[tokio::test]
+async fn moto_a_vm_is_not_gone_when_the_class_credentials_name_another_account() {
+    let Some(env) = Env::new().await else { return };
+    let endpoint = endpoint().expect("moto");
+    let class = class("account", env.spec());
+    let mut m = machine("account");
+    let created = env
+        .driver
+        .create_machine(&request(&m, &class, &secret()))
+        .await
+        .expect("create");
+    m.spec.provider_id = created.provider_id.clone();
+    let other = other_account_secret(&endpoint);
+    let e = env
+        .driver
+        .get_machine_status(&request(&m, &class, &other))
+        .await
+        .expect_err("the other account sees no VM");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e}");
+    let e = env
+        .driver
+        .delete_machine(&request(&m, &class, &other))
+        .await
+        .expect_err("not deleted as gone");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e}");
+    // The VM still runs in its own account.
+    env.driver
+        .get_machine_status(&request(&m, &class, &secret()))
+        .await
+        .expect("still there");
+    env.driver
+        .delete_machine(&request(&m, &class, &secret()))
+        .await
+        .expect("clean up");
+}
+
 #[tokio::test]
 async fn moto_initialize_disables_src_dst_assigns_ipv6_and_second_call_changes_nothing() {
     let Some(env) = Env::new().await else { return };

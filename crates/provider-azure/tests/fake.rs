@@ -513,3 +513,29 @@ async fn a_vm_joins_the_availability_set_of_the_spec_and_a_missing_set_is_an_err
         "no zone with an availability set: {v}"
     );
 }
+
+/// `#cloud-config\nhostname: x\n`, gzip-compressed: not UTF-8.
+const GZIPPED_CLOUD_CONFIG: &[u8] = &[
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x53, 0x4e, 0xce, 0xc9, 0x2f, 0x4d,
+    0xd1, 0x4d, 0xce, 0xcf, 0x4b, 0xcb, 0x4c, 0xe7, 0xca, 0xc8, 0x2f, 0x2e, 0xc9, 0x4b, 0xcc, 0x4d,
+    0xb5, 0x52, 0xa8, 0xe0, 0x02, 0x00, 0x49, 0x75, 0xb3, 0x15, 0x1a, 0x00, 0x00, 0x00,
+];
+
+#[tokio::test]
+async fn gzipped_userdata_reaches_the_vm_custom_data_byte_for_byte() {
+    let f = fake().await;
+    let d = driver(&f);
+    let mut req = request(&class());
+    if let Some(data) = req.secret.data.as_mut() {
+        data.insert(
+            "userData".into(),
+            k8s_openapi::ByteString(GZIPPED_CLOUD_CONFIG.to_vec()),
+        );
+    }
+    let vm = name(&req);
+    d.create_machine(&req).await.expect("create");
+    let sent = base64::engine::general_purpose::STANDARD
+        .decode(f.custom_data(RG, &vm).expect("customData"))
+        .unwrap();
+    assert_eq!(sent, GZIPPED_CLOUD_CONFIG);
+}

@@ -2,7 +2,7 @@
 
 use crate::compute::{ApiCallRecorder, Compute};
 use crate::config::{GcpDriverConfig, OpClass};
-use crate::credentials::{from_secret, secret_value, GcpCredentials};
+use crate::credentials::{from_secret, secret_bytes, secret_value, GcpCredentials};
 use crate::errors::GceError;
 use crate::instance::{build_instance, machine_uid_of, InstanceInput};
 use crate::spec::{membership, GcpProviderSpec, PROVIDER_NAME};
@@ -241,7 +241,21 @@ impl GcpDriver {
             .prepare(&ctx, &req.machine_class, &req.secret, Check::Full)
             .await?;
         let zone = p.spec.zone.as_str();
-        let user_data = secret_value(&req.secret, SECRET_USER_DATA).unwrap_or_default();
+        // Compute Engine metadata values are strings: userData that is not
+        // UTF-8 (gzip'd cloud-init) cannot reach the VM unchanged, and a
+        // lossy conversion would boot it with corrupted userdata.
+        let user_data = match String::from_utf8(
+            secret_bytes(&req.secret, SECRET_USER_DATA).unwrap_or_default(),
+        ) {
+            Ok(text) => text,
+            Err(e) => {
+                return Err(Status::invalid_argument(format!(
+                    "{ctx} failed: the secret's userData is not UTF-8 text (invalid byte at offset {}; gzip-compressed?): \
+                     Compute Engine metadata values are strings, so it cannot be passed unchanged; store it uncompressed",
+                    e.utf8_error().valid_up_to()
+                )));
+            }
+        };
         let uid = req.machine.metadata.uid.clone().unwrap_or_default();
         let instance = build_instance(
             &p.spec,

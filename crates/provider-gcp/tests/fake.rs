@@ -217,6 +217,31 @@ async fn the_inserted_instance_carries_user_data_uid_tags_and_string_int64s() {
     assert!(items.contains(&json!({"key": "mcm-machine-uid", "value": m.metadata.uid})));
 }
 
+/// `#cloud-config\nhostname: x\n`, gzip-compressed: not UTF-8.
+const GZIPPED_CLOUD_CONFIG: &[u8] = &[
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x53, 0x4e, 0xce, 0xc9, 0x2f, 0x4d,
+    0xd1, 0x4d, 0xce, 0xcf, 0x4b, 0xcb, 0x4c, 0xe7, 0xca, 0xc8, 0x2f, 0x2e, 0xc9, 0x4b, 0xcc, 0x4d,
+    0xb5, 0x52, 0xa8, 0xe0, 0x02, 0x00, 0x49, 0x75, 0xb3, 0x15, 0x1a, 0x00, 0x00, 0x00,
+];
+
+#[tokio::test]
+async fn userdata_that_is_not_utf8_is_refused_not_corrupted_into_the_metadata_string() {
+    let fake = start().await;
+    let d = driver(&fake);
+    let m = machine();
+    let mut r = req(&m, &class("c", spec("shoot--gzip")));
+    if let Some(data) = r.secret.data.as_mut() {
+        data.insert("userData".into(), ByteString(GZIPPED_CLOUD_CONFIG.to_vec()));
+    }
+    let e = d.create_machine(&r).await.unwrap_err();
+    assert_eq!(e.code, Code::InvalidArgument, "{e:?}");
+    assert!(e.message.contains("userData is not UTF-8"), "{}", e.message);
+    assert!(
+        fake.inserted_bodies().is_empty(),
+        "no instance with corrupted userdata"
+    );
+}
+
 #[tokio::test]
 async fn a_retried_create_after_a_lost_answer_gets_409_and_adopts_its_own_instance() {
     let fake = start().await;

@@ -542,3 +542,30 @@ async fn initialize_is_unimplemented_and_volume_ids_read_cinder_and_csi() {
         vec!["in-tree".to_string(), "csi-vol".to_string()]
     );
 }
+
+/// `#cloud-config\nhostname: x\n`, gzip-compressed: not UTF-8.
+const GZIPPED_CLOUD_CONFIG: &[u8] = &[
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x53, 0x4e, 0xce, 0xc9, 0x2f, 0x4d,
+    0xd1, 0x4d, 0xce, 0xcf, 0x4b, 0xcb, 0x4c, 0xe7, 0xca, 0xc8, 0x2f, 0x2e, 0xc9, 0x4b, 0xcc, 0x4d,
+    0xb5, 0x52, 0xa8, 0xe0, 0x02, 0x00, 0x49, 0x75, 0xb3, 0x15, 0x1a, 0x00, 0x00, 0x00,
+];
+
+#[tokio::test]
+async fn gzipped_userdata_reaches_nova_byte_for_byte() {
+    let env = env().await;
+    let c = class("c", env.spec());
+    let mut req = env.request(&c, machine("gzip"));
+    if let Some(data) = req.secret.data.as_mut() {
+        data.insert(
+            "userData".into(),
+            k8s_openapi::ByteString(GZIPPED_CLOUD_CONFIG.to_vec()),
+        );
+    }
+    env.driver.create_machine(&req).await.expect("create");
+    let body = env.fake.last_server_create().expect("a create request");
+    use base64::Engine;
+    let sent = base64::engine::general_purpose::STANDARD
+        .decode(body["server"]["user_data"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(sent, GZIPPED_CLOUD_CONFIG);
+}

@@ -41,11 +41,34 @@ impl<V> Pruned<V> {
     /// inserting past the high-water mark, drops every other entry for which
     /// `exists` says the object is gone.
     pub fn entry(&mut self, key: &str, default: V, exists: impl Fn(&str) -> bool) -> &mut V {
+        self.entry_collecting(key, default, exists, &mut Vec::new())
+    }
+
+    /// Like [`Pruned::entry`], handing the values of the pruned entries to
+    /// `pruned` (e.g. reservations that must be given back).
+    pub fn entry_collecting(
+        &mut self,
+        key: &str,
+        default: V,
+        exists: impl Fn(&str) -> bool,
+        pruned: &mut Vec<V>,
+    ) -> &mut V {
         if !self.map.contains_key(key) && self.map.len() >= self.high_water {
-            self.map.retain(|k, _| k == key || exists(k));
+            let gone: Vec<String> = self
+                .map
+                .keys()
+                .filter(|k| k.as_str() != key && !exists(k))
+                .cloned()
+                .collect();
+            pruned.extend(gone.iter().filter_map(|k| self.map.remove(k)));
             self.high_water = (self.map.len() * 2).max(MIN_HIGH_WATER);
         }
         self.map.entry(key.to_string()).or_insert(default)
+    }
+
+    /// Keeps the entries for which `keep` says so (it may also edit them).
+    pub fn retain(&mut self, keep: impl FnMut(&String, &mut V) -> bool) {
+        self.map.retain(keep);
     }
 
     /// The entry of `key`, if any.
@@ -53,9 +76,19 @@ impl<V> Pruned<V> {
         self.map.get(key)
     }
 
-    /// Forgets `key`.
-    pub fn remove(&mut self, key: &str) {
-        self.map.remove(key);
+    /// Forgets `key`, returning its value.
+    pub fn remove(&mut self, key: &str) -> Option<V> {
+        self.map.remove(key)
+    }
+
+    /// The entry of `key` to edit, if any.
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        self.map.get_mut(key)
+    }
+
+    /// The values.
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.map.values()
     }
 
     /// How many entries there are.

@@ -107,8 +107,9 @@ pub struct Context {
     /// cache drops them.
     released: Mutex<Pruned<String>>,
     frozen: AtomicBool,
-    /// Serialises Unknown→Failed per MachineDeployment (at most one replacement at a time).
-    pub failed_permits: tokio::sync::Mutex<()>,
+    /// Serialises Unknown→Failed per MachineDeployment and remembers the
+    /// marks granted but not yet listed (at most one replacement at a time).
+    pub failed_marks: tokio::sync::Mutex<mcm_core::machine::FailedMarks>,
     /// The running drains, at most one per machine (they hold no reconcile slot).
     pub drains: crate::drain::tasks::DrainTasks,
     /// The machines' queue in front of the cloud budget.
@@ -192,7 +193,7 @@ impl Context {
             creation_attempts: Mutex::new(Pruned::new()),
             released: Mutex::new(Pruned::new()),
             frozen: AtomicBool::new(false),
-            failed_permits: tokio::sync::Mutex::new(()),
+            failed_marks: tokio::sync::Mutex::new(Default::default()),
             drains: crate::drain::tasks::DrainTasks::new(),
             pacer: crate::pacing::Pacer::new(),
         })

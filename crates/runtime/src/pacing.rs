@@ -13,9 +13,16 @@
 //! A throttled answer pauses the operation for the whole scope (the limits
 //! were wrong or another client shares the account) and is never counted as
 //! the machine's failure.
+//!
+//! A reserved turn that will not be spent is given back
+//! ([`mcm_driver::budget::TokenBucket::refund`]), so the queue behind it moves up instead of
+//! waiting out debt nobody owes: the turns of a machine being deleted
+//! ([`Pacer::give_back`], [`Pacer::forget`]), a turn whose machine did not
+//! come back within [`STALE`] of it (swept by [`Pacer::admit`]), and the
+//! turns of a machine whose entry is pruned because it is gone.
 
 use crate::bounded::Pruned;
-use mcm_driver::budget::{BucketLimit, Budget};
+use mcm_driver::budget::{BucketLimit, Budget, Limiter, Turn};
 use mcm_driver::{CloudOp, Driver, MachineRequest};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -31,6 +38,12 @@ pub const HOLD: Duration = Duration::from_secs(1);
 pub const PAUSE_BASE: Duration = Duration::from_secs(1);
 /// The longest pause after throttled answers.
 pub const PAUSE_MAX: Duration = Duration::from_secs(30);
+
+/// A turn that passed more than this long ago without its machine coming
+/// back for it is stale: it is given back (the queue behind it moves up),
+/// and a machine that comes back later queues again. A requeued machine
+/// comes back at its turn; this much lateness covers a busy worker pool.
+pub const STALE: Duration = HOLD;
 
 /// The answer of [`Pacer::admit`].
 #[derive(Debug, PartialEq, Eq)]
@@ -53,7 +66,35 @@ const BURST_MARGIN: u32 = 1;
 #[derive(Default)]
 pub struct Pacer {
     budgets: Mutex<HashMap<String, Arc<Budget<CloudOp>>>>,
-    reserved: Mutex<Pruned<Vec<(CloudOp, Instant)>>>,
+    reserved: Mutex<Pruned<Vec<Held>>>,
+    /// When stale turns were last swept (at most once per [`STALE`]).
+    swept: Mutex<Option<Instant>>,
+}
+
+/// A machine's reserved turn of one operation.
+struct Held {
+    op: CloudOp,
+    /// When the machine may call (the turn's slot, or later while the
+    /// operation is paused after a throttled answer).
+    due: Instant,
+    /// What gives the turn back (`None`: the operation has no bucket).
+    turn: Option<Turn>,
+    limiter: Arc<Limiter<CloudOp>>,
+}
+
+impl Held {
+    fn stale(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.due) > STALE
+    }
+}
+
+/// Gives the turns back to their buckets.
+async fn refund(turns: Vec<Held>) {
+    for h in turns {
+        if let Some(turn) = h.turn {
+            h.limiter.refund(h.op, turn).await;
+        }
+    }
 }
 
 impl Pacer {
@@ -88,7 +129,8 @@ impl Pacer {
     }
 
     /// Whether machine `key` may make its `op` call now. `exists` says which
-    /// machines still exist (reservations of gone ones are dropped).
+    /// machines still exist (the reservations of gone ones are given back
+    /// when their entries are pruned).
     pub async fn admit(
         &self,
         key: &str,
@@ -99,15 +141,24 @@ impl Pacer {
         exists: impl Fn(&str) -> bool,
     ) -> Admission {
         let now = Instant::now();
-        let held = self.reserved.lock().ok().and_then(|r| {
-            r.get(key)
-                .and_then(|v| v.iter().find(|(o, _)| *o == op).map(|(_, due)| *due))
-        });
-        // A turn that passed more than HOLD ago is stale: the cloud's bucket
-        // banked at most its burst meanwhile, so machines that all come back
-        // late must not spend their old turns at once. Such a machine queues
-        // again.
-        let held = held.filter(|due| now.saturating_duration_since(*due) <= HOLD);
+        let mut give_back = self.sweep(now);
+        // A turn that passed more than STALE ago is stale: the cloud's
+        // bucket banked at most its burst meanwhile, so machines that all
+        // come back late must not spend their old turns at once. Such a
+        // machine gives its turn back and queues again.
+        let held = match self.reserved.lock() {
+            Ok(mut r) => r.get_mut(key).and_then(|mine| {
+                let i = mine.iter().position(|h| h.op == op)?;
+                if mine[i].stale(now) {
+                    give_back.push(mine.remove(i));
+                    None
+                } else {
+                    Some(mine[i].due)
+                }
+            }),
+            Err(_) => None,
+        };
+        refund(give_back).await;
         let due = match held {
             Some(due) => due,
             None => {
@@ -115,26 +166,72 @@ impl Pacer {
                     return Admission::Go;
                 };
                 let limiter = budget.scope(&driver.rate_limit_scope(req));
-                now + limiter.reserve(op).await
+                // Prune first: the turns of gone machines go back before
+                // this one queues behind them.
+                let mut pruned = Vec::new();
+                if let Ok(mut r) = self.reserved.lock() {
+                    r.entry_collecting(key, Vec::new(), &exists, &mut pruned);
+                }
+                refund(pruned.into_iter().flatten().collect()).await;
+                let (turn, wait) = limiter.reserve_turn(op).await;
+                let due = now + wait;
+                if wait > HOLD {
+                    if let Ok(mut r) = self.reserved.lock() {
+                        r.entry(key, Vec::new(), &exists).push(Held {
+                            op,
+                            due,
+                            turn,
+                            limiter,
+                        });
+                    }
+                }
+                due
             }
         };
         let wait = due.saturating_duration_since(now);
-        if let Ok(mut r) = self.reserved.lock() {
-            let mine = r.entry(key, Vec::new(), exists);
-            mine.retain(|(o, _)| *o != op);
-            if wait > HOLD {
-                mine.push((op, due));
-            } else if mine.is_empty() {
-                r.remove(key);
-            }
-        }
         if wait > HOLD {
             return Admission::Wait(wait);
+        }
+        // The turn is spent now.
+        if let Ok(mut r) = self.reserved.lock() {
+            if let Some(mine) = r.get_mut(key) {
+                mine.retain(|h| h.op != op);
+                if mine.is_empty() {
+                    r.remove(key);
+                }
+            }
         }
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
         Admission::Go
+    }
+
+    /// Takes the stale turns of every machine out of the reservations, at
+    /// most once per [`STALE`] (the sweep walks every reservation).
+    fn sweep(&self, now: Instant) -> Vec<Held> {
+        let mut stale = Vec::new();
+        let Ok(mut swept) = self.swept.lock() else {
+            return stale;
+        };
+        if swept.is_some_and(|at| now.saturating_duration_since(at) < STALE) {
+            return stale;
+        }
+        *swept = Some(now);
+        if let Ok(mut r) = self.reserved.lock() {
+            r.retain(|_, mine| {
+                let mut i = 0;
+                while i < mine.len() {
+                    if mine[i].stale(now) {
+                        stale.push(mine.remove(i));
+                    } else {
+                        i += 1;
+                    }
+                }
+                !mine.is_empty()
+            });
+        }
+        stale
     }
 
     /// Records the answer of an admitted call: a throttled one pauses `op`
@@ -158,11 +255,55 @@ impl Pacer {
         }
     }
 
-    /// Forgets a machine's reservation (it was deleted or needs no call).
-    pub fn forget(&self, key: &str) {
+    /// Gives back machine `key`'s reserved turns of `ops` (e.g. a machine
+    /// being deleted will never create).
+    pub async fn give_back(&self, key: &str, ops: &[CloudOp]) {
+        let mut turns = Vec::new();
         if let Ok(mut r) = self.reserved.lock() {
-            r.remove(key);
+            if let Some(mine) = r.get_mut(key) {
+                let mut i = 0;
+                while i < mine.len() {
+                    if ops.contains(&mine[i].op) {
+                        turns.push(mine.remove(i));
+                    } else {
+                        i += 1;
+                    }
+                }
+                if mine.is_empty() {
+                    r.remove(key);
+                }
+            }
         }
+        refund(turns).await;
+    }
+
+    /// Forgets a machine's reservations and gives their turns back (it was
+    /// deleted or needs no call).
+    pub async fn forget(&self, key: &str) {
+        let turns = match self.reserved.lock() {
+            Ok(mut r) => r.remove(key).unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        refund(turns).await;
+    }
+
+    /// How long machine `key` still waits for its reserved `op` turn
+    /// (`None`: it holds none), for tests and diagnostics.
+    pub fn turn(&self, key: &str, op: CloudOp) -> Option<Duration> {
+        let now = Instant::now();
+        let r = self.reserved.lock().ok()?;
+        r.get(key)?
+            .iter()
+            .find(|h| h.op == op)
+            .map(|h| h.due.saturating_duration_since(now))
+    }
+
+    /// How many turns are reserved.
+    pub fn reserved_turns(&self) -> usize {
+        self.reserved
+            .lock()
+            .map(|r| r.values().map(Vec::len).sum())
+            .unwrap_or(0)
     }
 }
 

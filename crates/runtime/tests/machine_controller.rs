@@ -733,3 +733,114 @@ async fn with_two_replicas_only_the_lease_holder_acts() {
     ta.abort();
     tb.abort();
 }
+
+/// Records the userData of every CreateMachine, then lets the scripted
+/// cloud answer.
+struct UserDataRecorder {
+    inner: Arc<ScriptedDriver>,
+    seen: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+#[async_trait::async_trait]
+impl mcm_driver::Driver for UserDataRecorder {
+    async fn create_machine(
+        &self,
+        r: &mcm_driver::CreateMachineRequest,
+    ) -> mcm_driver::DriverResult<mcm_driver::CreateMachineResponse> {
+        if let Some(ud) = r.secret.data.as_ref().and_then(|d| d.get("userData")) {
+            self.seen.lock().unwrap().push(ud.0.clone());
+        }
+        self.inner.create_machine(r).await
+    }
+    async fn initialize_machine(
+        &self,
+        r: &mcm_driver::InitializeMachineRequest,
+    ) -> mcm_driver::DriverResult<mcm_driver::InitializeMachineResponse> {
+        self.inner.initialize_machine(r).await
+    }
+    async fn delete_machine(
+        &self,
+        r: &mcm_driver::DeleteMachineRequest,
+    ) -> mcm_driver::DriverResult<mcm_driver::DeleteMachineResponse> {
+        self.inner.delete_machine(r).await
+    }
+    async fn get_machine_status(
+        &self,
+        r: &mcm_driver::GetMachineStatusRequest,
+    ) -> mcm_driver::DriverResult<mcm_driver::GetMachineStatusResponse> {
+        self.inner.get_machine_status(r).await
+    }
+    async fn list_machines(
+        &self,
+        r: &mcm_driver::ListMachinesRequest,
+    ) -> mcm_driver::DriverResult<mcm_driver::ListMachinesResponse> {
+        self.inner.list_machines(r).await
+    }
+}
+
+/// `#cloud-config\nhostname: x\n`, gzip-compressed: not UTF-8.
+const GZIPPED_CLOUD_CONFIG: &[u8] = &[
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x53, 0x4e, 0xce, 0xc9, 0x2f, 0x4d,
+    0xd1, 0x4d, 0xce, 0xcf, 0x4b, 0xcb, 0x4c, 0xe7, 0xca, 0xc8, 0x2f, 0x2e, 0xc9, 0x4b, 0xcc, 0x4d,
+    0xb5, 0x52, 0xa8, 0xe0, 0x02, 0x00, 0x49, 0x75, 0xb3, 0x15, 0x1a, 0x00, 0x00, 0x00,
+];
+
+#[tokio::test]
+async fn gzipped_userdata_reaches_the_driver_byte_for_byte() {
+    let Some(env) = TestEnv::new("userdata-gzip").await else {
+        return;
+    };
+    let secret = k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("gzip-creds".into()),
+            ..Default::default()
+        },
+        data: Some(
+            [(
+                "userData".to_string(),
+                k8s_openapi::ByteString(GZIPPED_CLOUD_CONFIG.to_vec()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    env.api::<k8s_openapi::api::core::v1::Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("secret");
+    env.create_class(
+        "gzip-class",
+        "recorded",
+        "gzip-creds",
+        json!({"image": "x"}),
+    )
+    .await
+    .expect("class");
+    let recorder = Arc::new(UserDataRecorder {
+        inner: Arc::new(ScriptedDriver::new(Script::default())),
+        seen: Default::default(),
+    });
+    let mut drivers = DriverRegistry::new();
+    drivers.register("recorded", recorder.clone());
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Arc::new(Metrics::new(&mut registry));
+    let ctx = Context::new(
+        env.client.clone(),
+        None,
+        config(&env.namespace),
+        drivers,
+        metrics,
+    );
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(machine::run(ctx, async move {
+        let _ = rx.await;
+    }));
+    let running = Running { stop: tx, task };
+    create_machine(&env, "gz", "gzip-class", json!({})).await;
+    let seen = must_eventually(WAIT, "a CreateMachine call", || async {
+        recorder.seen.lock().unwrap().first().cloned()
+    })
+    .await;
+    assert_eq!(seen, GZIPPED_CLOUD_CONFIG, "userData corrupted on its way");
+    running.stop().await;
+}

@@ -437,6 +437,55 @@ fn only_one_replacement_at_a_time_per_deployment() {
     assert!(!may_mark_failed(&[Phase::Failed]));
 }
 
+fn listed(phases: &[(&str, Phase)]) -> Vec<(String, Phase)> {
+    phases
+        .iter()
+        .map(|(n, p)| (n.to_string(), p.clone()))
+        .collect()
+}
+
+#[test]
+fn two_unknown_machines_of_one_deployment_are_not_both_marked_failed_in_one_recheck() {
+    let mut marks = FailedMarks::default();
+    // Both reach their health timeout in one pass: both decisions see the
+    // same listing (m1's Failed write is not in it yet).
+    let seen = listed(&[
+        ("m1", Phase::Unknown),
+        ("m2", Phase::Unknown),
+        ("m3", Phase::Running),
+    ]);
+    assert!(marks.grant("pool", "m1", &seen, t0()));
+    assert!(
+        !marks.grant("pool", "m2", &seen, t0()),
+        "m2 must see m1's decision"
+    );
+    // Another deployment is not held up.
+    assert!(marks.grant("other", "x1", &listed(&[("x1", Phase::Unknown)]), t0()));
+    // Once the listing shows m1 Failed, m1 counts itself: still one at a time.
+    let later = listed(&[
+        ("m1", Phase::Failed),
+        ("m2", Phase::Unknown),
+        ("m3", Phase::Running),
+    ]);
+    assert!(!marks.grant("pool", "m2", &later, t0()));
+    // m1 replaced and gone: m2 may go.
+    let replaced = listed(&[("m2", Phase::Unknown), ("m3", Phase::Running)]);
+    assert!(marks.grant("pool", "m2", &replaced, t0()));
+}
+
+#[test]
+fn a_released_or_lost_failed_mark_stops_counting() {
+    let mut marks = FailedMarks::default();
+    let seen = listed(&[("m1", Phase::Unknown), ("m2", Phase::Unknown)]);
+    assert!(marks.grant("pool", "m1", &seen, t0()));
+    marks.release("pool", "m1");
+    assert!(marks.grant("pool", "m2", &seen, t0()), "m1's write failed");
+    // m2's write was lost without a release: it counts for PENDING only.
+    let much_later = t0() + chrono::Duration::from_std(FailedMarks::PENDING).unwrap_or_default();
+    assert!(!marks.grant("pool", "m1", &seen, t0()));
+    assert!(marks.grant("pool", "m1", &seen, much_later));
+}
+
 // --- deletion
 
 #[test]
@@ -683,19 +732,43 @@ fn node_deletion_outcomes_lead_to_finalizer_removal() {
 fn userdata_placeholders_are_substituted_raw_or_escaped() {
     assert_eq!(
         substitute_userdata(
-            "name=<<MACHINE_NAME>> t=<<BOOTSTRAP_TOKEN>>",
+            b"name=<<MACHINE_NAME>> t=<<BOOTSTRAP_TOKEN>>",
             "m1",
             Some("abc.def")
         ),
-        "name=m1 t=abc.def"
+        b"name=m1 t=abc.def"
     );
     assert_eq!(
-        substitute_userdata("u?t=%3C%3CBOOTSTRAP_TOKEN%3E%3E", "m1", Some("a b")),
-        "u?t=a+b"
+        substitute_userdata(b"u?t=%3C%3CBOOTSTRAP_TOKEN%3E%3E", "m1", Some("a b")),
+        b"u?t=a+b"
     );
     assert_eq!(
-        substitute_userdata("t=<<BOOTSTRAP_TOKEN>>", "m1", None),
-        "t=<<BOOTSTRAP_TOKEN>>"
+        substitute_userdata(b"t=<<BOOTSTRAP_TOKEN>>", "m1", None),
+        b"t=<<BOOTSTRAP_TOKEN>>"
+    );
+}
+
+/// `#cloud-config\nhostname: x\n`, gzip-compressed: not UTF-8.
+pub(crate) const GZIPPED_CLOUD_CONFIG: &[u8] = &[
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0x53, 0x4e, 0xce, 0xc9, 0x2f, 0x4d,
+    0xd1, 0x4d, 0xce, 0xcf, 0x4b, 0xcb, 0x4c, 0xe7, 0xca, 0xc8, 0x2f, 0x2e, 0xc9, 0x4b, 0xcc, 0x4d,
+    0xb5, 0x52, 0xa8, 0xe0, 0x02, 0x00, 0x49, 0x75, 0xb3, 0x15, 0x1a, 0x00, 0x00, 0x00,
+];
+
+#[test]
+fn userdata_that_is_not_utf8_is_kept_byte_for_byte() {
+    assert!(String::from_utf8(GZIPPED_CLOUD_CONFIG.to_vec()).is_err());
+    assert_eq!(
+        substitute_userdata(GZIPPED_CLOUD_CONFIG, "m1", Some("abc.def")),
+        GZIPPED_CLOUD_CONFIG
+    );
+    // Placeholders are replaced around bytes that are not UTF-8.
+    let mut mixed = vec![0xff, 0xfe];
+    mixed.extend_from_slice(b"<<MACHINE_NAME>>");
+    mixed.push(0x8b);
+    assert_eq!(
+        substitute_userdata(&mixed, "m1", None),
+        [&[0xff, 0xfe][..], b"m1", &[0x8b]].concat()
     );
 }
 

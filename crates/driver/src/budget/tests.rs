@@ -92,3 +92,97 @@ fn per_minute_limits_burst_the_whole_minute() {
     assert!((l.refill_per_sec - 25.0).abs() < 1e-9);
     assert_eq!(BucketLimit::per_minute(0).capacity, 1);
 }
+
+/// Reserves `n` turns of `b` and returns them with their waits.
+async fn reserve_many(b: &TokenBucket, n: usize) -> Vec<(Turn, Duration)> {
+    let mut turns = Vec::new();
+    for _ in 0..n {
+        turns.push(b.reserve_turn().await);
+    }
+    turns
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_given_back_from_its_end_leaves_no_debt_behind() {
+    // One token per second, burst 1: 500 turns reach 499 s ahead.
+    let b = TokenBucket::new(BucketLimit::new(1, 1.0));
+    let turns = reserve_many(&b, 500).await;
+    assert!(
+        turns[499].1 >= Duration::from_secs(498),
+        "{:?}",
+        turns[499].1
+    );
+    // All but the first five are given back (a scale-up to 500 and back to 5).
+    for (turn, _) in turns.iter().skip(5).rev() {
+        b.refund(*turn).await;
+    }
+    assert_eq!(b.free_slots().await, 0, "the freed tail is debt, not slots");
+    // The next caller queues right behind the five that stay.
+    let (_, wait) = b.reserve_turn().await;
+    assert!(
+        wait >= Duration::from_millis(4990) && wait <= Duration::from_millis(5010),
+        "{wait:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_next_caller_takes_the_earliest_given_back_slot_and_nobody_is_double_booked() {
+    let b = TokenBucket::new(BucketLimit::new(1, 1.0));
+    let turns = reserve_many(&b, 100).await;
+    // Most are given back, the last five stay: their slots are promised.
+    for (turn, _) in &turns[1..95] {
+        b.refund(*turn).await;
+    }
+    let (next, wait) = b.reserve_turn().await;
+    assert_eq!(next.slot, turns[1].0.slot, "the earliest freed slot");
+    assert!(wait <= Duration::from_millis(1010), "{wait:?}");
+    // The next 93 callers take exactly the freed slots, in order; the one
+    // after them queues behind the last promised turn.
+    for (turn, _) in &turns[2..95] {
+        assert_eq!(b.reserve_turn().await.0.slot, turn.slot);
+    }
+    let (after, _) = b.reserve_turn().await;
+    assert!(after.slot > turns[99].0.slot, "no slot is handed out twice");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_passed_turn_gives_its_token_back_while_the_queue_still_waits() {
+    let b = TokenBucket::new(BucketLimit::new(1, 1.0));
+    let turns = reserve_many(&b, 10).await; // slots 0 .. 9 s
+    tokio::time::advance(Duration::from_millis(3500)).await;
+    let before = b.wait_estimate().await;
+    // The turn at 2 s was never spent: the queue moves up by one.
+    b.refund(turns[2].0).await;
+    let after = b.wait_estimate().await;
+    assert!(
+        before.saturating_sub(after) >= Duration::from_millis(990),
+        "{before:?} -> {after:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_passed_turn_gives_nothing_back_once_the_bucket_refilled() {
+    let b = TokenBucket::new(BucketLimit::new(2, 1.0));
+    let turns = reserve_many(&b, 4).await;
+    tokio::time::advance(Duration::from_secs(60)).await;
+    for (turn, _) in &turns {
+        b.refund(*turn).await;
+    }
+    // The bucket holds its burst, no more: the late refunds add nothing.
+    assert_eq!(b.reserve().await, Duration::ZERO);
+    assert_eq!(b.reserve().await, Duration::ZERO);
+    assert!(b.reserve().await >= Duration::from_millis(990));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_freed_slot_that_passes_unused_still_shrinks_the_queue() {
+    let b = TokenBucket::new(BucketLimit::new(1, 1.0));
+    let turns = reserve_many(&b, 10).await; // slots 0 .. 9 s
+    b.refund(turns[3].0).await; // ahead: kept as a slot
+    assert_eq!(b.free_slots().await, 1);
+    tokio::time::advance(Duration::from_secs(5)).await;
+    // Nobody took it before it passed: it is given back to the debt.
+    let est = b.wait_estimate().await;
+    assert_eq!(b.free_slots().await, 0);
+    assert!(est <= Duration::from_millis(4010), "{est:?}");
+}

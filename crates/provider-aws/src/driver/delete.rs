@@ -31,9 +31,15 @@ impl AwsDriver {
             // clouds refuse to terminate an instance that is already gone).
             let id = decode_provider_id(pid)?;
             self.launched.forget(&id);
-            match ec2.terminate(&id).await {
-                Ok(()) => {
+            match ec2.terminate_if_known(&id).await {
+                Ok(true) => {
                     info!(instance_id = %id, "VM terminated");
+                    return Ok(DeleteMachineResponse::default());
+                }
+                Ok(false) => {
+                    // Gone, unless these credentials cannot see it.
+                    self.confirm_gone(&p, &id, name).await?;
+                    debug!(instance_id = %id, "VM already gone");
                     return Ok(DeleteMachineResponse::default());
                 }
                 Err(e) => {
@@ -47,11 +53,14 @@ impl AwsDriver {
                 .map_err(|e| e.lookup_status(&format!("looking up the VM of machine {name}")))?
         } else {
             let id = decode_provider_id(pid)?;
-            ec2.instance_by_id(&id)
+            let found = ec2
+                .instance_by_id(&id)
                 .await
-                .map_err(|e| e.lookup_status(&format!("looking up VM {id} of machine {name}")))?
-                .into_iter()
-                .collect()
+                .map_err(|e| e.lookup_status(&format!("looking up VM {id} of machine {name}")))?;
+            if found.is_none() {
+                self.confirm_gone(&p, &id, name).await?;
+            }
+            found.into_iter().collect()
         };
         let mut retained = Retained::default();
         for i in &instances {

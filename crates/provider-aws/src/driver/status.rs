@@ -10,7 +10,7 @@ use aws_sdk_ec2::types::Instance;
 use k8s_openapi::api::core::v1::NodeAddress;
 use mcm_api::Machine;
 use mcm_driver::{
-    DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, MachineIdentity, Status,
+    Code, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, MachineIdentity, Status,
 };
 
 impl AwsDriver {
@@ -30,12 +30,57 @@ impl AwsDriver {
                 .instance_by_id(&id)
                 .await
                 .map_err(|e| e.lookup_status(&format!("looking up VM {id} of machine {name}")))?;
+            if found.is_none() {
+                self.confirm_gone(p, &id, name).await?;
+            }
             return Ok(found.into_iter().filter(is_live).collect());
         }
         p.ec2
             .instances_by_name(cluster, role, name)
             .await
             .map_err(|e| e.lookup_status(&format!("looking up the VM of machine {name}")))
+    }
+
+    /// An instance ID EC2 does not know means the VM is gone only if these
+    /// credentials reach the account and region it was created in: a class
+    /// whose secret now names another account (or region) sees no instance
+    /// at all. So the class's own subnets must be visible too (one
+    /// DescribeSubnets, only when an instance is unknown); if they are not,
+    /// the answer is `FailedPrecondition`, never `NotFound`, and the machine
+    /// is not treated as having lost its VM.
+    pub(super) async fn confirm_gone(
+        &self,
+        p: &Prepared,
+        id: &str,
+        name: &str,
+    ) -> Result<(), Status> {
+        let subnets: Vec<String> = p
+            .spec
+            .network_interfaces
+            .iter()
+            .map(|n| n.subnet_id.clone())
+            .filter(|s| !s.is_empty())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if subnets.is_empty() {
+            return Ok(());
+        }
+        match p.ec2.sees_subnets(&subnets).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Status::new(
+                Code::FailedPrecondition,
+                format!(
+                    "VM {id} of machine {name} is unknown to EC2, and so is the class's subnet ({}): \
+                     the secret's credentials do not reach the account and region the VM was created in \
+                     (were they changed?); the VM is not treated as gone",
+                    subnets.join(", ")
+                ),
+            )),
+            Err(e) => Err(e.lookup_status(&format!(
+                "checking that the credentials see the class's subnets before treating VM {id} of machine {name} as gone"
+            ))),
+        }
     }
 
     pub(super) async fn status(

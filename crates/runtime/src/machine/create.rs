@@ -226,7 +226,8 @@ impl Reconciler<'_> {
             let stop = self.input_problem("UserDataMissing", e.to_string()).await?;
             return Ok(Err(stop));
         };
-        let ud = String::from_utf8_lossy(&ud.0).to_string();
+        // Bytes end to end: userData need not be UTF-8 (gzip'd cloud-init).
+        let ud = ud.0.clone();
         let token = match &self.ctx.target {
             Some(target) => Some(
                 crate::class::bootstrap_token(
@@ -240,7 +241,7 @@ impl Reconciler<'_> {
             None => None,
         };
         let substituted = decide::substitute_userdata(&ud, &view.name, token.as_deref());
-        data.insert("userData".into(), ByteString(substituted.into_bytes()));
+        data.insert("userData".into(), ByteString(substituted));
         let mut out = req.clone();
         out.secret.data = Some(data);
         Ok(Ok(out))

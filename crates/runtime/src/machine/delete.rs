@@ -9,6 +9,16 @@ impl Reconciler<'_> {
     // Deletion
 
     pub(super) async fn delete(&mut self) -> Result<Action, Error> {
+        // A machine being deleted never creates or initializes: the turns
+        // it reserved for that go back to the queue (docs/design/runtime.md,
+        // "Pacing cloud calls").
+        self.ctx
+            .pacer
+            .give_back(
+                &self.key,
+                &[CloudOp::Create, CloudOp::Initialize, CloudOp::Status],
+            )
+            .await;
         let inputs = match self.inputs().await? {
             Ok(x) => Some(x),
             // A machine whose creation never reached the cloud is deleted
@@ -98,6 +108,7 @@ impl Reconciler<'_> {
             .released(&self.key, &self.machine.uid().unwrap_or_default());
         info!("machine deleted; finalizer removed");
         self.ctx.reset_backoff(&self.key);
+        self.ctx.pacer.forget(&self.key).await;
         self.ctx
             .metrics
             .forget_machine(&self.machine.namespace().unwrap_or_default(), &self.name());

@@ -56,8 +56,13 @@ impl Reconciler<'_> {
                 info!("not marking Failed: another machine of the deployment is being replaced");
                 return Ok(Err(Stop::After(self.ctx.config.short_retry)));
             }
-            self.write(MachineStatusChange::of(t).with_conditions(conditions))
-                .await?;
+            let written = self
+                .write(MachineStatusChange::of(t).with_conditions(conditions))
+                .await;
+            if written.is_err() && d.rate_limited {
+                self.release_failed_mark().await;
+            }
+            written?;
             if view.phase == Phase::Pending && t.phase == Some(Phase::Failed) {
                 let labels = self.duration_labels();
                 self.ctx.metrics.failed_join.get_or_create(&labels).inc();
@@ -73,20 +78,23 @@ impl Reconciler<'_> {
         Ok(Ok(d.recheck_after))
     }
 
+    /// Whether this machine may be marked Failed: at most one replacement
+    /// per MachineDeployment at a time, counting the marks granted to its
+    /// siblings that the listing does not show yet
+    /// ([`decide::FailedMarks::grant`]), so two machines that time out in
+    /// one recheck are not both marked.
     async fn may_mark_failed(&self) -> Result<bool, Error> {
         let Some(group) = self.machine.labels().get("name").cloned() else {
             return Ok(true);
         };
-        let _permit = self.ctx.failed_permits.lock().await;
+        let mut marks = self.ctx.failed_marks.lock().await;
         let siblings = self
             .api
             .list(&ListParams::default().labels(&format!("name={group}")))
             .await?;
-        let me = self.name();
-        let phases: Vec<Phase> = siblings
+        let listed: Vec<(String, Phase)> = siblings
             .items
             .iter()
-            .filter(|m| m.name_any() != me)
             // A preserved machine is not a replacement in progress: a
             // preserved Failed machine must not hold up the others for days
             // (design: machine.md, "Preservation").
@@ -95,9 +103,25 @@ impl Reconciler<'_> {
                     .as_ref()
                     .is_none_or(|s| s.current_status.preserve_expiry_time.is_none())
             })
-            .map(|m| m.status.clone().unwrap_or_default().current_status.phase)
+            .map(|m| {
+                (
+                    m.name_any(),
+                    m.status.clone().unwrap_or_default().current_status.phase,
+                )
+            })
             .collect();
-        Ok(decide::may_mark_failed(phases.iter()))
+        Ok(marks.grant(&group, &self.name(), &listed, Utc::now()))
+    }
+
+    /// Withdraws this machine's Failed mark (its write failed).
+    async fn release_failed_mark(&self) {
+        if let Some(group) = self.machine.labels().get("name") {
+            self.ctx
+                .failed_marks
+                .lock()
+                .await
+                .release(group, &self.name());
+        }
     }
 
     async fn joined(&mut self, now: chrono::DateTime<Utc>) -> Result<(), Error> {

@@ -177,3 +177,116 @@ async fn machines_that_come_back_long_after_their_turn_queue_again_instead_of_bu
     }
     assert_eq!(went, 2, "turns were {turns:?}");
 }
+
+/// One turn of [`Limited`] as the pacer runs it (0.25/s at 97 %).
+fn period() -> Duration {
+    Duration::from_secs_f64(1.0 / (0.25 * RATE_MARGIN))
+}
+
+/// Admits `keys` for a create: returns their waits (zero: went at once).
+async fn admit_all(p: &Pacer, keys: &[String]) -> Vec<Duration> {
+    let mut waits = Vec::new();
+    for key in keys {
+        waits.push(
+            match p
+                .admit(key, "x", &Limited, &req(), CloudOp::Create, all)
+                .await
+            {
+                Admission::Go => Duration::ZERO,
+                Admission::Wait(w) => w,
+            },
+        );
+    }
+    waits
+}
+
+fn keys(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("ns/{prefix}{i}")).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn turns_of_forgotten_machines_go_back_so_the_next_machine_goes_near_now() {
+    let p = Pacer::new();
+    // A scale-up to 100 machines: 2 go at once, 98 queue for ~400 s.
+    let up = keys("m", 100);
+    let waits = admit_all(&p, &up).await;
+    assert!(waits[99] > period() * 90, "{:?}", waits[99]);
+    assert_eq!(p.reserved_turns(), 98);
+    // Scaled back to 5: the 95 deleted machines give their turns back.
+    for key in &up[5..] {
+        p.forget(key).await;
+    }
+    assert_eq!(p.reserved_turns(), 3);
+    // A replacement queues behind the 3 that still wait, not behind 98.
+    let Admission::Wait(w) = p
+        .admit("ns/new", "x", &Limited, &req(), CloudOp::Create, all)
+        .await
+    else {
+        panic!("the queue still holds 3 turns");
+    };
+    assert!(w <= period() * 4 + Duration::from_millis(10), "{w:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deleted_machines_create_turn_goes_to_the_next_machine() {
+    let p = Pacer::new();
+    let waits = admit_all(&p, &keys("m", 10)).await;
+    assert!(waits[9] > period() * 7);
+    p.give_back("ns/m9", &[CloudOp::Create, CloudOp::Initialize])
+        .await;
+    assert_eq!(p.turn("ns/m9", CloudOp::Create), None);
+    let Admission::Wait(w) = p
+        .admit("ns/new", "x", &Limited, &req(), CloudOp::Create, all)
+        .await
+    else {
+        panic!("must wait");
+    };
+    // It takes m9's place at the end, not the place after it.
+    assert!(
+        w <= waits[9] + Duration::from_millis(10),
+        "{w:?} vs {:?}",
+        waits[9]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_turn_is_given_back_and_the_queue_moves_up() {
+    let p = Pacer::new();
+    let waits = admit_all(&p, &keys("m", 12)).await;
+    // m2 (the first to wait) never comes back for its turn.
+    tokio::time::advance(waits[2] + STALE + Duration::from_millis(100)).await;
+    let Admission::Wait(w) = p
+        .admit("ns/new", "x", &Limited, &req(), CloudOp::Create, all)
+        .await
+    else {
+        panic!("must wait");
+    };
+    assert_eq!(p.turn("ns/m2", CloudOp::Create), None, "stale turn swept");
+    // Without the refund it would queue one period after m11.
+    let elapsed = waits[2] + STALE + Duration::from_millis(100);
+    let behind_m11 = waits[11] + period() - elapsed;
+    assert!(
+        w + period() - Duration::from_millis(50) <= behind_m11,
+        "{w:?} vs {behind_m11:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn pruned_entries_give_their_turns_back() {
+    use crate::bounded::MIN_HIGH_WATER;
+    let p = Pacer::new();
+    // Enough waiting machines to reach the high-water mark, then they are
+    // all deleted behind the pacer's back (no forget).
+    let old = keys("old", MIN_HIGH_WATER + 2);
+    admit_all(&p, &old).await;
+    assert_eq!(p.reserved_turns(), MIN_HIGH_WATER);
+    let live = |k: &str| !k.starts_with("ns/old");
+    let Admission::Wait(w) = p
+        .admit("ns/new", "x", &Limited, &req(), CloudOp::Create, live)
+        .await
+    else {
+        panic!("the burst was spent");
+    };
+    assert_eq!(p.reserved_turns(), 1, "only the new machine's turn");
+    assert!(w <= period() + Duration::from_millis(10), "{w:?}");
+}

@@ -1,0 +1,203 @@
+//! The pacer against the real control plane: a MachineSet scaled far past
+//! the cloud's create budget and back gives the scaled-away machines' turns
+//! back, so a later replacement is admitted near now instead of behind the
+//! old queue (design: docs/design/runtime.md, "Pacing cloud calls").
+//! Asserted on the pacer's reserved turns, never on wall-clock timing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
+use async_trait::async_trait;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use mcm_api::{Machine, MachineSet};
+use mcm_driver::budget::BucketLimit;
+use mcm_driver::testing::{Script, ScriptedDriver};
+use mcm_driver::*;
+use mcm_runtime::sets::{self, SetsConfig};
+use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_testenv::{must_eventually, TestEnv};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The create budget: burst 2 (the pacer keeps 1 back), then one per 30 s
+/// (at the pacer's 97 %: ~30.9 s). 30 machines queue for about 15 minutes.
+const CREATE_EVERY_SECS: f64 = 30.0;
+
+/// The scripted cloud with a create budget.
+struct Budgeted(Arc<ScriptedDriver>);
+
+#[async_trait]
+impl Driver for Budgeted {
+    async fn create_machine(
+        &self,
+        r: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        self.0.create_machine(r).await
+    }
+    async fn initialize_machine(
+        &self,
+        r: &InitializeMachineRequest,
+    ) -> DriverResult<InitializeMachineResponse> {
+        self.0.initialize_machine(r).await
+    }
+    async fn delete_machine(
+        &self,
+        r: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
+        self.0.delete_machine(r).await
+    }
+    async fn get_machine_status(
+        &self,
+        r: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        self.0.get_machine_status(r).await
+    }
+    async fn list_machines(&self, r: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        self.0.list_machines(r).await
+    }
+    async fn rate_limits(&self) -> Vec<(CloudOp, BucketLimit)> {
+        vec![(
+            CloudOp::Create,
+            BucketLimit::new(2, 1.0 / CREATE_EVERY_SECS),
+        )]
+    }
+}
+
+fn machine_set(replicas: i32) -> MachineSet {
+    serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineSet",
+        "metadata": {"name": "pool"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"set": "pool"}},
+            "template": {
+                "metadata": {"labels": {"set": "pool"}},
+                "spec": {"class": {"kind": "MachineClass", "name": "budgeted"}}
+            }
+        }
+    }))
+    .unwrap()
+}
+
+async fn scale(env: &TestEnv, replicas: i32) {
+    env.api::<MachineSet>()
+        .patch(
+            "pool",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": replicas}})),
+        )
+        .await
+        .expect("scale");
+}
+
+async fn machine_names(env: &TestEnv) -> Vec<String> {
+    env.api::<Machine>()
+        .list(&ListParams::default())
+        .await
+        .expect("list machines")
+        .items
+        .iter()
+        .map(|m| m.name_any())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_replacement_after_scaling_far_past_the_budget_and_back_is_not_queued_behind_the_old_turns(
+) {
+    let Some(env) = TestEnv::new("pacing-refund").await else {
+        return;
+    };
+    env.create_user_data_secret("creds", "#!/bin/sh\necho hi")
+        .await
+        .expect("secret");
+    env.create_class("budgeted", "budgeted", "creds", json!({"image": "x"}))
+        .await
+        .expect("class");
+    let scripted = Arc::new(ScriptedDriver::new(Script {
+        init_unimplemented: true,
+        ..Script::default()
+    }));
+    let mut drivers = DriverRegistry::new();
+    drivers.register("budgeted", Arc::new(Budgeted(scripted.clone())));
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Arc::new(Metrics::new(&mut registry));
+    let cfg = Config {
+        namespace: env.namespace.clone(),
+        short_retry: Duration::from_millis(200),
+        long_retry: Duration::from_secs(3),
+        ..Config::default()
+    };
+    let ctx = Context::new(env.client.clone(), None, cfg, drivers, metrics);
+    let (stop_m, rx_m) = oneshot::channel::<()>();
+    let machines_task = tokio::spawn(machine::run(ctx.clone(), async move {
+        let _ = rx_m.await;
+    }));
+    let (stop_s, rx_s) = oneshot::channel::<()>();
+    let sets_task = tokio::spawn(sets::run_until(
+        env.client.clone(),
+        env.namespace.clone(),
+        SetsConfig {
+            overshooting_period: Duration::from_millis(300),
+            ..SetsConfig::default()
+        },
+        async move {
+            let _ = rx_s.await;
+        },
+    ));
+
+    // Scale up to 30: one create goes at once, 29 queue for ~15 minutes.
+    env.api::<MachineSet>()
+        .create(&PostParams::default(), &machine_set(30))
+        .await
+        .expect("create set");
+    let period = Duration::from_secs_f64(CREATE_EVERY_SECS / 0.97);
+    must_eventually(
+        WAIT,
+        "29 machines waiting for their create turn",
+        || async { (ctx.pacer.reserved_turns() >= 29).then_some(()) },
+    )
+    .await;
+
+    // Scale back to 1: the 29 deleted machines give their turns back.
+    scale(&env, 1).await;
+    must_eventually(WAIT, "the set scaled down to 1 machine", || async {
+        (machine_names(&env).await.len() == 1).then_some(())
+    })
+    .await;
+    let kept = machine_names(&env).await;
+
+    // A replacement (the set scaled to 2) gets a turn near now: at most one
+    // turn behind the machine that stayed, not ~29 turns behind the old queue.
+    scale(&env, 2).await;
+    let turn = must_eventually(WAIT, "the new machine admitted or queued", || async {
+        let names = machine_names(&env).await;
+        let new = names.iter().find(|n| !kept.contains(n))?;
+        let key = format!("{}/{new}", env.namespace);
+        if let Some(wait) = ctx.pacer.turn(&key, CloudOp::Create) {
+            return Some(wait);
+        }
+        scripted.vm(new).map(|_| Duration::ZERO)
+    })
+    .await;
+    eprintln!(
+        "the replacement's create turn is {turn:?} away (one turn: {period:?}; the old queue held 29)"
+    );
+    assert!(
+        turn <= period * 2,
+        "the replacement waits {turn:?}, one turn is {period:?}"
+    );
+    assert!(
+        ctx.pacer.reserved_turns() <= 2,
+        "no turns of deleted machines remain: {}",
+        ctx.pacer.reserved_turns()
+    );
+
+    let _ = stop_s.send(());
+    let _ = stop_m.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), sets_task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), machines_task).await;
+}
