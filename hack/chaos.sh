@@ -20,6 +20,7 @@ main() {
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 ALL_CASES="selector label_runaway kill9 delete_during_create huge_replicas strategy_edges durations provider_spec sentinel apiserver_down cloud_down two_namespaces leader_stop pdb"
+ALL_CASES="$ALL_CASES apiserver_down_elected"
 CASES=${*:-$ALL_CASES}
 PROFILE=${MCM_CHAOS_PROFILE:-debug}
 REPORT=${MCM_CHAOS_REPORT:-$ROOT/docs/chaos-report.md}
@@ -134,6 +135,7 @@ start_mcm() { # name namespace [extra args...]
   disown $!  # killed on purpose by some cases: no job notices
 }
 pid_of() { cat "$WORK/pids/$1"; }
+exited() { ! kill -0 "$1" 2>/dev/null || grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; } # pid
 alive() { kill -0 "$(pid_of "$1")" 2>/dev/null; }
 stop_mcm() { [ -e "$WORK/pids/$1" ] && { stop_pid "$(pid_of "$1")"; rm -f "$WORK/pids/$1" "$WORK/pids/$1.port"; }; return 0; }
 
@@ -532,6 +534,39 @@ case_apiserver_down() { # kube-apiserver stopped for 3 minutes, one VM out of ba
   DETAIL="vms-during-outage=$min/$vms_before running-after=$(count_running "$ns")"
 }
 
+case_apiserver_down_elected() { # the deployed configuration (leader election on): kube-apiserver stopped 75 s
+  local ns=c-apielect tag=shoot--chaos-c-apielect
+  apply_class "$ns"
+  local safety=(--machine-safety-apiserver-statuscheck-period 10s --machine-safety-apiserver-statuscheck-timeout 5s)
+  LEADER_ELECT=true POD_NAME=elected start_mcm mcm "$ns" "${safety[@]}"
+  apply_deployment "$ns" elected 2 2 0
+  wait_for 120 "2 Running machines" eq count_running "$ns" 2 || return
+  local vms_before; vms_before=$(live_vms "$tag")
+  kill -STOP "$APISERVER_PID"
+  # No renewal within the renew deadline (10 s): the process loses its Leases and exits
+  # (the other half gets its grace first). As a kubelet would, the script starts it again;
+  # it campaigns until the API server answers.
+  local deadline=$((SECONDS + 75)) min=$vms_before restarts=0 v
+  while [ "$SECONDS" -lt "$deadline" ]; do
+    v=$(live_vms "$tag"); [ "$v" -lt "$min" ] && min=$v
+    if exited "$(pid_of mcm)"; then
+      restarts=$((restarts + 1))
+      LEADER_ELECT=true POD_NAME=elected start_mcm mcm "$ns" "${safety[@]}"
+    fi
+    sleep 3
+  done
+  kill -CONT "$APISERVER_PID"
+  [ "$restarts" -ge 1 ] || FAIL="the process did not exit when it lost its lease during the outage"
+  grep -q 'leader election: machine-controller' "$WORK/logs/$CASE-mcm.log" || FAIL="${FAIL:-the exit did not name the lost lease}"
+  [ "$min" = "$vms_before" ] || FAIL="${FAIL:-VMs deleted while the API server was down ($vms_before -> $min)}"
+  # The restarted process takes the Leases over a lease duration after it last saw them change.
+  wait_for 180 "2 Running machines after the outage" eq count_running "$ns" 2 || true
+  [ "$(live_vms "$tag")" = 2 ] || FAIL="${FAIL:-$(live_vms "$tag") live VMs after the outage, 2 expected}"
+  alive mcm || FAIL="${FAIL:-the restarted process died after the outage}"
+  DETAIL="restarts=$restarts vms-during-outage=$min/$vms_before running-after=$(count_running "$ns") live-vms=$(live_vms "$tag")"
+  teardown "$ns" "$tag"
+}
+
 case_cloud_down() { # the local cloud killed for 60 s during a scale-up
   local ns=c-cloud tag=shoot--chaos-c-cloud
   apply_class "$ns"; start_mcm mcm "$ns"
@@ -570,7 +605,7 @@ case_two_namespaces() { # two mcm run with the same cluster tag; a true orphan i
   teardown c-two-a "$tag"; teardown c-two-b "$tag"
 }
 
-case_leader_stop() { # the leader SIGSTOPped for 30 s: the standby takes over, no cloud call after losing the lease
+case_leader_stop() { # 3 rounds: the leader SIGSTOPped past its lease; no cloud mutation from SIGCONT on; it exits and restarts
   local ns=c-leader tag=shoot--chaos-c-leader
   apply_class "$ns"
   # Each replica reaches the cloud through a counting proxy, so calls are told apart.
@@ -599,30 +634,49 @@ PY
     echo $! > "$WORK/pids/proxy-$p"
   done
   sleep 1
-  CLOUD_URL_SAVED=$CLOUD_URL
-  LEADER_ELECT=true CLOUD_URL=http://127.0.0.1:$p1 start_mcm one "$ns"
-  sleep 5
-  LEADER_ELECT=true CLOUD_URL=http://127.0.0.1:$p2 start_mcm two "$ns"
-  CLOUD_URL=$CLOUD_URL_SAVED
-  apply_deployment "$ns" leader 4 4 0
-  wait_for 120 "4 Running machines" eq count_running "$ns" 4 || return
-  local holder; holder=$(k -n "$ns" get lease machine-controller -o jsonpath='{.spec.holderIdentity}')
-  local leader=one standby=two lport=$p1
-  if [ "$(grep -c . "$WORK/logs/$CASE-proxy-$p2.log" 2>/dev/null || echo 0)" -gt "$(grep -c . "$WORK/logs/$CASE-proxy-$p1.log" 2>/dev/null || echo 0)" ]; then
-    leader=two; standby=one; lport=$p2
-  fi
-  kill -STOP "$(pid_of "$leader")"
-  local t_stop; t_stop=$(date +%s.%N)
-  scale "$ns" leader 6
-  sleep 30
-  kill -CONT "$(pid_of "$leader")"
-  local t_cont; t_cont=$(date +%s.%N)
-  wait_for 120 "6 Running machines (the standby took over)" eq count_running "$ns" 6 || true
-  sleep 10
-  # Calls the old leader made after it was resumed (it had lost the lease 15 s into the stop).
-  local late; late=$(awk -v t="$t_cont" '$1 > t + 0.5' "$WORK/logs/$CASE-proxy-$lport.log" 2>/dev/null | wc -l)
-  [ "$late" = 0 ] || FAIL="${FAIL:-the old leader made $late cloud calls after losing the lease}"
-  DETAIL="lease-holder-before=$holder stopped=$leader late-calls=$late running=$(count_running "$ns") stop-at=${t_stop%.*}"
+  # Short leases so that three rounds fit: the standby takes over 6 s after the stop.
+  local election=(--leader-elect-lease-duration 6s --leader-elect-renew-deadline 4s --leader-elect-retry-period 1s)
+  start_replica() { # name proxy-port
+    local saved=$CLOUD_URL
+    CLOUD_URL=http://127.0.0.1:$2 LEADER_ELECT=true POD_NAME=$1 start_mcm "$1" "$ns" "${election[@]}"
+    CLOUD_URL=$saved
+  }
+  start_replica one "$p1"; sleep 3; start_replica two "$p2"
+  apply_deployment "$ns" leader 2 4 0
+  wait_for 120 "2 Running machines" eq count_running "$ns" 2 || return
+  local round replicas late=0 late_reads=0 exits=0 out=""
+  for round in 1 2 3; do
+    case $round in 1) replicas=4 ;; 2) replicas=2 ;; 3) replicas=4 ;; esac
+    local holder; holder=$(k -n "$ns" get lease machine-controller -o jsonpath='{.spec.holderIdentity}')
+    local leader=${holder%%_*} standby lport
+    case $leader in
+      one) standby=two; lport=$p1 ;;
+      two) standby=one; lport=$p2 ;;
+      *) FAIL="round $round: unknown lease holder '$holder'"; return ;;
+    esac
+    local said; said=$(grep -c 'leader election: machine-controller' "$WORK/logs/$CASE-$leader.log" || true)
+    kill -STOP "$(pid_of "$leader")"
+    # The standby takes over a lease duration after the stop and acts on the scale meanwhile.
+    scale "$ns" leader "$replicas"
+    sleep 12
+    local t_cont; t_cont=$(date +%s.%N)
+    kill -CONT "$(pid_of "$leader")"
+    # From the moment of SIGCONT: the old leader may not create, initialize or delete a VM.
+    wait_for 60 "round $round: the old leader ($leader) exits after losing its lease" exited "$(pid_of "$leader")" || return
+    [ "$(grep -c 'leader election: machine-controller' "$WORK/logs/$CASE-$leader.log" || true)" -gt "$said" ] && exits=$((exits + 1))
+    local m r
+    m=$(awk -v t="$t_cont" '$1 >= t && (($2 == "POST" && $3 !~ /\/find$/) || $2 == "DELETE")' "$WORK/logs/$CASE-proxy-$lport.log" 2>/dev/null | wc -l)
+    r=$(awk -v t="$t_cont" '$1 >= t && !(($2 == "POST" && $3 !~ /\/find$/) || $2 == "DELETE")' "$WORK/logs/$CASE-proxy-$lport.log" 2>/dev/null | wc -l)
+    late=$((late + m)); late_reads=$((late_reads + r))
+    # As a kubelet would: the exited replica starts again and stands by.
+    start_replica "$leader" "$lport"
+    wait_for 120 "round $round: $replicas Running machines (the standby took over)" eq count_running "$ns" "$replicas" || return
+    out="$out r$round:$leader->$standby"
+  done
+  [ "$late" = 0 ] || FAIL="${FAIL:-old leaders made $late cloud mutations after their SIGCONT}"
+  [ "$exits" = 3 ] || FAIL="${FAIL:-an old leader did not exit with the lost lease as its reason ($exits/3)}"
+  DETAIL="rounds=3$out late-mutations=$late late-reads=$late_reads exits=$exits running=$(count_running "$ns")"
+  teardown "$ns" "$tag"
 }
 
 case_pdb() { # a pod with a PDB minAvailable 1 on a draining node

@@ -17,6 +17,7 @@ use crate::flags::{log_filter, CommonFlags, MachineFlags, SetFlags};
 use crate::kubeclient;
 use anyhow::Context as _;
 use clap::Args;
+use futures::StreamExt;
 use kube::Client;
 use mcm_api::{Machine, MachineDeployment, MachineSet};
 use mcm_runtime::caches::{Caches, Shared};
@@ -246,6 +247,16 @@ async fn shutdown_signal() {
 
 type Work = Pin<Box<dyn Future<Output = ()> + Send>>;
 
+/// One half as `serve` runs it: its Lease, its work, its state for the
+/// probes and the tenure gate its cloud calls and drains check.
+struct HalfRun {
+    lease: &'static str,
+    work: Work,
+    leading: Arc<AtomicBool>,
+    half: Arc<Half>,
+    tenure: leader::TenureGate,
+}
+
 /// A stop signal every controller of a half can wait on.
 fn stopper(
     rx: &tokio::sync::watch::Receiver<bool>,
@@ -273,6 +284,11 @@ struct RoleClients {
     events: Client,
     leases: Client,
     target: Option<Client>,
+    /// `/healthz`'s `/version` probe and the API-server status check: a
+    /// busy control client never makes a healthy API server look dead.
+    probe: Client,
+    /// The status check's probe of the target cluster.
+    target_probe: Option<Client>,
 }
 
 async fn role_clients(
@@ -290,12 +306,22 @@ async fn role_clients(
     let leases = kubeclient::client(control_src, qps, burst)
         .await
         .context("control cluster (leader election)")?;
-    let target = match target_src {
-        None => None,
-        Some(src) => Some(
-            kubeclient::client(src, qps, burst)
-                .await
-                .context("target cluster")?,
+    let probe = kubeclient::client(control_src, qps, burst)
+        .await
+        .context("control cluster (probes)")?;
+    let (target, target_probe) = match target_src {
+        None => (None, None),
+        Some(src) => (
+            Some(
+                kubeclient::client(src, qps, burst)
+                    .await
+                    .context("target cluster")?,
+            ),
+            Some(
+                kubeclient::client(src, qps, burst)
+                    .await
+                    .context("target cluster (probes)")?,
+            ),
         ),
     };
     Ok(RoleClients {
@@ -303,18 +329,23 @@ async fn role_clients(
         events,
         leases,
         target,
+        probe,
+        target_probe,
     })
 }
 
 /// Runs `work` under the Lease `lease` (or directly without leader election)
 /// until it ends, leadership is lost or `shutdown` completes (then the work
-/// gets [`SHUTDOWN_GRACE`] and the Lease is released).
+/// gets [`SHUTDOWN_GRACE`] and the Lease is released). `tenure` is the gate
+/// the half's cloud calls and drain requests check (left unbounded without
+/// leader election).
 async fn lead(
     common: &CommonFlags,
     control: Client,
     lease: &str,
     work: Work,
     leading: Arc<AtomicBool>,
+    tenure: leader::TenureGate,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), leader::LeaderError> {
     if !common.leader_elect {
@@ -335,6 +366,7 @@ async fn lead(
         retry_period: common.leader_elect_retry_period,
         shutdown_grace: SHUTDOWN_GRACE,
         leading,
+        tenure,
         ..leader::LeaderConfig::new(&common.namespace, &identity())
     };
     leader::lead(control, lc, work, shutdown).await.map(|_| ())
@@ -419,6 +451,8 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         events,
         leases,
         target,
+        probe,
+        target_probe,
     } = role_clients(
         &control_src,
         target_src.as_ref(),
@@ -436,7 +470,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     let process = ProcessMetrics::new(&mut registry);
     let misc = ScrapeMetrics::new(&mut registry);
     let (tx, rx) = tokio::sync::watch::channel(false);
-    let mut halves: Vec<(&'static str, Work, Arc<AtomicBool>)> = Vec::new();
+    let mut halves: Vec<HalfRun> = Vec::new();
     let health = Health::new(HealthConfig::default());
     let mut machine_metrics = None;
     let mut set_metrics = None;
@@ -459,6 +493,10 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         control: control.clone(),
         events,
         target: target.clone(),
+        probes: Some(mcm_runtime::ProbeClients {
+            control: probe.clone(),
+            target: target_probe,
+        }),
     };
     let ctx = Context::with_clients(clients, config, drivers, metrics.clone(), caches.clone());
 
@@ -478,6 +516,8 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         );
         health.add(half.clone());
         machine_metrics = Some((metrics, caches.machines.clone()));
+        // The Context's gate: its cloud calls and drains check this half's tenure.
+        let tenure = ctx.tenure.clone();
         let ctx = ctx.clone();
         let controllers = async move {
             let machines = mcm_runtime::machine::run(ctx.clone(), machines_stop);
@@ -490,12 +530,14 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             };
             tokio::join!(machines, classes, safety_loop);
         };
-        let companions: Vec<Work> = vec![Box::pin(half.heartbeat(HEARTBEAT))];
-        halves.push((
-            CONTROLLER,
-            with_companions(controllers, companions),
+        let companions: Vec<Work> = vec![Box::pin(half.clone().heartbeat(HEARTBEAT))];
+        halves.push(HalfRun {
+            lease: CONTROLLER,
+            work: with_companions(controllers, companions),
             leading,
-        ));
+            half,
+            tenure,
+        });
     }
     if plan.sets.is_some() {
         let set_metric_families = SetMetrics::new(&mut registry);
@@ -514,8 +556,15 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             caches.deployments.clone(),
         ));
         let controllers = mcm_runtime::sets::run_with(ctx.clone(), stop);
-        let companions: Vec<Work> = vec![Box::pin(half.heartbeat(HEARTBEAT))];
-        halves.push((MANAGER, with_companions(controllers, companions), leading));
+        let companions: Vec<Work> = vec![Box::pin(half.clone().heartbeat(HEARTBEAT))];
+        halves.push(HalfRun {
+            lease: MANAGER,
+            work: with_companions(controllers, companions),
+            leading,
+            half,
+            // The set half makes no cloud call and no drain request.
+            tenure: leader::TenureGate::closed(),
+        });
     }
 
     let scrape = Arc::new(Scrape {
@@ -530,30 +579,44 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         .parse()
         .context("--address/--port")?;
     let http = tokio::spawn(serve_http(addr, scrape, health.clone()));
-    let probe = tokio::spawn(health::probe_api(control.clone(), health.clone()));
+    // The /version probe: a task and a client of its own.
+    let probe = tokio::spawn(health::probe_api(probe, health.clone()));
     info!(name = plan.name, %addr, "started");
 
-    let led = futures::future::join_all(halves.into_iter().map(|(lease, work, leading)| {
-        let leases = leases.clone();
-        let shutdown = stopper(&rx);
-        async move {
-            (
-                lease,
-                lead(common, leases, lease, work, leading, shutdown).await,
-            )
-        }
-    }));
-    tokio::pin!(led);
-    let outcome = tokio::select! {
-        results = &mut led => {
-            let lost: Vec<String> = results.into_iter().filter_map(|(lease, r)| r.err().map(|e| format!("{lease}: {e}"))).collect();
-            if lost.is_empty() {
-                warn!("controllers stopped");
-                Ok(())
-            } else {
-                error!(lost = ?lost, "leader election ended the controllers: exiting");
-                Err(anyhow::anyhow!("leader election: {}", lost.join(", ")))
+    // Each half campaigns for (and then renews) its own Lease. A half that
+    // ends before shutdown (it lost its Lease, or its controllers stopped)
+    // ends the process with an error, as the reference does, so the pod
+    // restarts and campaigns again; /healthz fails from that moment.
+    let mut led: futures::stream::FuturesUnordered<_> = halves
+        .into_iter()
+        .map(|h| {
+            let leases = leases.clone();
+            let shutdown = stopper(&rx);
+            async move {
+                let r = lead(
+                    common, leases, h.lease, h.work, h.leading, h.tenure, shutdown,
+                )
+                .await;
+                h.half.election_ended();
+                (h.lease, r)
             }
+        })
+        .collect();
+    // Each half: the grace, then the release (bounded by the renew deadline).
+    let bound = SHUTDOWN_GRACE + common.leader_elect_renew_deadline + Duration::from_secs(1);
+    let outcome = tokio::select! {
+        first = led.next() => {
+            let reason = match first {
+                Some((lease, Err(e))) => format!("{lease}: {e}"),
+                Some((lease, Ok(()))) => format!("{lease}: the controllers stopped"),
+                None => "no controllers to run".to_string(),
+            };
+            error!(%reason, "a half is neither leading nor campaigning: stopping the others, then exiting");
+            let _ = tx.send(true);
+            if tokio::time::timeout(bound, async { while led.next().await.is_some() {} }).await.is_err() {
+                warn!("the other controllers did not stop in time");
+            }
+            Err(anyhow::anyhow!("leader election: {reason}"))
         }
         r = http => {
             match r {
@@ -566,9 +629,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             info!("shutting down: letting reconciles in flight finish, then releasing the leases");
             health.stopping();
             let _ = tx.send(true);
-            // Each half: the grace, then the release (bounded by the renew deadline).
-            let bound = SHUTDOWN_GRACE + common.leader_elect_renew_deadline + Duration::from_secs(1);
-            if tokio::time::timeout(bound, &mut led).await.is_err() {
+            if tokio::time::timeout(bound, async { while led.next().await.is_some() {} }).await.is_err() {
                 warn!("the controllers did not stop in time");
             }
             Ok(())

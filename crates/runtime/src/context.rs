@@ -73,6 +73,21 @@ pub struct Clients {
     /// The target cluster (Nodes, Pods, VolumeAttachments, bootstrap
     /// tokens); `None` runs without a target cluster.
     pub target: Option<Client>,
+    /// The API-server status check's own clients (`None`: the control and
+    /// target clients above), so a busy control client never makes a
+    /// healthy API server look unreachable.
+    pub probes: Option<ProbeClients>,
+}
+
+/// The clients of the API-server status check
+/// (`--machine-safety-apiserver-statuscheck-*`), each with a budget of its
+/// own.
+#[derive(Clone)]
+pub struct ProbeClients {
+    /// The control cluster.
+    pub control: Client,
+    /// The target cluster (`None` without one).
+    pub target: Option<Client>,
 }
 
 /// What every controller of the process shares (design:
@@ -114,6 +129,13 @@ pub struct Context {
     pub drains: crate::drain::tasks::DrainTasks,
     /// The machines' queue in front of the cloud budget.
     pub pacer: crate::pacing::Pacer,
+    /// The machine half's tenure: every mutating cloud call
+    /// (`Context::observed_driver`) and every drain request checks it first
+    /// (design: docs/design/leader-election.md, "One tenure deadline").
+    /// Unbounded unless the process runs the half under leader election.
+    pub tenure: crate::leader::TenureGate,
+    /// The API-server status check's clients.
+    pub probes: ProbeClients,
 }
 
 impl Context {
@@ -143,6 +165,7 @@ impl Context {
             events: client.clone(),
             control: client,
             target,
+            probes: None,
         };
         Self::with_clients(clients, config, drivers, metrics, caches)
     }
@@ -160,7 +183,12 @@ impl Context {
             control: client,
             events,
             target,
+            probes,
         } = clients;
+        let probes = probes.unwrap_or_else(|| ProbeClients {
+            control: client.clone(),
+            target: target.clone(),
+        });
         let recorder = Recorder::new(
             events.clone(),
             Reporter {
@@ -196,6 +224,8 @@ impl Context {
             failed_marks: tokio::sync::Mutex::new(Default::default()),
             drains: crate::drain::tasks::DrainTasks::new(),
             pacer: crate::pacing::Pacer::new(),
+            tenure: crate::leader::TenureGate::unbounded(),
+            probes,
         })
     }
 
@@ -253,7 +283,8 @@ impl Context {
     }
 
     /// The driver of a class's `provider`, its calls writing the driver
-    /// series (`metrics::driver::Observed`): the one way a controller gets a
+    /// series and its mutating calls refused once this half's tenure ended
+    /// (`metrics::driver::Observed`): the one way a controller gets a
     /// driver to call the cloud with.
     pub fn observed_driver(&self, provider: &str) -> Option<Arc<dyn Driver>> {
         let driver = self.drivers.get(Some(provider))?;
@@ -261,6 +292,7 @@ impl Context {
             driver,
             self.metrics.clone(),
             provider,
+            self.tenure.clone(),
         ))
     }
 

@@ -3,9 +3,11 @@
 //!
 //! - `/healthz` (Gardener's liveness probe): fails when no request to the API
 //!   server succeeded for the grace period ([`probe_api`] asks `/version`
-//!   every probe period), or when a half's work, while it runs, has not been
-//!   polled for the grace period (a reconcile blocking its thread, a
-//!   deadlock: [`Half::heartbeat`] shares the work's task).
+//!   every probe period, on a task and a client of its own), when a half's
+//!   work, while it runs, has not been polled for the grace period (a
+//!   reconcile blocking its thread, a deadlock: [`Half::heartbeat`] shares the
+//!   work's task), or at once when a half is neither leading nor campaigning
+//!   (its leader election ended: [`Half::election_ended`]).
 //! - `/readyz`: every leading half (or one without leader election) has
 //!   caches that hold a full list, and every standby reached the API server
 //!   within the grace period (it can take over). A standby is ready: a
@@ -46,6 +48,9 @@ pub struct Half {
     synced: Vec<Arc<AtomicBool>>,
     /// Last heartbeat of the running work; `None` while it does not run.
     beat: Mutex<Option<Instant>>,
+    /// The half's leader election (or, without it, its work) has ended: it
+    /// neither leads nor campaigns.
+    ended: AtomicBool,
 }
 
 impl Half {
@@ -57,7 +62,15 @@ impl Half {
             leading,
             synced,
             beat: Mutex::new(None),
+            ended: AtomicBool::new(false),
         })
+    }
+
+    /// The half's leader election (or its work, without leader election)
+    /// has ended: from now on it neither leads nor campaigns, and `/healthz`
+    /// fails.
+    pub fn election_ended(&self) {
+        self.ended.store(true, Ordering::SeqCst);
     }
 
     fn set_beat(&self, at: Option<Instant>) {
@@ -88,6 +101,7 @@ impl Half {
             leading: self.leading.load(Ordering::SeqCst),
             synced: self.synced.iter().all(|f| f.load(Ordering::Relaxed)),
             beat: self.beat.lock().ok().and_then(|b| *b),
+            ended: self.ended.load(Ordering::SeqCst),
         }
     }
 }
@@ -103,6 +117,8 @@ pub struct HalfView {
     pub synced: bool,
     /// The last heartbeat of its running work (`None`: not running).
     pub beat: Option<Instant>,
+    /// Neither leading nor campaigning: its leader election ended.
+    pub ended: bool,
 }
 
 /// The process's health.
@@ -177,8 +193,9 @@ impl Health {
     }
 }
 
-/// Liveness: an API request succeeded within `grace` (or the process is
-/// younger than `grace`), and every running half beat within `grace`.
+/// Liveness: no half's leader election has ended, an API request succeeded
+/// within `grace` (or the process is younger than `grace`), and every running
+/// half beat within `grace`.
 pub fn judge_liveness(
     now: Instant,
     started: Instant,
@@ -186,6 +203,12 @@ pub fn judge_liveness(
     grace: Duration,
     halves: &[HalfView],
 ) -> Result<(), String> {
+    if let Some(h) = halves.iter().find(|h| h.ended) {
+        return Err(format!(
+            "{}: neither leading nor campaigning (its leader election ended)",
+            h.name
+        ));
+    }
     let since_api = now.saturating_duration_since(api_ok.unwrap_or(started));
     if since_api > grace {
         return Err(match api_ok {
@@ -263,6 +286,7 @@ mod tests {
             leading,
             synced,
             beat,
+            ended: false,
         }
     }
 
@@ -323,6 +347,48 @@ mod tests {
         );
         assert!(judge_readiness(t0 + secs(30), Some(t0), secs(60), &standby).is_ok());
         assert!(judge_readiness(t0 + secs(61), Some(t0), secs(60), &standby).is_err());
+    }
+
+    #[test]
+    fn unhealthy_at_once_when_a_halfs_leader_election_ended() {
+        let t0 = Instant::now();
+        let api = Some(t0 + secs(1));
+        let ended = HalfView {
+            ended: true,
+            ..half(false, true, None)
+        };
+        let err = judge_liveness(
+            t0 + secs(2),
+            t0,
+            api,
+            secs(60),
+            &[half(true, true, Some(t0)), ended],
+        )
+        .unwrap_err();
+        assert!(err.contains("neither leading nor campaigning"), "{err}");
+    }
+
+    #[test]
+    fn a_half_whose_election_ended_turns_healthz_unhealthy() {
+        let health = Health::new(HealthConfig::default());
+        let h = Half::new(
+            "machine-controller",
+            Arc::new(AtomicBool::new(false)),
+            vec![],
+        );
+        health.add(h.clone());
+        health.api_ok();
+        assert_eq!(
+            health.liveness(),
+            Ok(()),
+            "a campaigning standby is healthy"
+        );
+        h.election_ended();
+        let err = health.liveness().unwrap_err();
+        assert!(
+            err.contains("machine-controller: neither leading nor campaigning"),
+            "{err}"
+        );
     }
 
     #[tokio::test]

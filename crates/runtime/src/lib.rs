@@ -34,7 +34,7 @@ pub mod sets;
 mod status;
 
 pub use config::Config;
-pub use context::{Clients, Context, DriverRegistry};
+pub use context::{Clients, Context, DriverRegistry, ProbeClients};
 
 /// Errors of every controller of the runtime (one type: the retry decision
 /// is [`Context::error_delay`]'s).

@@ -286,16 +286,18 @@ pub async fn collect_orphans(
     Ok(deleted)
 }
 
-/// Probes the control and target API servers.
+/// Probes the control and target API servers, through the probe clients
+/// (`Context::probes`): a control client whose request budget is spent on
+/// Machine writes never makes a healthy API server look unreachable.
 pub async fn apiservers_reachable(ctx: &Context) -> bool {
     let _work = crate::metrics::workqueue::work("machinesafetyapiserver");
-    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &ctx.config.namespace);
+    let machines: Api<Machine> = Api::namespaced(ctx.probes.control.clone(), &ctx.config.namespace);
     let lp = ListParams::default().limit(1);
     let control = tokio::time::timeout(Duration::from_secs(10), machines.list(&lp)).await;
     if !matches!(control, Ok(Ok(_))) {
         return false;
     }
-    if let Some(target) = &ctx.target {
+    if let Some(target) = &ctx.probes.target {
         let nodes: Api<Node> = Api::all(target.clone());
         let t = tokio::time::timeout(Duration::from_secs(10), nodes.list(&lp)).await;
         return matches!(t, Ok(Ok(_)));

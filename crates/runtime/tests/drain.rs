@@ -324,4 +324,25 @@ async fn a_running_drain_is_aborted_when_the_controller_stops() {
         ctx.drains.is_empty(),
         "the drain was aborted with the controller"
     );
+    // From now on any eviction request succeeds: without its budget the pod
+    // is evicted (marked for deletion) by the first request that reaches the
+    // API server. A drain task that outlived its controller retries within
+    // one eviction retry interval; watch for longer than that.
+    env.api::<PodDisruptionBudget>()
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete the budget");
+    let pods: Api<Pod> = env.api();
+    let watch_for = config(&env.namespace).eviction_retry_interval * 2;
+    let until = tokio::time::Instant::now() + watch_for;
+    while tokio::time::Instant::now() < until {
+        let pod = pods.get_opt("web").await.expect("get pod");
+        assert!(
+            pod.as_ref()
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
+            "an eviction request reached the API server after the controller stopped: {:?}",
+            pod.map(|p| p.metadata.deletion_timestamp)
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }

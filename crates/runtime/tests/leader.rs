@@ -1,6 +1,7 @@
 //! Leader election against the real control plane: a renewed lease is never
 //! taken, a released one at once, a holder that cannot renew stops its work
-//! before anyone may take over, and bad durations are refused.
+//! (and its tenure gate refuses) before anyone may take over, the renewal
+//! runs while the work blocks its thread, and bad durations are refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
@@ -160,8 +161,13 @@ async fn a_holder_that_cannot_renew_stops_its_work_before_another_may_take_over(
     let proxy = Blackhole::start().await;
     let cfg_a = fast(&env.namespace, "machine-controller", "a");
     let lease_duration = cfg_a.lease_duration;
+    let gate_a = cfg_a.tenure.clone();
     let (a, _stop_a, task_a) = replica(proxy.client.clone(), cfg_a);
     started(&a, "a leads").await;
+    assert!(
+        gate_a.check().is_ok(),
+        "a's cloud calls are allowed while it leads"
+    );
     let (b, _stop_b, task_b) = replica(
         env.client.clone(),
         fast(&env.namespace, "machine-controller", "b"),
@@ -175,6 +181,10 @@ async fn a_holder_that_cannot_renew_stops_its_work_before_another_may_take_over(
         .expect("a gave up leading")
         .expect("a's task");
     assert!(matches!(out, Err(LeaderError::Lost(_))), "{out:?}");
+    assert!(
+        gate_a.check().is_err(),
+        "a's cloud calls and drain requests are refused once it lost the lease"
+    );
     let a_stopped = a.stopped().expect("a's work was dropped");
     assert!(
         a_stopped - cut < lease_duration,
@@ -193,6 +203,60 @@ async fn a_holder_that_cannot_renew_stops_its_work_before_another_may_take_over(
     );
     assert_eq!(holder(&env, "machine-controller").await, "b");
     task_b.abort();
+}
+
+async fn resource_version(env: &TestEnv, lease: &str) -> Option<String> {
+    env.api::<Lease>()
+        .get(lease)
+        .await
+        .expect("lease")
+        .metadata
+        .resource_version
+}
+
+/// The work blocks its thread for half the renew deadline at a time (a
+/// reconcile doing CPU work, a synchronous call): the renewal, on a task of
+/// its own, still renews, and the tenure gate stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_renewed_while_the_work_blocks_its_thread() {
+    let Some(env) = TestEnv::new("leader-busy").await else {
+        return;
+    };
+    let cfg = fast(&env.namespace, "machine-controller", "a");
+    let (renew_deadline, gate) = (cfg.renew_deadline, cfg.tenure.clone());
+    let running = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = running.clone();
+    let work = async move {
+        flag.store(true, Ordering::SeqCst);
+        loop {
+            std::thread::sleep(renew_deadline / 2);
+            tokio::task::yield_now().await;
+        }
+    };
+    let client = env.client.clone();
+    let task = tokio::spawn(async move { lead(client, cfg, work, std::future::pending()).await });
+    must_eventually(Duration::from_secs(20), "a leads", || async {
+        running.load(Ordering::SeqCst).then_some(())
+    })
+    .await;
+    let before = resource_version(&env, "machine-controller").await;
+    // Five renew deadlines: a renewal sharing the blocked task misses one.
+    let until = Instant::now() + renew_deadline * 5;
+    while Instant::now() < until {
+        assert!(
+            !task.is_finished(),
+            "a lost its lease while its work was busy"
+        );
+        assert!(gate.check().is_ok(), "a's tenure stayed open");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_ne!(
+        resource_version(&env, "machine-controller").await,
+        before,
+        "the Lease was renewed meanwhile"
+    );
+    assert_eq!(holder(&env, "machine-controller").await, "a");
+    task.abort();
 }
 
 #[tokio::test]

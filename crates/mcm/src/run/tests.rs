@@ -132,10 +132,13 @@ async fn each_client_role_has_its_own_request_budget() {
     // The control client's bucket is empty; every other role still answers
     // at once (a Lease renewal never queues behind Machine writes).
     let target = clients.target.clone().expect("target client");
+    let target_probe = clients.target_probe.clone().expect("target probe client");
     for (role, client) in [
         ("leases", clients.leases.clone()),
         ("events", clients.events.clone()),
         ("target", target),
+        ("probe", clients.probe.clone()),
+        ("target probe", target_probe),
     ] {
         let answered =
             tokio::time::timeout(Duration::from_secs(2), client.apiserver_version()).await;

@@ -13,10 +13,17 @@
 //!
 //! Drains run as tasks beside the reconciles ([`tasks`]), so a drain blocked by
 //! a budget holds no reconcile slot. See `docs/design/machine.md` (Drain).
+//!
+//! Every request that changes the target cluster (cordon, eviction, pod
+//! deletion) checks the machine half's tenure first ([`DrainOptions::tenure`]):
+//! a drain task of a leader that was paused past its renew deadline sends
+//! nothing when it resumes (docs/design/leader-election.md, "One tenure
+//! deadline").
 
 pub mod tasks;
 
 use crate::config::Config;
+use crate::leader::{TenureEnded, TenureGate};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
@@ -44,17 +51,22 @@ pub struct DrainOptions {
     pub eviction_retry_interval: Duration,
     /// How long to wait for a pod's volumes to detach.
     pub pv_detach_timeout: Duration,
+    /// The machine half's tenure, checked before every cordon, eviction and
+    /// pod deletion.
+    pub tenure: TenureGate,
 }
 
 impl DrainOptions {
-    /// Options from a planned drain and the controller settings.
-    pub fn from_plan(plan: &DrainPlan, cfg: &Config) -> Self {
+    /// Options from a planned drain, the controller settings and the
+    /// machine half's tenure (`Context::tenure`).
+    pub fn from_plan(plan: &DrainPlan, cfg: &Config, tenure: &TenureGate) -> Self {
         DrainOptions {
             force: plan.force,
             timeout: plan.timeout,
             max_evict_retries: plan.max_evict_retries,
             eviction_retry_interval: cfg.eviction_retry_interval,
             pv_detach_timeout: cfg.pv_detach_timeout,
+            tenure: tenure.clone(),
         }
     }
 }
@@ -65,6 +77,9 @@ pub enum DrainError {
     /// A Kubernetes call failed.
     #[error("{0}")]
     Kube(#[from] kube::Error),
+    /// This replica no longer leads: the request was not sent.
+    #[error("drain request {0}")]
+    NotLeading(#[from] TenureEnded),
     /// The pods could not be removed in time.
     #[error("timed out draining node {node}: {pending} pod(s) left")]
     Timeout {
@@ -135,12 +150,19 @@ pub(crate) async fn cached_or_fetched(
 /// Cordons the node (spec.unschedulable) and sets its `Terminating` condition.
 /// The Node is read from `cache` (a GET only when the cache lacks it), and the
 /// condition goes as a strategic merge of that one condition, so a stale
-/// copy never rewrites the kubelet's conditions.
-pub async fn cordon(client: &Client, node: &str, cache: &Store<Node>) -> Result<(), kube::Error> {
+/// copy never rewrites the kubelet's conditions. Nothing is written once
+/// `tenure` ended.
+pub async fn cordon(
+    client: &Client,
+    node: &str,
+    cache: &Store<Node>,
+    tenure: &TenureGate,
+) -> Result<(), DrainError> {
     let nodes: Api<Node> = Api::all(client.clone());
     let Some(n) = cached_or_fetched(&nodes, cache, node).await? else {
         return Ok(());
     };
+    tenure.check()?;
     if !n
         .spec
         .as_ref()
@@ -148,6 +170,7 @@ pub async fn cordon(client: &Client, node: &str, cache: &Store<Node>) -> Result<
         .unwrap_or(false)
     {
         let patch = json!({"spec": {"unschedulable": true}});
+        tenure.check()?;
         nodes
             .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
@@ -166,6 +189,7 @@ pub async fn cordon(client: &Client, node: &str, cache: &Store<Node>) -> Result<
             last_transition_time: Some(to_k8s(chrono::Utc::now())),
             ..Default::default()
         };
+        tenure.check()?;
         if let Err(e) = crate::status::node::set_conditions(&nodes, node, vec![condition]).await {
             debug!(error = %e, "could not set the Terminating node condition");
         }
@@ -182,10 +206,11 @@ pub async fn drain_node(
     driver: &dyn Driver,
 ) -> Result<(), DrainError> {
     let deadline = Instant::now() + opts.timeout;
-    match cordon(client, node, cache).await {
+    match cordon(client, node, cache, &opts.tenure).await {
         Ok(()) => {}
+        Err(e @ DrainError::NotLeading(_)) => return Err(e),
         Err(e) if opts.force => warn!(node, error = %e, "cordon failed; continuing forced drain"),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     }
     remove_pods(client, node, opts, driver, deadline).await
 }
@@ -219,7 +244,9 @@ async fn remove_pods(
     );
     info!(node, pods = pods.len(), force = opts.force, "draining node");
     if opts.force {
-        let deletes = pods.iter().map(|p| delete_pod(client, p, Some(0)));
+        let deletes = pods
+            .iter()
+            .map(|p| delete_pod(client, p, Some(0), &opts.tenure));
         for r in join_all(deletes).await {
             r?;
         }
@@ -253,7 +280,13 @@ async fn remove_pods(
     Ok(())
 }
 
-async fn delete_pod(client: &Client, p: &Pod, grace: Option<u32>) -> Result<(), kube::Error> {
+async fn delete_pod(
+    client: &Client,
+    p: &Pod,
+    grace: Option<u32>,
+    tenure: &TenureGate,
+) -> Result<(), DrainError> {
+    tenure.check()?;
     let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace().unwrap_or_default());
     let dp = DeleteParams {
         grace_period_seconds: grace,
@@ -262,7 +295,7 @@ async fn delete_pod(client: &Client, p: &Pod, grace: Option<u32>) -> Result<(), 
     match api.delete(&p.name_any(), &dp).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -283,6 +316,7 @@ async fn evict_and_wait(
     let mut attempts = 0;
     loop {
         attempts += 1;
+        opts.tenure.check()?;
         // kube's client retries a 429 itself (with growing pauses, for
         // minutes): a call still unanswered after the retry interval is an
         // eviction the budget keeps refusing.

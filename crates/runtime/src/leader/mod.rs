@@ -3,14 +3,19 @@
 //! docs/design/leader-election.md).
 //!
 //! [`lead`] waits until this replica holds the Lease, then runs the work while
-//! renewing it. Every attempt is bounded by a timeout; when no renewal
-//! succeeded for the renew deadline the work is dropped (cancelling its
-//! reconciles and cloud calls) before any candidate may take over, and an
-//! error is returned. On shutdown the work gets a grace period, then the Lease
-//! is released so a standby takes over at once. The decisions are in
-//! [`election`].
+//! a task of its own renews it (a busy work task never delays a renewal).
+//! Every attempt is bounded by a timeout; when no renewal succeeded for the
+//! renew deadline the work is dropped (cancelling its reconciles and cloud
+//! calls) before any candidate may take over, and an error is returned. The
+//! same deadline is kept in a [`TenureGate`] that every mutating cloud call and
+//! drain request checks first. On shutdown the work gets a grace period, then
+//! the Lease is released so a standby takes over at once. The decisions are in
+//! [`election`] and [`gate`].
 
 pub mod election;
+pub mod gate;
+
+pub use gate::{TenureEnded, TenureGate};
 
 use election::{Decision, Durations, InvalidDurations, Observer, Record, Tenure};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -43,6 +48,11 @@ pub struct LeaderConfig {
     pub shutdown_grace: Duration,
     /// Whether this replica leads now (for `/readyz`).
     pub leading: Arc<AtomicBool>,
+    /// The tenure deadline the work's cloud calls and drain requests check:
+    /// closed when [`lead`] starts, open from the first write of the Lease
+    /// until the renew deadline after the last successful renewal, closed
+    /// again when leadership ends.
+    pub tenure: TenureGate,
 }
 
 impl LeaderConfig {
@@ -57,6 +67,7 @@ impl LeaderConfig {
             retry_period: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(10),
             leading: Arc::new(AtomicBool::new(false)),
+            tenure: TenureGate::closed(),
         }
     }
 
@@ -255,7 +266,10 @@ impl Elector {
                 return;
             };
             match self.attempt(budget).await {
-                Ok(Attempt::Ours) => tenure.renewed(started),
+                Ok(Attempt::Ours) => {
+                    tenure.renewed(started);
+                    self.cfg.tenure.extend_to(tenure.deadline());
+                }
                 // Retried until the renew deadline, as client-go does.
                 Ok(Attempt::Conflict) => {
                     debug!(lease = %self.cfg.name, "leader election: the lease changed under the renewal; retrying")
@@ -319,6 +333,8 @@ where
         return Err(LeaderError::NoIdentity);
     }
     let leading = cfg.leading.clone();
+    let gate = cfg.tenure.clone();
+    gate.close();
     let mut elector = Elector::new(client, cfg);
     tokio::pin!(shutdown);
     let tenure = tokio::select! {
@@ -326,26 +342,33 @@ where
         _ = &mut shutdown => return Ok(None),
     };
     let (name, identity) = (elector.cfg.name.clone(), elector.cfg.identity.clone());
+    gate.extend_to(tenure.deadline());
     info!(%identity, lease = %name, "acquired leadership");
     leading.store(true, Ordering::SeqCst);
     let grace = elector.cfg.shutdown_grace;
+    // The renewal runs on a task of its own: a work task busy with
+    // reconciles (or blocked) never delays it. Dropping `stop` (this
+    // function ends, or is dropped) releases the Lease.
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut renewal = tokio::spawn(renew(elector, tenure, stopped));
     // The work lives only inside this block: when it ends, it is dropped.
+    // `biased`: the renewal's end is seen before the work is polled again.
     let outcome = {
         tokio::pin!(work);
-        let renew = elector.keep(tenure);
-        tokio::pin!(renew);
         let first = tokio::select! {
-            out = &mut work => Some(Ok(Some(out))),
-            _ = &mut renew => Some(Err(LeaderError::Lost(name.clone()))),
+            biased;
+            _ = &mut renewal => Some(Err(LeaderError::Lost(name.clone()))),
             _ = &mut shutdown => None,
+            out = &mut work => Some(Ok(Some(out))),
         };
         match first {
             Some(r) => r,
             None => {
                 info!(lease = %name, ?grace, "shutting down: letting the work finish");
                 tokio::select! {
+                    biased;
+                    _ = &mut renewal => Err(LeaderError::Lost(name.clone())),
                     out = &mut work => Ok(Some(out)),
-                    _ = &mut renew => Err(LeaderError::Lost(name.clone())),
                     _ = tokio::time::sleep(grace) => {
                         warn!(lease = %name, "the work did not stop within the grace period: dropping it");
                         Ok(None)
@@ -355,9 +378,39 @@ where
         }
     };
     leading.store(false, Ordering::SeqCst);
+    gate.close();
     match &outcome {
         Err(_) => warn!(%identity, lease = %name, "lost leadership; the controllers are stopped"),
-        Ok(_) => elector.release().await,
+        Ok(_) => {
+            // The renewal task has not ended (it would be `Err`): it stops
+            // renewing and releases the Lease.
+            let _ = stop.send(());
+            let _ = renewal.await;
+        }
     }
     outcome
+}
+
+/// The renewal task: renews until leadership is over (returns `true`: lost)
+/// or `stop` fires or is dropped (then the Lease is released; `false`). The
+/// tenure gate is closed before either.
+async fn renew(
+    mut elector: Elector,
+    tenure: Tenure,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> bool {
+    let lost = {
+        let keep = elector.keep(tenure);
+        tokio::pin!(keep);
+        tokio::select! {
+            biased;
+            _ = &mut keep => true,
+            _ = stop => false,
+        }
+    };
+    elector.cfg.tenure.close();
+    if !lost {
+        elector.release().await;
+    }
+    lost
 }

@@ -308,6 +308,10 @@ impl Reconciler<'_> {
         let Some(obj) = drain::cached_or_fetched(&nodes, &self.ctx.nodes, node).await? else {
             return Ok(NodeDeletion::NotFound(node.clone()));
         };
+        // A Node deletion is a drain request: only within this half's tenure.
+        if let Err(e) = self.ctx.tenure.check() {
+            return Ok(NodeDeletion::Failed(node.clone(), e.to_string()));
+        }
         match crate::finalizer::remove_retrying_stale(&nodes, &obj, c::NODE_FINALIZER).await {
             Err(e) => return Ok(NodeDeletion::Failed(node.clone(), e.to_string())),
             Ok(Some(after))

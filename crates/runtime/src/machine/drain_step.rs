@@ -51,7 +51,7 @@ impl Reconciler<'_> {
         let ns = self.machine.namespace().unwrap_or_default();
         let name = self.name();
         info!(node, force = plan.force, timeout = ?plan.timeout, max_evict_retries = plan.max_evict_retries, "starting the drain");
-        let opts = drain::DrainOptions::from_plan(&plan, &self.ctx.config);
+        let opts = drain::DrainOptions::from_plan(&plan, &self.ctx.config, &self.ctx.tenure);
         let span = tracing::info_span!("drain", machine = %name, namespace = %ns, node = %node);
         let nodes = self.ctx.nodes.clone();
         let work = async move {

@@ -436,6 +436,13 @@ impl<'a> Reconciler<'a> {
     // Main path
 
     async fn reconcile(&mut self) -> Result<Action, Error> {
+        // A replica paused past its renew deadline may run a reconcile before
+        // its renewal task notices: it does nothing (design:
+        // leader-election.md, "One tenure deadline").
+        if let Err(e) = self.ctx.tenure.check() {
+            warn!(reason = %e, "not reconciling: this replica no longer leads");
+            return Ok(Action::requeue(self.ctx.config.short_retry));
+        }
         self.ensure_finalizer().await?;
         if self.ctx.is_frozen() {
             info!("machine controller is frozen (API server unreachable); not reconciling");

@@ -214,7 +214,8 @@ impl Reconciler<'_> {
             DrainState::Running(_) | DrainState::Idle => {
                 let driver = driver.clone();
                 info!(node, force = plan.force, timeout = ?plan.timeout, "draining the preserved node");
-                let opts = drain::DrainOptions::from_plan(&plan, &self.ctx.config);
+                let opts =
+                    drain::DrainOptions::from_plan(&plan, &self.ctx.config, &self.ctx.tenure);
                 let span = tracing::info_span!("preserve_drain", machine = %self.name(), namespace = %self.machine.namespace().unwrap_or_default(), node = %node);
                 let work = async move {
                     drain::drain_pods(&target, &node, &opts, driver.as_ref())

@@ -8,8 +8,16 @@
 //! provider's (`Context::observed_driver`), so every call is counted in one
 //! place: the machine reconciler's, the GetVolumeIDs calls of its drains and
 //! the orphan collector's.
+//!
+//! [`Observed`] is also where the leader's tenure is enforced: every mutating
+//! call (CreateMachine, InitializeMachine, DeleteMachine, and any mutating
+//! operation the Driver trait gains) checks the half's
+//! [`TenureGate`](crate::leader::TenureGate) first and is refused, without
+//! reaching the provider, once the tenure ended (design:
+//! docs/design/leader-election.md, "One tenure deadline").
 
 use super::{error_code_label, operation_label, provider_label, DriverErrorLabels, DriverLabels};
+use crate::leader::TenureGate;
 use async_trait::async_trait;
 use mcm_driver::budget::BucketLimit;
 use mcm_driver::{
@@ -21,6 +29,7 @@ use mcm_driver::{
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::warn;
 
 /// Runs `call` (driver operation `op`, e.g. `CreateMachine`, of `provider`)
 /// and writes its series in `metrics`.
@@ -61,20 +70,38 @@ pub struct Observed {
     inner: Arc<dyn Driver>,
     metrics: Arc<super::Metrics>,
     provider: String,
+    tenure: TenureGate,
 }
 
 impl Observed {
-    /// Wraps `inner`, the driver of `provider` (the MachineClass's `provider`).
+    /// Wraps `inner`, the driver of `provider` (the MachineClass's
+    /// `provider`), its mutating calls allowed only within `tenure`.
     pub fn wrap(
         inner: Arc<dyn Driver>,
         metrics: Arc<super::Metrics>,
         provider: &str,
+        tenure: TenureGate,
     ) -> Arc<dyn Driver> {
         Arc::new(Observed {
             inner,
             metrics,
             provider: provider.to_string(),
+            tenure,
         })
+    }
+
+    /// A mutating call: refused (not observed: no cloud call was made) once
+    /// the tenure ended, else observed.
+    async fn mutate<T>(
+        &self,
+        op: &str,
+        f: impl Future<Output = Result<T, Status>>,
+    ) -> Result<T, Status> {
+        if let Err(e) = self.tenure.check() {
+            warn!(provider = %self.provider, operation = op, reason = %e, "cloud call refused: this replica no longer leads");
+            return Err(e.into());
+        }
+        self.call(op, f).await
     }
 
     async fn call<T>(
@@ -92,7 +119,7 @@ impl Driver for Observed {
         &self,
         req: &CreateMachineRequest,
     ) -> DriverResult<CreateMachineResponse> {
-        self.call("CreateMachine", self.inner.create_machine(req))
+        self.mutate("CreateMachine", self.inner.create_machine(req))
             .await
     }
 
@@ -100,7 +127,7 @@ impl Driver for Observed {
         &self,
         req: &InitializeMachineRequest,
     ) -> DriverResult<InitializeMachineResponse> {
-        self.call("InitializeMachine", self.inner.initialize_machine(req))
+        self.mutate("InitializeMachine", self.inner.initialize_machine(req))
             .await
     }
 
@@ -108,7 +135,7 @@ impl Driver for Observed {
         &self,
         req: &DeleteMachineRequest,
     ) -> DriverResult<DeleteMachineResponse> {
-        self.call("DeleteMachine", self.inner.delete_machine(req))
+        self.mutate("DeleteMachine", self.inner.delete_machine(req))
             .await
     }
 
@@ -223,7 +250,7 @@ mod tests {
     {
         let mut registry = Registry::default();
         let m = Arc::new(super::super::Metrics::new(&mut registry));
-        let driver = Observed::wrap(Arc::new(Stub), m, "AWS");
+        let driver = Observed::wrap(Arc::new(Stub), m, "AWS", TenureGate::unbounded());
         let ids = driver
             .get_volume_ids(&GetVolumeIdsRequest::default())
             .await
@@ -250,5 +277,117 @@ mod tests {
         assert!(text.contains(
             "mcm_cloud_api_driver_requests_failed_total{provider=\"aws\",operation=\"create_machine\",error_code=\"8\"} 1"
         ), "{text}");
+    }
+
+    /// Counts the calls that reach it.
+    #[derive(Default)]
+    struct Counting {
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Counting {
+        fn calls(&self) -> usize {
+            self.calls.load(std::sync::atomic::Ordering::SeqCst)
+        }
+        fn hit<T: Default>(&self) -> DriverResult<T> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(T::default())
+        }
+    }
+
+    #[async_trait]
+    impl Driver for Counting {
+        async fn create_machine(
+            &self,
+            _: &CreateMachineRequest,
+        ) -> DriverResult<CreateMachineResponse> {
+            self.hit()
+        }
+        async fn initialize_machine(
+            &self,
+            _: &InitializeMachineRequest,
+        ) -> DriverResult<InitializeMachineResponse> {
+            self.hit()
+        }
+        async fn delete_machine(
+            &self,
+            _: &DeleteMachineRequest,
+        ) -> DriverResult<DeleteMachineResponse> {
+            self.hit()
+        }
+        async fn get_machine_status(
+            &self,
+            _: &GetMachineStatusRequest,
+        ) -> DriverResult<GetMachineStatusResponse> {
+            self.hit()
+        }
+        async fn list_machines(
+            &self,
+            _: &ListMachinesRequest,
+        ) -> DriverResult<ListMachinesResponse> {
+            self.hit()
+        }
+        async fn get_volume_ids(
+            &self,
+            _: &GetVolumeIdsRequest,
+        ) -> DriverResult<GetVolumeIdsResponse> {
+            self.hit()
+        }
+        fn rate_limit_scope(&self, _: &MachineRequest) -> String {
+            String::new()
+        }
+    }
+
+    #[tokio::test]
+    async fn mutating_calls_after_the_tenure_deadline_are_refused_without_reaching_the_driver() {
+        let mut registry = Registry::default();
+        let m = Arc::new(super::super::Metrics::new(&mut registry));
+        let inner = Arc::new(Counting::default());
+        let gate = TenureGate::closed();
+        gate.extend_to(Instant::now() + std::time::Duration::from_secs(60));
+        let driver = Observed::wrap(inner.clone(), m, "AWS", gate.clone());
+        let req = crate::pacing::tests::req();
+        assert!(
+            driver.create_machine(&req).await.is_ok(),
+            "within the tenure"
+        );
+        assert_eq!(inner.calls(), 1);
+
+        // The deadline passed (a paused leader resumed): refused, not sent.
+        let past = TenureGate::closed();
+        past.extend_to(Instant::now());
+        let driver = Observed::wrap(
+            inner.clone(),
+            Arc::new(super::super::Metrics::new(&mut Registry::default())),
+            "AWS",
+            past,
+        );
+        for (op, r) in [
+            ("create", driver.create_machine(&req).await.map(|_| ())),
+            (
+                "initialize",
+                driver.initialize_machine(&req).await.map(|_| ()),
+            ),
+            ("delete", driver.delete_machine(&req).await.map(|_| ())),
+        ] {
+            let e = r.expect_err(op);
+            assert_eq!(e.code, Code::Unavailable, "{op}: {e}");
+            assert!(e.message.contains("tenure ended"), "{op}: {e}");
+        }
+        assert_eq!(inner.calls(), 1, "no refused call reached the driver");
+        // Reads are not gated.
+        assert!(driver.get_machine_status(&req).await.is_ok());
+        assert_eq!(inner.calls(), 2);
+
+        // Leadership lost: closed, refused too.
+        gate.close();
+        let driver = Observed::wrap(
+            inner.clone(),
+            Arc::new(super::super::Metrics::new(&mut Registry::default())),
+            "AWS",
+            gate,
+        );
+        assert!(driver.create_machine(&req).await.is_err());
+        assert_eq!(inner.calls(), 2);
     }
 }
