@@ -79,8 +79,7 @@ impl MachineOwner {
         let ok = |v: &str| {
             !v.is_empty()
                 && v.len() <= 63
-                && v
-                    .bytes()
+                && v.bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         };
         (ok(&namespace) && ok(&uid)).then_some(MachineOwner { namespace, uid })
@@ -140,8 +139,9 @@ mod tests {
 
     #[test]
     fn a_partial_or_malformed_identity_is_none() {
-        let only_ns: BTreeMap<&str, &str> =
-            [("machine.sapcloud.io/namespace", "ns")].into_iter().collect();
+        let only_ns: BTreeMap<&str, &str> = [("machine.sapcloud.io/namespace", "ns")]
+            .into_iter()
+            .collect();
         assert_eq!(
             MachineOwner::from_tags(TagStyle::Slash, |k| only_ns.get(k).copied()),
             None
@@ -156,6 +156,9 @@ mod tests {
             MachineOwner::from_tags(TagStyle::Slash, |k| bad.get(k).copied()),
             None
         );
-        assert_eq!(MachineOwner::of(&Machine::new("m", Default::default())), None);
+        assert_eq!(
+            MachineOwner::of(&Machine::new("m", Default::default())),
+            None
+        );
     }
 }

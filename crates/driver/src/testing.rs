@@ -376,7 +376,12 @@ impl Driver for ScriptedDriver {
                 Some(loc) => format!("scripted:///{loc}/{}", e.machine),
                 None => e.vm.provider_id.clone(),
             };
-            resp.insert(pid, e.machine.clone(), e.vm.provider_id.clone(), e.owner.clone());
+            resp.insert(
+                pid,
+                e.machine.clone(),
+                e.vm.provider_id.clone(),
+                e.owner.clone(),
+            );
         }
         Ok(resp)
     }

@@ -55,7 +55,9 @@ fn a_running_machines_vm_listed_under_a_provider_id_from_an_edited_location_is_k
     let machines = vec![machine("m1", "u1", "azure:///westeurope/m1", "Running")];
     // Without identity (created before VMs carried one), by its name.
     let listed = ListedVm {
-        instance_key: "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/m1".into(),
+        instance_key:
+            "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/m1"
+                .into(),
         ..vm("azure:///northeurope/m1", "m1", None)
     };
     let v = judge(&listed, &machines, NS);
@@ -98,7 +100,11 @@ fn a_vm_of_a_machine_being_created_or_deleted_is_kept() {
 fn a_vm_carrying_a_live_machines_name_is_never_an_orphan() {
     let m = machine("m1", "u1", "p-own", "Running");
     for owner in [None, owner(NS, "u-older"), owner("other", "u9")] {
-        let v = judge(&vm("p-dup", "m1", owner.clone()), std::slice::from_ref(&m), NS);
+        let v = judge(
+            &vm("p-dup", "m1", owner.clone()),
+            std::slice::from_ref(&m),
+            NS,
+        );
         assert_eq!(v, OrphanVerdict::LiveMachineName, "{owner:?}");
     }
 }
