@@ -19,7 +19,7 @@ set -euo pipefail
 main() {
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-ALL_CASES="selector label_runaway kill9 delete_during_create huge_replicas strategy_edges durations provider_spec sentinel apiserver_down cloud_down two_namespaces leader_stop pdb"
+ALL_CASES="selector label_runaway kill9 delete_during_create huge_replicas strategy_edges durations provider_spec sentinel apiserver_down cloud_down two_namespaces orphan_out_of_band orphan_restart leader_stop pdb"
 ALL_CASES="$ALL_CASES apiserver_down_elected"
 CASES=${*:-$ALL_CASES}
 PROFILE=${MCM_CHAOS_PROFILE:-debug}
@@ -578,31 +578,95 @@ case_cloud_down() { # the local cloud killed for 60 s during a scale-up
   DETAIL="running=$(count_running "$ns")"
 }
 
-case_two_namespaces() { # two mcm run with the same cluster tag; a true orphan is collected
+case_two_namespaces() { # two mcm run with the same cluster tag and a colliding machine name; true orphans are collected
   local tag=shoot--chaos-shared
   apply_class c-two-a "$tag"; apply_class c-two-b "$tag"
   start_mcm mcm-a c-two-a; start_mcm mcm-b c-two-b
   apply_deployment c-two-a two 2 2 0; apply_deployment c-two-b two 2 2 0
-  wait_for 120 "2 Running machines in a" eq count_running c-two-a 2 || return
-  wait_for 120 "2 Running machines in b" eq count_running c-two-b 2 || return
-  # A true orphan: a Machine of a whose finalizer someone removed before deleting it (its VM stays).
-  local victim; victim=$(machines c-two-a | jq -r '.items[0].metadata.name')
-  k -n c-two-a patch machines.machine.sapcloud.io "$victim" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null
-  k -n c-two-a delete machines.machine.sapcloud.io "$victim" --wait=false >/dev/null
+  # One machine name in both namespaces (issue 22, finding 5).
+  local ns; for ns in c-two-a c-two-b; do
+    k apply -f - >/dev/null <<EOF
+apiVersion: machine.sapcloud.io/v1alpha1
+kind: Machine
+metadata: {name: twin, namespace: $ns}
+spec: {class: {kind: MachineClass, name: chaos-class}}
+EOF
+  done
+  wait_for 120 "3 Running machines in a" eq count_running c-two-a 3 || return
+  wait_for 120 "3 Running machines in b" eq count_running c-two-b 3 || return
+  # True orphans: a set-owned Machine of a and a's twin, whose finalizers someone removed
+  # before deleting them (their VMs stay).
+  local victim; victim=$(machines c-two-a | jq -r '[.items[] | select(.metadata.name != "twin")][0].metadata.name')
+  local m; for m in "$victim" twin; do
+    k -n c-two-a patch machines.machine.sapcloud.io "$m" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null
+    k -n c-two-a delete machines.machine.sapcloud.io "$m" --wait=false >/dev/null
+  done
   wait_for 120 "the replacement in a" eq count_running c-two-a 2 || true
   # Orphan period (15 s) plus the grace (10 s), three times over.
-  local deadline=$((SECONDS + 90)) orphan="live"
+  local deadline=$((SECONDS + 90)) orphan="live" twin_a="live"
   while [ "$SECONDS" -lt "$deadline" ]; do
     orphan=$(instances | jq -r --arg m "$victim" '[.instances[] | select(.machineName == $m) | .state] | first // "gone"')
-    [ "$orphan" = gone ] && break
+    twin_a=$(instances | jq -r '[.instances[] | select(.machineName == "twin" and .tags["machine.sapcloud.io/namespace"] == "c-two-a") | .state] | first // "gone"')
+    [ "$orphan" = gone ] && [ "$twin_a" = gone ] && break
     sleep 3
   done
+  local twin_b; twin_b=$(instances | jq -r '[.instances[] | select(.machineName == "twin" and .tags["machine.sapcloud.io/namespace"] == "c-two-b") | .state] | first // "gone"')
   local ra rb; ra=$(count_running c-two-a); rb=$(count_running c-two-b)
-  [ "$ra" = 2 ] && [ "$rb" = 2 ] || FAIL="a controller lost machines: a=$ra b=$rb"
-  [ "$(live_vms "$tag")" = 4 ] || FAIL="${FAIL:-$(live_vms "$tag") live VMs, 4 expected}"
+  [ "$ra" = 2 ] && [ "$rb" = 3 ] || FAIL="a controller lost machines: a=$ra b=$rb"
+  [ "$twin_b" != gone ] || FAIL="${FAIL:-the twin VM of b was deleted (a name collision across namespaces)}"
+  [ "$(live_vms "$tag")" = 5 ] || FAIL="${FAIL:-$(live_vms "$tag") live VMs, 5 expected}"
   [ "$orphan" = gone ] || FAIL="${FAIL:-the true orphan was not collected ($orphan)}"
-  DETAIL="running a=$ra b=$rb orphan=$orphan"
+  [ "$twin_a" = gone ] || FAIL="${FAIL:-the twin VM of a was not collected ($twin_a)}"
+  DETAIL="running a=$ra b=$rb orphan=$orphan twin-a=$twin_a twin-b=$twin_b"
   teardown c-two-a "$tag"; teardown c-two-b "$tag"
+}
+
+# A VM made straight through the cloud's API (out of band): a name, the given tags.
+oob_vm() { # machine-name tags-json
+  curl -sf --max-time 10 -X POST -H 'content-type: application/json' "$CLOUD_URL/v1/instances" \
+    -d "{\"machineName\":\"$1\",\"providerSpec\":{\"image\":\"local-ubuntu\",\"instanceType\":\"small\",\"tags\":$2}}" | jq -r .id
+}
+vm_state() { # instance id
+  instances | jq -r --arg id "$1" '[.instances[] | select(.id == $id) | .state] | first // "gone"'
+}
+
+case_orphan_out_of_band() { # VMs made out of band: the class's tags without identity are collected, another namespace's identity is not
+  local ns=c-oob tag=shoot--chaos-c-oob
+  apply_class "$ns"; start_mcm mcm "$ns"
+  local tags="{\"kubernetes.io/cluster/$tag\":\"1\",\"kubernetes.io/role/node\":\"1\"}"
+  local bare other foreign
+  bare=$(oob_vm oob-bare "$tags")
+  other=$(oob_vm oob-other-cluster '{"kubernetes.io/cluster/shoot--chaos-elsewhere":"1","kubernetes.io/role/node":"1"}')
+  foreign=$(oob_vm oob-foreign "{\"kubernetes.io/cluster/$tag\":\"1\",\"kubernetes.io/role/node\":\"1\",\"machine.sapcloud.io/namespace\":\"c-elsewhere\",\"machine.sapcloud.io/uid\":\"00000000-0000-4000-8000-000000000001\"}")
+  [ -n "$bare" ] && [ -n "$other" ] && [ -n "$foreign" ] || { FAIL="could not create the out-of-band VMs"; return; }
+  # The first pass comes after one orphan period (15 s), the deletion one grace (10 s) later.
+  wait_for 90 "the out-of-band VM with the class's tags to be collected" eq vm_state "$bare" gone || true
+  # At least one more orphan period (15 s) with both others still there.
+  sleep 20
+  local so sf; so=$(vm_state "$other"); sf=$(vm_state "$foreign")
+  [ "$so" != gone ] || FAIL="${FAIL:-the VM of another cluster was deleted}"
+  [ "$sf" != gone ] || FAIL="${FAIL:-the VM carrying the identity of another namespace was deleted}"
+  alive mcm || FAIL="${FAIL:-mcm run died}"
+  DETAIL="bare=$(vm_state "$bare") other-cluster=$so other-namespace=$sf"
+  for id in "$other" "$foreign"; do curl -sf -X DELETE "$CLOUD_URL/v1/instances/$id" >/dev/null || true; done
+}
+
+case_orphan_restart() { # a Machine removed behind the controller's back, the controller restarted inside the 2-pass window
+  local ns=c-restart
+  apply_class "$ns"; start_mcm mcm "$ns"
+  apply_deployment "$ns" restart 1 1 0
+  wait_for 120 "1 Running machine" eq count_running "$ns" 1 || return
+  local victim id; victim=$(machines "$ns" | jq -r '.items[0].metadata.name')
+  id=$(instances | jq -r --arg m "$victim" '[.instances[] | select(.machineName == $m) | .id] | first // ""')
+  k -n "$ns" patch machines.machine.sapcloud.io "$victim" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null
+  k -n "$ns" delete machines.machine.sapcloud.io "$victim" --wait=false >/dev/null
+  # One orphan pass (15 s) sees the orphan; the restart comes before the grace (10 s) has passed.
+  sleep 16
+  stop_mcm mcm; start_mcm mcm "$ns"
+  wait_for 90 "the orphan to be collected after the restart" eq vm_state "$id" gone || true
+  wait_for 120 "1 Running machine after the restart" eq count_running "$ns" 1 || true
+  alive mcm || FAIL="${FAIL:-mcm run died}"
+  DETAIL="orphan=$(vm_state "$id") running=$(count_running "$ns")"
 }
 
 case_leader_stop() { # 3 rounds: the leader SIGSTOPped past its lease; no cloud mutation from SIGCONT on; it exits and restarts

@@ -10,6 +10,7 @@
 //! - [`machine`]: the Machine state machine: creation, initialization, health, deletion.
 //! - [`replicas`]: MachineSet replica management and deletion order.
 //! - [`deployment`]: MachineDeployment rollout arithmetic.
+//! - [`orphans`]: which VMs the orphan collector deletes.
 //! - [`node_template`]: what the node sync changes on a Node (template, virtual capacity).
 //! - [`time`]: the one conversion between Kubernetes times and chrono (whole seconds).
 
@@ -17,5 +18,6 @@ pub mod backoff;
 pub mod deployment;
 pub mod machine;
 pub mod node_template;
+pub mod orphans;
 pub mod replicas;
 pub mod time;

@@ -5,7 +5,7 @@
 //! Each check returns `Err(description)` on a contract violation, so it can be
 //! used with any test harness.
 
-use crate::{Code, Driver, ListMachinesRequest, MachineRequest};
+use crate::{Code, Driver, ListMachinesRequest, MachineOwner, MachineRequest};
 use k8s_openapi::api::core::v1::Secret;
 use mcm_api::{Machine, MachineClass};
 
@@ -19,7 +19,8 @@ pub struct Fixture {
     pub other_class: MachineClass,
     /// The merged secret for both classes.
     pub secret: Secret,
-    /// Makes a new Machine object (with a fresh name and UID) for the given class.
+    /// Makes a new Machine object (with a fresh name, its namespace and a
+    /// UID) for the given class.
     pub new_machine: Box<dyn Fn(&MachineClass) -> Machine + Send + Sync>,
     /// Classes with an empty or garbage providerSpec, each with a field name the
     /// error message must mention.
@@ -143,6 +144,46 @@ pub async fn list_returns_only_the_class_machines(d: &dyn Driver, f: &Fixture) -
     result
 }
 
+/// ListMachines reports, for a VM it lists, a canonical key and the identity
+/// (the Machine's namespace and UID) that CreateMachine recorded on it
+/// (docs/design/safety.md, "VM identity").
+pub async fn list_reports_the_identity_recorded_on_create(
+    d: &dyn Driver,
+    f: &Fixture,
+) -> CheckResult {
+    let req = f.request(&f.class);
+    let Some(owner) = MachineOwner::of(&req.machine) else {
+        return Err("the fixture's machines need a namespace and a UID".into());
+    };
+    let created = d
+        .create_machine(&req)
+        .await
+        .map_err(|e| fail("CreateMachine failed", e))?;
+    let result = async {
+        let listed = d
+            .list_machines(&f.list_request(&f.class))
+            .await
+            .map_err(|e| fail("ListMachines failed", e))?;
+        if !listed.machine_list.contains_key(&created.provider_id) {
+            return Err(fail("the created VM is not listed", &listed.machine_list));
+        }
+        let facts = listed.facts(&created.provider_id);
+        if facts.owner.as_ref() != Some(&owner) {
+            return Err(format!(
+                "ListMachines reports the identity {:?}, CreateMachine was asked for {owner:?}",
+                facts.owner
+            ));
+        }
+        if facts.instance_key.trim().is_empty() {
+            return Err("ListMachines reports an empty instance key".into());
+        }
+        Ok(())
+    }
+    .await;
+    let _ = d.delete_machine(&req).await;
+    result
+}
+
 /// InitializeMachine is idempotent (twice OK, after which the status is OK), or
 /// answers Unimplemented.
 pub async fn initialize_is_idempotent_or_unimplemented(d: &dyn Driver, f: &Fixture) -> CheckResult {
@@ -208,7 +249,7 @@ pub async fn invalid_provider_spec_is_invalid_argument(d: &dyn Driver, f: &Fixtu
 /// Runs every check and returns all violations (empty = conformant).
 pub async fn run_all(d: &dyn Driver, f: &Fixture) -> Vec<String> {
     let mut failures = Vec::new();
-    let checks: [(&str, CheckResult); 6] = [
+    let checks: [(&str, CheckResult); 7] = [
         (
             "create_then_status_same_provider_id",
             create_then_status_same_provider_id(d, f).await,
@@ -221,6 +262,10 @@ pub async fn run_all(d: &dyn Driver, f: &Fixture) -> Vec<String> {
         (
             "list_returns_only_the_class_machines",
             list_returns_only_the_class_machines(d, f).await,
+        ),
+        (
+            "list_reports_the_identity_recorded_on_create",
+            list_reports_the_identity_recorded_on_create(d, f).await,
         ),
         (
             "initialize_is_idempotent_or_unimplemented",

@@ -22,6 +22,7 @@ pub mod budget;
 pub mod cloud_api;
 pub mod codes;
 pub mod conformance;
+pub mod identity;
 #[cfg(test)]
 mod redaction_tests;
 pub mod status;
@@ -29,6 +30,7 @@ pub mod status;
 pub mod testing;
 
 pub use codes::Code;
+pub use identity::{MachineOwner, TagStyle};
 pub use status::{MachineIdentity, ParseStatusError, Status};
 
 use async_trait::async_trait;
@@ -168,8 +170,60 @@ pub struct ListMachinesRequest {
 /// Response of `ListMachines`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ListMachinesResponse {
-    /// providerID → machine name, for every VM of the class's cluster.
+    /// providerID → machine name, for every VM of the class's cluster (the
+    /// reference's answer).
     pub machine_list: BTreeMap<String, String>,
+    /// providerID → what the provider knows of the VM beyond its name: its
+    /// canonical key and the identity it was created with. A VM listed in
+    /// `machine_list` without an entry here counts as one without identity
+    /// whose key is its providerID ([`ListMachinesResponse::facts`]).
+    pub facts: BTreeMap<String, ListedVmFacts>,
+}
+
+/// What a provider knows of one listed VM (design: docs/design/safety.md,
+/// "VM identity").
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListedVmFacts {
+    /// A key that names the VM whatever the class says now: the instance ID,
+    /// the VM's resource ID or path (never built from a class field the user
+    /// can edit, such as a location or region).
+    pub instance_key: String,
+    /// The Machine the VM was created for, as recorded on it at creation
+    /// (`None`: created out of band, by the Go controller, or before VMs
+    /// carried it).
+    pub owner: Option<MachineOwner>,
+}
+
+impl ListMachinesResponse {
+    /// Adds one VM.
+    pub fn insert(
+        &mut self,
+        provider_id: String,
+        name: String,
+        instance_key: String,
+        owner: Option<MachineOwner>,
+    ) {
+        self.facts.insert(
+            provider_id.clone(),
+            ListedVmFacts {
+                instance_key,
+                owner,
+            },
+        );
+        self.machine_list.insert(provider_id, name);
+    }
+
+    /// The facts of a listed VM (its providerID as key and no identity when
+    /// the provider gave none).
+    pub fn facts(&self, provider_id: &str) -> ListedVmFacts {
+        self.facts
+            .get(provider_id)
+            .cloned()
+            .unwrap_or_else(|| ListedVmFacts {
+                instance_key: provider_id.to_string(),
+                owner: None,
+            })
+    }
 }
 
 /// Request of `GetVolumeIDs`.
@@ -206,7 +260,9 @@ pub enum CloudOp {
 #[async_trait]
 pub trait Driver: Send + Sync {
     /// Creates the VM for a machine. Must be idempotent: a retried create for the
-    /// same Machine (same UID) returns the same VM, never a second one.
+    /// same Machine (same UID) returns the same VM, never a second one. Records
+    /// the Machine's identity ([`MachineOwner::of`]) on the VM where the cloud
+    /// has tags, labels or metadata, so that ListMachines reports it.
     async fn create_machine(
         &self,
         req: &CreateMachineRequest,
@@ -251,7 +307,9 @@ pub trait Driver: Send + Sync {
         String::new()
     }
 
-    /// All VMs of the class's cluster, by the cluster and role tags.
+    /// All VMs of the class's cluster, by the cluster and role tags, each
+    /// with its canonical key and the identity ([`MachineOwner`]) that
+    /// CreateMachine recorded on it ([`ListMachinesResponse::insert`]).
     async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse>;
 
     /// The provider volume IDs of the given PersistentVolume specs.

@@ -5,16 +5,24 @@
 //! restart") that a real cloud cannot produce reliably. Provider behaviour
 //! itself is tested against real backends (the `local` cloud, moto).
 //!
-//! VMs are keyed by machine name; creation is idempotent per machine; a VM is
-//! uninitialized until InitializeMachine succeeds, and GetMachineStatus says so.
+//! VMs are keyed by providerID, as in a real cloud: two VMs may carry one
+//! machine name (two namespaces, a duplicate), DeleteMachine deletes the VM
+//! of the request's providerID (by name and identity only when the Machine
+//! has none), and ListMachines lists the VMs of the class's cluster (the
+//! providerSpec's `cluster`, else the class name) with the identity recorded
+//! at creation. A class with a `location` in its providerSpec lists
+//! providerIDs built from it, as the Azure provider builds them from the
+//! class's current location, so that a test can edit it under a live VM.
+//! Creation is idempotent per machine (its UID); a VM is uninitialized until
+//! InitializeMachine succeeds, and GetMachineStatus says so.
 
 use crate::*;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 /// A VM of the scripted cloud.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ScriptedVm {
     /// Its provider ID.
     pub provider_id: String,
@@ -22,6 +30,42 @@ pub struct ScriptedVm {
     pub node_name: String,
     /// Whether InitializeMachine succeeded on it.
     pub initialized: bool,
+}
+
+/// A VM with what the cloud records about it.
+#[derive(Debug, Clone)]
+struct Entry {
+    machine: String,
+    vm: ScriptedVm,
+    /// The cluster it is tagged for (`None`: listed for every class).
+    cluster: Option<String>,
+    owner: Option<MachineOwner>,
+}
+
+impl Entry {
+    /// Whether this VM is the one of the machine (name and identity).
+    fn is_for(&self, name: &str, owner: &Option<MachineOwner>) -> bool {
+        self.machine == name && (self.owner.is_none() || owner.is_none() || &self.owner == owner)
+    }
+}
+
+fn same_provider_id(a: &str, b: &str) -> bool {
+    let n = |p: &str| p.trim().trim_end_matches('/').to_ascii_lowercase();
+    n(a) == n(b)
+}
+
+fn spec_str(class: &MachineClass, key: &str) -> Option<String> {
+    class
+        .provider_spec
+        .get(key)
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+}
+
+/// The cluster a class's VMs are tagged for: its providerSpec's `cluster`,
+/// else its name.
+fn cluster_of(class: &MachineClass) -> String {
+    spec_str(class, "cluster").unwrap_or_else(|| class.metadata.name.clone().unwrap_or_default())
 }
 
 /// Call counters per operation.
@@ -57,7 +101,7 @@ pub struct Script {
 /// The scriptable driver.
 #[derive(Debug, Default)]
 pub struct ScriptedDriver {
-    vms: Mutex<HashMap<String, ScriptedVm>>,
+    vms: Mutex<BTreeMap<String, Entry>>,
     script: Mutex<Script>,
     /// How often each operation was called.
     pub calls: Calls,
@@ -87,16 +131,68 @@ impl ScriptedDriver {
         self.script.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
-    /// Puts a VM in place, as if created earlier (e.g. before a controller crash).
+    /// Puts a VM in place, as if created earlier (e.g. before a controller
+    /// crash), without identity, listed for every class.
     pub fn insert_vm(&self, machine: &str, vm: ScriptedVm) {
+        self.insert_vm_with(machine, vm, None, None);
+    }
+
+    /// Puts a VM in place tagged for a cluster (`None`: every class lists
+    /// it) and carrying an identity (`None`: made out of band).
+    pub fn insert_vm_with(
+        &self,
+        machine: &str,
+        vm: ScriptedVm,
+        cluster: Option<&str>,
+        owner: Option<MachineOwner>,
+    ) {
         if let Ok(mut v) = self.vms.lock() {
-            v.insert(machine.to_string(), vm);
+            v.insert(
+                vm.provider_id.clone(),
+                Entry {
+                    machine: machine.to_string(),
+                    vm,
+                    cluster: cluster.map(str::to_string),
+                    owner,
+                },
+            );
         }
     }
 
-    /// The VM of a machine.
+    /// The (first) VM of a machine name.
     pub fn vm(&self, machine: &str) -> Option<ScriptedVm> {
-        self.vms.lock().ok().and_then(|v| v.get(machine).cloned())
+        self.vms_named(machine).into_iter().next()
+    }
+
+    /// Every VM that carries a machine name.
+    pub fn vms_named(&self, machine: &str) -> Vec<ScriptedVm> {
+        self.vms
+            .lock()
+            .map(|v| {
+                v.values()
+                    .filter(|e| e.machine == machine)
+                    .map(|e| e.vm.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The VM of a providerID.
+    pub fn vm_by_provider_id(&self, provider_id: &str) -> Option<ScriptedVm> {
+        self.vms.lock().ok().and_then(|v| {
+            v.values()
+                .find(|e| same_provider_id(&e.vm.provider_id, provider_id))
+                .map(|e| e.vm.clone())
+        })
+    }
+
+    /// The identity recorded on the VM of a providerID.
+    pub fn owner_of(&self, provider_id: &str) -> Option<MachineOwner> {
+        self.vms.lock().ok().and_then(|v| {
+            v.values()
+                .find(|e| same_provider_id(&e.vm.provider_id, provider_id))
+                .and_then(|e| e.owner.clone())
+        })
     }
 
     /// How many VMs exist.
@@ -107,6 +203,23 @@ impl ScriptedDriver {
     /// A counter's value.
     pub fn count(c: &AtomicU32) -> u32 {
         c.load(Ordering::SeqCst)
+    }
+
+    /// The providerID of the request's VM: the Machine's, else the one found
+    /// by name and identity.
+    fn find(vms: &BTreeMap<String, Entry>, req: &MachineRequest) -> Option<String> {
+        let pid = req.machine.spec.provider_id.trim();
+        if !pid.is_empty() {
+            return vms
+                .values()
+                .find(|e| same_provider_id(&e.vm.provider_id, pid))
+                .map(|e| e.vm.provider_id.clone());
+        }
+        let owner = MachineOwner::of(&req.machine);
+        let name = machine_name(req);
+        vms.values()
+            .find(|e| e.is_for(&name, &owner))
+            .map(|e| e.vm.provider_id.clone())
     }
 }
 
@@ -122,15 +235,47 @@ impl Driver for ScriptedDriver {
             return Err(e);
         }
         let name = machine_name(req);
+        let owner = MachineOwner::of(&req.machine);
         let mut vms = self.vms.lock().map_err(|_| Status::internal("poisoned"))?;
-        let vm = vms.entry(name.clone()).or_insert_with(|| ScriptedVm {
-            provider_id: format!("scripted:///zone-a/{name}"),
-            node_name: format!("{}{name}", script.node_prefix),
-            initialized: script.init_unimplemented,
-        });
+        let existing = vms
+            .values()
+            .find(|e| e.is_for(&name, &owner))
+            .map(|e| e.vm.provider_id.clone());
+        let pid = match existing {
+            Some(pid) => pid,
+            None => {
+                let zone = spec_str(&req.machine_class, "location")
+                    .unwrap_or_else(|| "zone-a".to_string());
+                let base = format!("scripted:///{zone}/{name}");
+                let mut pid = base.clone();
+                let mut n = 1;
+                while vms.contains_key(&pid) {
+                    n += 1;
+                    pid = format!("{base}-{n}");
+                }
+                vms.insert(
+                    pid.clone(),
+                    Entry {
+                        machine: name.clone(),
+                        vm: ScriptedVm {
+                            provider_id: pid.clone(),
+                            node_name: format!("{}{name}", script.node_prefix),
+                            initialized: script.init_unimplemented,
+                        },
+                        cluster: Some(cluster_of(&req.machine_class)),
+                        owner,
+                    },
+                );
+                pid
+            }
+        };
+        let vm = vms
+            .get(&pid)
+            .map(|e| e.vm.clone())
+            .ok_or_else(|| Status::internal("scripted: VM vanished"))?;
         Ok(CreateMachineResponse {
-            provider_id: vm.provider_id.clone(),
-            node_name: vm.node_name.clone(),
+            provider_id: vm.provider_id,
+            node_name: vm.node_name,
             last_known_state: String::new(),
             addresses: vec![NodeAddress {
                 type_: "InternalIP".into(),
@@ -144,7 +289,6 @@ impl Driver for ScriptedDriver {
         req: &InitializeMachineRequest,
     ) -> DriverResult<InitializeMachineResponse> {
         self.calls.initialize.fetch_add(1, Ordering::SeqCst);
-        let name = machine_name(req);
         let mut script = self
             .script
             .lock()
@@ -164,8 +308,10 @@ impl Driver for ScriptedDriver {
         }
         drop(script);
         let mut vms = self.vms.lock().map_err(|_| Status::internal("poisoned"))?;
+        let pid = Self::find(&vms, req).ok_or_else(|| Status::not_found("no VM"))?;
         let vm = vms
-            .get_mut(&name)
+            .get_mut(&pid)
+            .map(|e| &mut e.vm)
             .ok_or_else(|| Status::not_found("no VM"))?;
         vm.initialized = true;
         Ok(InitializeMachineResponse {
@@ -181,7 +327,9 @@ impl Driver for ScriptedDriver {
     ) -> DriverResult<DeleteMachineResponse> {
         self.calls.delete.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut vms) = self.vms.lock() {
-            vms.remove(&machine_name(req));
+            if let Some(pid) = Self::find(&vms, req) {
+                vms.remove(&pid);
+            }
         }
         Ok(DeleteMachineResponse::default())
     }
@@ -191,9 +339,13 @@ impl Driver for ScriptedDriver {
         req: &GetMachineStatusRequest,
     ) -> DriverResult<GetMachineStatusResponse> {
         self.calls.status.fetch_add(1, Ordering::SeqCst);
-        let vm = self
-            .vm(&machine_name(req))
-            .ok_or_else(|| Status::not_found("scripted: no VM backs this machine"))?;
+        let vm = {
+            let vms = self.vms.lock().map_err(|_| Status::internal("poisoned"))?;
+            Self::find(&vms, req)
+                .and_then(|pid| vms.get(&pid))
+                .map(|e| e.vm.clone())
+        }
+        .ok_or_else(|| Status::not_found("scripted: no VM backs this machine"))?;
         let resp = GetMachineStatusResponse {
             provider_id: vm.provider_id.clone(),
             node_name: vm.node_name.clone(),
@@ -208,17 +360,29 @@ impl Driver for ScriptedDriver {
         Ok(resp)
     }
 
-    async fn list_machines(
-        &self,
-        _req: &ListMachinesRequest,
-    ) -> DriverResult<ListMachinesResponse> {
+    async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
         self.calls.list.fetch_add(1, Ordering::SeqCst);
+        let cluster = cluster_of(&req.machine_class);
+        let location = spec_str(&req.machine_class, "location");
         let vms = self.vms.lock().map_err(|_| Status::internal("poisoned"))?;
-        Ok(ListMachinesResponse {
-            machine_list: vms
-                .iter()
-                .map(|(m, vm)| (vm.provider_id.clone(), m.clone()))
-                .collect(),
-        })
+        let mut resp = ListMachinesResponse::default();
+        for e in vms.values() {
+            if e.cluster.as_ref().is_some_and(|c| *c != cluster) {
+                continue;
+            }
+            // As the Azure provider does: the providerID from the class's
+            // current location; the key is the VM's own.
+            let pid = match &location {
+                Some(loc) => format!("scripted:///{loc}/{}", e.machine),
+                None => e.vm.provider_id.clone(),
+            };
+            resp.insert(
+                pid,
+                e.machine.clone(),
+                e.vm.provider_id.clone(),
+                e.owner.clone(),
+            );
+        }
+        Ok(resp)
     }
 }

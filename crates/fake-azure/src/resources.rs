@@ -142,7 +142,7 @@ pub(crate) fn graph(s: &State, body: &Value) -> Reply {
         for (name, v) in s.resources_of(kind, rg) {
             let tags = v["tags"].as_object();
             if tags.is_some_and(|t| t.contains_key(k1) && t.contains_key(k2)) {
-                rows.push(json!({"type": ty, "name": name}));
+                rows.push(json!({"type": ty, "name": name, "id": v["id"], "location": v["location"], "tags": v["tags"]}));
             }
         }
     }

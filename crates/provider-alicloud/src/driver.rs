@@ -222,7 +222,12 @@ impl AlicloudDriver {
     }
 
     async fn create(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
-        let p = self.prepare(&req.machine_class, &req.secret, true)?;
+        let mut p = self.prepare(&req.machine_class, &req.secret, true)?;
+        // The Machine's identity goes onto the instance with the spec's tags
+        // (docs/design/safety.md, "VM identity").
+        if let Some(owner) = mcm_driver::MachineOwner::of(&req.machine) {
+            p.spec.tags.extend(owner.tags(mcm_driver::TagStyle::Slash));
+        }
         let name = machine_name(&req.machine)?;
         let uid = req.machine.metadata.uid.as_deref().unwrap_or(name);
         let user_data = secret_value(&req.secret, SECRET_USER_DATA).unwrap_or_default();
@@ -374,17 +379,24 @@ impl AlicloudDriver {
             .describe_instances(&f)
             .await
             .map_err(|e| e.status("listing the VMs of the class's cluster"))?;
-        Ok(ListMachinesResponse {
-            machine_list: found
-                .iter()
-                .map(|i| {
-                    (
-                        provider_id(&p.spec.region, &i.instance_id),
-                        i.instance_name.clone(),
-                    )
-                })
-                .collect(),
-        })
+        let mut resp = ListMachinesResponse::default();
+        for i in &found {
+            // The instance ID names the VM whatever region the class names
+            // now; its tags carry the identity.
+            let owner = mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Slash, |k| {
+                i.tags()
+                    .iter()
+                    .find(|t| t.tag_key == k)
+                    .map(|t| t.tag_value.as_str())
+            });
+            resp.insert(
+                provider_id(&p.spec.region, &i.instance_id),
+                i.instance_name.clone(),
+                i.instance_id.clone(),
+                owner,
+            );
+        }
+        Ok(resp)
     }
 }
 

@@ -41,7 +41,12 @@ impl AzureDriver {
         &self,
         req: &CreateMachineRequest,
     ) -> DriverResult<CreateMachineResponse> {
-        let ctx = self.context(&req.machine_class, &req.secret)?;
+        let mut ctx = self.context(&req.machine_class, &req.secret)?;
+        // The Machine's identity goes onto the VM, its NIC and disks with the
+        // spec's tags (docs/design/safety.md, "VM identity").
+        if let Some(owner) = mcm_driver::MachineOwner::of(&req.machine) {
+            ctx.spec.tags.extend(owner.tags(mcm_driver::TagStyle::Dash));
+        }
         let _permit = self
             .creates
             .acquire()

@@ -157,36 +157,102 @@ impl AzureDriver {
     }
 }
 
-/// The VM names the listed resources stand for: VMs by name, NICs without
-/// `-nic`, OS disks without `-os-disk`, data disks without their spec's suffix.
-pub fn vm_names_of(spec: &AzureProviderSpec, resources: &[(String, String)]) -> BTreeSet<String> {
-    let suffixes: Vec<String> = spec
-        .properties
+/// One resource of the listing: its type, name, location and tags.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListedResource {
+    /// Its ARM type, e.g. `Microsoft.Compute/virtualMachines`.
+    pub kind: String,
+    /// Its name.
+    pub name: String,
+    /// Its own location (empty when the listing did not say).
+    pub location: String,
+    /// Its tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// The VM a listed resource stands for: a VM by name, a NIC without
+/// [`NIC_SUFFIX`], an OS disk without [`OS_DISK_SUFFIX`], a data disk without
+/// the suffix of one of the spec's data disks (so that leftovers of a failed
+/// create reach DeleteMachine).
+fn vm_of<'a>(suffixes: &[String], kind: &str, name: &'a str) -> Option<&'a str> {
+    let kind = kind.to_ascii_lowercase();
+    let vm = if kind == "microsoft.compute/virtualmachines" {
+        Some(name)
+    } else if kind == "microsoft.network/networkinterfaces" {
+        name.strip_suffix(NIC_SUFFIX)
+    } else if kind == "microsoft.compute/disks" {
+        if let Some(v) = name.strip_suffix(OS_DISK_SUFFIX) {
+            Some(v)
+        } else if name.ends_with(DATA_DISK_SUFFIX) {
+            suffixes.iter().find_map(|s| name.strip_suffix(s.as_str()))
+        } else {
+            None
+        }
+    } else {
+        None
+    };
+    vm.filter(|v| !v.is_empty())
+}
+
+fn data_disk_suffixes(spec: &AzureProviderSpec) -> Vec<String> {
+    spec.properties
         .storage_profile
         .data_disks
         .iter()
         .map(|d| names::data_disk_suffix(&d.name, d.lun))
-        .collect();
-    let mut out = BTreeSet::new();
-    for (kind, name) in resources {
-        let kind = kind.to_ascii_lowercase();
-        let vm = if kind == "microsoft.compute/virtualmachines" {
-            Some(name.as_str())
-        } else if kind == "microsoft.network/networkinterfaces" {
-            name.strip_suffix(NIC_SUFFIX)
-        } else if kind == "microsoft.compute/disks" {
-            if let Some(v) = name.strip_suffix(OS_DISK_SUFFIX) {
-                Some(v)
-            } else if name.ends_with(DATA_DISK_SUFFIX) {
-                suffixes.iter().find_map(|s| name.strip_suffix(s.as_str()))
-            } else {
-                None
-            }
-        } else {
-            None
+        .collect()
+}
+
+/// The VM names the listed resources stand for ([`vm_of`]).
+pub fn vm_names_of(spec: &AzureProviderSpec, resources: &[(String, String)]) -> BTreeSet<String> {
+    let suffixes = data_disk_suffixes(spec);
+    resources
+        .iter()
+        .filter_map(|(kind, name)| vm_of(&suffixes, kind, name))
+        .map(str::to_string)
+        .collect()
+}
+
+/// What a listing knows of one VM: the location its resources are in and
+/// the identity they carry (the VM's own first, else its NIC's or disks').
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListedAzureVm {
+    /// The VM's (or its leftovers') own location; empty when unknown.
+    pub location: String,
+    /// The identity recorded at creation.
+    pub owner: Option<mcm_driver::MachineOwner>,
+}
+
+/// The VMs the listed resources stand for, each with its own location and
+/// identity. The providerID of a listed VM is built from ITS location, not
+/// the class's (which the user may have edited since: issue 22, finding 3).
+pub fn vms_of(
+    spec: &AzureProviderSpec,
+    resources: &[ListedResource],
+) -> BTreeMap<String, ListedAzureVm> {
+    let suffixes = data_disk_suffixes(spec);
+    let mut out: BTreeMap<String, ListedAzureVm> = BTreeMap::new();
+    // The VM's own resource first, so that its location and tags win.
+    let is_vm = |r: &ListedResource| {
+        r.kind
+            .eq_ignore_ascii_case("microsoft.compute/virtualmachines")
+    };
+    for r in resources
+        .iter()
+        .filter(|r| is_vm(r))
+        .chain(resources.iter().filter(|r| !is_vm(r)))
+    {
+        let Some(vm) = vm_of(&suffixes, &r.kind, &r.name) else {
+            continue;
         };
-        if let Some(v) = vm.filter(|v| !v.is_empty()) {
-            out.insert(v.to_string());
+        let e = out.entry(vm.to_string()).or_default();
+        if e.location.is_empty() {
+            e.location = r.location.trim().to_string();
+        }
+        if e.owner.is_none() {
+            e.owner = mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Dash, |k| {
+                r.tags.get(k).map(String::as_str)
+            });
         }
     }
     out
@@ -197,7 +263,7 @@ pub fn vm_names_of(spec: &AzureProviderSpec, resources: &[(String, String)]) -> 
 pub fn list_query(resource_group: &str, cluster_key: &str, role_key: &str) -> String {
     let q = |s: &str| s.replace('\'', "\\'");
     format!(
-        "Resources\n| where type =~ 'microsoft.compute/virtualmachines' or type =~ 'microsoft.network/networkinterfaces' or type =~ 'microsoft.compute/disks'\n| where resourceGroup =~ '{}'\n| extend tagKeys = bag_keys(tags)\n| where tagKeys has '{}' and tagKeys has '{}'\n| project type, name",
+        "Resources\n| where type =~ 'microsoft.compute/virtualmachines' or type =~ 'microsoft.network/networkinterfaces' or type =~ 'microsoft.compute/disks'\n| where resourceGroup =~ '{}'\n| extend tagKeys = bag_keys(tags)\n| where tagKeys has '{}' and tagKeys has '{}'\n| project type, name, location, tags",
         q(resource_group),
         q(cluster_key),
         q(role_key)
@@ -205,7 +271,7 @@ pub fn list_query(resource_group: &str, cluster_key: &str, role_key: &str) -> St
 }
 
 impl AzureDriver {
-    async fn list_resources(&self, ctx: &Ctx) -> Result<Vec<(String, String)>, Status> {
+    async fn list_resources(&self, ctx: &Ctx) -> Result<Vec<ListedResource>, Status> {
         let spec = &ctx.spec;
         let Some((cluster, role)) = spec.membership_tag_keys() else {
             return Ok(Vec::new());
@@ -221,7 +287,25 @@ impl AzureDriver {
                 .filter_map(|r| {
                     let t = r.get("type")?.as_str()?;
                     let n = r.get("name")?.as_str()?;
-                    Some((t.to_string(), n.to_string()))
+                    let location = r
+                        .get("location")
+                        .and_then(|l| l.as_str())
+                        .unwrap_or_default();
+                    let tags = r
+                        .get("tags")
+                        .and_then(|t| t.as_object())
+                        .map(|t| {
+                            t.iter()
+                                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    Some(ListedResource {
+                        kind: t.to_string(),
+                        name: n.to_string(),
+                        location: location.to_string(),
+                        tags,
+                    })
                 })
                 .collect()),
             Err(e) => {
@@ -241,7 +325,12 @@ impl AzureDriver {
                         items
                             .into_iter()
                             .filter(|i| i.tags.contains_key(cluster) && i.tags.contains_key(role))
-                            .map(|i| (kind.to_string(), i.name)),
+                            .map(|i| ListedResource {
+                                kind: kind.to_string(),
+                                name: i.name,
+                                location: i.location,
+                                tags: i.tags,
+                            }),
                     );
                 }
                 Ok(out)
@@ -297,12 +386,24 @@ impl Driver for AzureDriver {
     async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
         let ctx = self.context(&req.machine_class, &req.secret)?;
         let resources = self.list_resources(&ctx).await?;
-        let machine_list: BTreeMap<String, String> = vm_names_of(&ctx.spec, &resources)
-            .into_iter()
-            .map(|vm| (names::provider_id(&ctx.spec.location, &vm), vm))
-            .collect();
-        info!(resource_group = %ctx.spec.resource_group, machines = machine_list.len(), "listed machines");
-        Ok(ListMachinesResponse { machine_list })
+        let rg = &ctx.spec.resource_group;
+        let mut resp = ListMachinesResponse::default();
+        for (vm, facts) in vms_of(&ctx.spec, &resources) {
+            let location = if facts.location.is_empty() {
+                ctx.spec.location.as_str()
+            } else {
+                facts.location.as_str()
+            };
+            // The VM's ARM ID: what names it whatever the class says now.
+            let key = format!(
+                "/subscriptions/{}/resourcegroups/{}/providers/microsoft.compute/virtualmachines/{}",
+                ctx.creds.subscription_id, rg, vm
+            )
+            .to_ascii_lowercase();
+            resp.insert(names::provider_id(location, &vm), vm, key, facts.owner);
+        }
+        info!(resource_group = %rg, machines = resp.machine_list.len(), "listed machines");
+        Ok(resp)
     }
 
     async fn get_volume_ids(

@@ -539,3 +539,69 @@ async fn gzipped_userdata_reaches_the_vm_custom_data_byte_for_byte() {
         .unwrap();
     assert_eq!(sent, GZIPPED_CLOUD_CONFIG);
 }
+
+/// Issue 22, finding 3: the class's location is edited under a Running
+/// machine. The listing names the VM by its own location (the providerID the
+/// Machine holds), its ARM ID and the identity it was created with, and the
+/// orphan collector's rules keep it.
+#[tokio::test]
+async fn a_running_machines_vm_is_listed_as_its_own_after_the_class_location_is_edited() {
+    let f = fake().await;
+    let d = driver(&f);
+    let req = request(&class());
+    let created = d.create_machine(&req).await.expect("create");
+    let mut machine = req.machine.clone();
+    machine.spec.provider_id = created.provider_id.clone();
+    machine.status =
+        Some(serde_json::from_value(json!({"currentStatus": {"phase": "Running"}})).unwrap());
+
+    let mut moved = spec(CLUSTER_TAG);
+    moved["location"] = json!("northeurope");
+    assert_ne!(LOCATION, "northeurope");
+    let edited = class_with("test-class", moved);
+    let listed = d
+        .list_machines(&ListMachinesRequest {
+            machine_class: edited.clone(),
+            secret: secret(),
+        })
+        .await
+        .expect("list");
+    let vm = name(&req);
+    assert_eq!(
+        listed.machine_list.get(&created.provider_id),
+        Some(&vm),
+        "listed under its own location: {:?}",
+        listed.machine_list
+    );
+    let facts = listed.facts(&created.provider_id);
+    assert_eq!(facts.owner, mcm_driver::MachineOwner::of(&req.machine));
+    assert!(
+        facts
+            .instance_key
+            .ends_with(&format!("/virtualmachines/{vm}")),
+        "{}",
+        facts.instance_key
+    );
+    for (pid, name) in &listed.machine_list {
+        let facts = listed.facts(pid);
+        let listed_vm = mcm_core::orphans::ListedVm {
+            class: "test-class".into(),
+            provider_id: pid.clone(),
+            name: name.clone(),
+            instance_key: facts.instance_key,
+            owner: facts.owner,
+        };
+        let verdict =
+            mcm_core::orphans::judge(&listed_vm, std::slice::from_ref(&machine), "default");
+        assert!(!verdict.is_orphan(), "{pid}: {verdict:?}");
+    }
+    // Deleting through the edited class still finds the VM (by name).
+    d.delete_machine(&mcm_driver::MachineRequest {
+        machine,
+        machine_class: edited,
+        secret: secret(),
+    })
+    .await
+    .expect("delete");
+    assert!(f.vms(RG).is_empty());
+}

@@ -257,7 +257,7 @@ impl GcpDriver {
             }
         };
         let uid = req.machine.metadata.uid.clone().unwrap_or_default();
-        let instance = build_instance(
+        let mut instance = build_instance(
             &p.spec,
             &InstanceInput {
                 name,
@@ -266,6 +266,12 @@ impl GcpDriver {
                 user_data: &user_data,
             },
         );
+        // The Machine's identity as labels (docs/design/safety.md, "VM identity").
+        if let Some(owner) = mcm_driver::MachineOwner::of(&req.machine) {
+            instance
+                .labels
+                .extend(owner.tags(mcm_driver::TagStyle::Label));
+        }
         let fail = |e: GceError| Status::new(e.code(), format!("{ctx} failed: {e}"));
         let created = match p.compute.insert(&p.project, zone, &instance).await {
             Ok(op) => {
@@ -450,8 +456,19 @@ impl GcpDriver {
             .map_err(|e| Status::internal(format!("{ctx} failed: {e}")))?;
         for i in all.iter().filter(|i| belongs(&p.spec, i)) {
             if let Some(n) = &i.name {
-                out.machine_list
-                    .insert(provider_id(&p.project, &p.spec.zone, n), n.clone());
+                let pid = provider_id(&p.project, &p.spec.zone, n);
+                // The instance's own link (or ID) names it; its labels carry
+                // the identity recorded at creation.
+                let key = i
+                    .self_link
+                    .clone()
+                    .filter(|l| !l.is_empty())
+                    .or_else(|| i.id.map(|id| format!("gce-instance-id:{id}")))
+                    .unwrap_or_else(|| pid.clone());
+                let owner = mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Label, |k| {
+                    i.labels.get(k).map(String::as_str)
+                });
+                out.insert(pid, n.clone(), key, owner);
             }
         }
         debug!(machines = out.machine_list.len(), "listed");

@@ -26,11 +26,10 @@ use mcm_driver::{
     CloudOp, Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
     DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
     GetVolumeIdsRequest, GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse,
-    ListMachinesRequest, ListMachinesResponse, MachineIdentity, Status,
+    ListMachinesRequest, ListMachinesResponse, MachineIdentity, MachineOwner, Status, TagStyle,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::time::Duration;
 use tracing::{debug, info, instrument};
 
@@ -341,6 +340,9 @@ impl Driver for LocalDriver {
             client_token: machine_uid(&req.machine).unwrap_or_default().to_string(),
             machine_name: name.to_string(),
             provider_spec: req.machine_class.provider_spec.clone(),
+            tags: MachineOwner::of(&req.machine)
+                .map(|o| o.tags(TagStyle::Slash).into_iter().collect())
+                .unwrap_or_default(),
         };
         let inst: Instance = self.post("create", "v1/instances", &body).await?;
         info!(instance = %inst.id, provider_id = %inst.provider_id, "machine created");
@@ -448,13 +450,14 @@ impl Driver for LocalDriver {
         url.query_pairs_mut()
             .append_pair("clusterTag", spec.cluster_tag());
         let list: InstanceList = Self::answer("list", self.http.get(url)).await?;
-        let machine_list: BTreeMap<String, String> = list
-            .instances
-            .into_iter()
-            .map(|i| (i.provider_id, i.machine_name))
-            .collect();
-        debug!(count = machine_list.len(), "listed machines");
-        Ok(ListMachinesResponse { machine_list })
+        let mut resp = ListMachinesResponse::default();
+        for i in list.instances {
+            let owner =
+                MachineOwner::from_tags(TagStyle::Slash, |k| i.tags.get(k).map(String::as_str));
+            resp.insert(i.provider_id, i.machine_name, i.id, owner);
+        }
+        debug!(count = resp.machine_list.len(), "listed machines");
+        Ok(resp)
     }
 
     async fn get_volume_ids(

@@ -129,6 +129,10 @@ pub struct CreateInstanceRequest {
     pub machine_name: String,
     /// The class's providerSpec.
     pub provider_spec: serde_json::Value,
+    /// Tags added to the providerSpec's (the Machine's identity:
+    /// `mcm_driver::MachineOwner::tags`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
 }
 
 /// `POST /v1/instances/{id}/initialize`: establish the spec's network settings.

@@ -343,12 +343,16 @@ impl Driver for OpenStackDriver {
                 format!("listing machines for machine class {class:?} failed with: {e}"),
             )
         })?;
-        let machine_list = servers
-            .into_iter()
-            .filter(|s| p.is_member(s))
-            .map(|s| (provider_id(&p.spec.region, &s.id), s.name))
-            .collect();
-        Ok(ListMachinesResponse { machine_list })
+        let mut resp = ListMachinesResponse::default();
+        for s in servers.into_iter().filter(|s| p.is_member(s)) {
+            // The server ID names the VM whatever region the class names
+            // now; its metadata carries the identity.
+            let owner = mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Dash, |k| {
+                s.metadata.get(k).map(String::as_str)
+            });
+            resp.insert(provider_id(&p.spec.region, &s.id), s.name, s.id, owner);
+        }
+        Ok(resp)
     }
 
     async fn get_volume_ids(

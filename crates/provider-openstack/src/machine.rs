@@ -126,6 +126,10 @@ impl OpenStackDriver {
         {
             metadata.insert(MACHINE_UID_KEY.to_string(), uid.to_string());
         }
+        // The Machine's identity (docs/design/safety.md, "VM identity").
+        if let Some(owner) = mcm_driver::MachineOwner::of(&req.machine) {
+            metadata.extend(owner.tags(mcm_driver::TagStyle::Dash));
+        }
         let user_data = value(&req.secret, USER_DATA).unwrap_or_default();
         let create = ServerCreate {
             name: name.to_string(),

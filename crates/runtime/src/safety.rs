@@ -2,19 +2,15 @@
 //! while an API server is unreachable, and the annotation of Nodes that no
 //! Machine manages (design: safety.md).
 //!
-//! Orphan collection is deliberately conservative: it never runs while the
-//! controller is frozen, it never touches a VM whose machine is still being
-//! created (phase empty or CrashLoopBackOff) or deleted, and a VM must be seen
-//! orphaned for a whole grace period (continuously) before it is deleted, so a
-//! VM created moments ago whose providerID is not yet persisted is safe.
-//!
-//! It is scoped to this namespace (issue 17, finding 6): VMs are listed per
-//! MachineClass of the namespace, providerIDs compare normalized, and a VM
-//! that no Machine has is collected only with evidence that it is this
-//! namespace's: a Machine of that name and class was seen here (remembered
-//! for a day). A VM that merely carries
-//! the same cluster tag (another namespace, the Go controller during a
-//! migration) is left alone. See `docs/design/machine.md`, "Orphan VMs".
+//! Orphan collection never runs while the controller is frozen, and a VM
+//! must be seen orphaned for a whole grace period (continuously) before it
+//! is deleted. Which VMs are orphans is decided in `mcm_core::orphans`
+//! (`judge`): a VM that carries a live Machine's identity (providerID, UID,
+//! name) or another namespace's identity is never collected; one that
+//! carries this namespace's identity is collected once its Machine is gone;
+//! one without identity as the reference collects it. The identity lives on
+//! the VM (recorded at creation), so it survives a restart. See
+//! `docs/design/safety.md`, "Orphan-VM collection".
 
 use crate::status::machine::MachineStatusChange;
 use crate::{Context, Error};
@@ -52,143 +48,18 @@ impl Default for SafetyConfig {
     }
 }
 
-/// How long a Machine (its class and name) is remembered after it was last
-/// seen, so that a VM it left behind is recognised as this namespace's orphan.
-pub const KNOWN_MACHINE_RETENTION: Duration = Duration::from_secs(24 * 3600);
+pub use mcm_core::orphans::{judge, normalize_provider_id, ListedVm, OrphanTracker, OrphanVerdict};
 
-/// Remembers when each orphan candidate was first seen, and which Machines
-/// (class and name) this namespace had.
-#[derive(Default)]
-pub struct OrphanTracker {
-    first_seen: HashMap<String, Instant>,
-    known: HashMap<(String, String), Instant>,
-}
-
-impl OrphanTracker {
-    /// Records the current candidates and returns those orphaned for longer than `grace`.
-    pub fn due(
-        &mut self,
-        candidates: &HashSet<String>,
-        grace: Duration,
-        now: Instant,
-    ) -> Vec<String> {
-        self.first_seen.retain(|k, _| candidates.contains(k));
-        let mut due = Vec::new();
-        for c in candidates {
-            let seen = *self.first_seen.entry(c.clone()).or_insert(now);
-            if now.duration_since(seen) >= grace {
-                due.push(c.clone());
-            }
-        }
-        due.sort();
-        due
-    }
-
-    /// Remembers the Machines of this namespace (their class and name), and
-    /// forgets those not seen for [`KNOWN_MACHINE_RETENTION`].
-    pub fn remember<'a>(&mut self, machines: impl IntoIterator<Item = &'a Machine>, now: Instant) {
-        for m in machines {
-            self.known
-                .insert((m.spec.class.name.clone(), m.name_any()), now);
-        }
-        self.known
-            .retain(|_, seen| now.duration_since(*seen) < KNOWN_MACHINE_RETENTION);
-    }
-
-    /// Whether a Machine of that name using that class was seen in this namespace.
-    pub fn knows(&self, class: &str, name: &str) -> bool {
-        self.known
-            .contains_key(&(class.to_string(), name.to_string()))
-    }
-}
-
-/// A providerID in a form that compares equal for the same VM: trimmed,
-/// lower-case, without trailing slashes; an AWS providerID is reduced to its
-/// instance ID, so `aws:///<region>/<id>`, `aws:////<id>` and the Node's
-/// `aws:///<zone>/<id>` name the same VM.
-pub fn normalize_provider_id(provider_id: &str) -> String {
-    let p = provider_id
-        .trim()
-        .trim_end_matches('/')
-        .to_ascii_lowercase();
-    if let Some(rest) = p.strip_prefix("aws://") {
-        if let Some(id) = rest.rsplit('/').next().filter(|id| id.starts_with("i-")) {
-            return format!("aws:///{id}");
-        }
-    }
-    p
-}
-
-/// One VM as a class's ListMachines reported it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListedVm {
-    /// The MachineClass whose ListMachines listed it.
-    pub class: String,
-    /// Its providerID.
-    pub provider_id: String,
-    /// Its name (the machine name it was created for).
-    pub name: String,
-}
-
-/// Why a listed VM is kept, or that it is an orphan.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OrphanVerdict {
-    /// A Machine has its providerID.
-    Owned,
-    /// The Machine of its name is still being created, or is being deleted
-    /// (its own deletion deletes the VM).
-    MachineBusy,
-    /// The Machine of its name uses another class: not this class's VM.
-    OtherClass,
-    /// No Machine of its name (with this class) was seen in this namespace:
-    /// it may belong to another controller whose classes share the tags
-    /// (another namespace, or the Go controller during a migration). Never
-    /// deleted. (A Node of the target cluster is no evidence either: two
-    /// controllers may share the target cluster too.)
-    NotOurs,
-    /// A second VM of a Machine of this class (its providerID differs).
-    Duplicate,
-    /// The Machine it was made for (seen in this namespace) is gone.
-    MachineGone,
-}
-
-impl OrphanVerdict {
-    /// Whether the VM is collected.
-    pub fn is_orphan(self) -> bool {
-        matches!(self, OrphanVerdict::Duplicate | OrphanVerdict::MachineGone)
-    }
-}
-
-/// Judges one VM listed for a class of this namespace (the reference's rules
-/// per class, narrowed so that a VM is only collected with evidence that it
-/// is this namespace's; design: docs/design/safety.md, "Orphan-VM collection").
-pub fn judge(vm: &ListedVm, machines: &[Machine], tracker: &OrphanTracker) -> OrphanVerdict {
-    let pid = normalize_provider_id(&vm.provider_id);
-    if machines.iter().any(|m| {
-        !m.spec.provider_id.trim().is_empty() && normalize_provider_id(&m.spec.provider_id) == pid
-    }) {
-        return OrphanVerdict::Owned;
-    }
-    if let Some(m) = machines.iter().find(|m| m.name_any() == vm.name) {
-        let phase = m.status.clone().unwrap_or_default().current_status.phase;
-        if matches!(phase, MachinePhase::Empty | MachinePhase::CrashLoopBackOff)
-            || m.metadata.deletion_timestamp.is_some()
-        {
-            return OrphanVerdict::MachineBusy;
-        }
-        if m.spec.class.name != vm.class {
-            return OrphanVerdict::OtherClass;
-        }
-        return OrphanVerdict::Duplicate;
-    }
-    if tracker.knows(&vm.class, &vm.name) {
-        return OrphanVerdict::MachineGone;
-    }
-    OrphanVerdict::NotOurs
+/// One VM listed for a class, with what deleting it needs.
+struct Listing {
+    vm: ListedVm,
+    class: MachineClass,
+    secret: k8s_openapi::api::core::v1::Secret,
+    driver: Arc<dyn mcm_driver::Driver>,
 }
 
 /// One orphan-collection pass over the classes of this namespace. Returns the
-/// deleted providerIDs.
+/// deleted providerIDs (as listed).
 pub async fn collect_orphans(
     ctx: &Context,
     tracker: &mut OrphanTracker,
@@ -210,10 +81,7 @@ pub async fn collect_orphans(
     }
     let classes: Api<MachineClass> = Api::namespaced(ctx.client.clone(), ns);
     let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), ns);
-    let machine_list = machines.list(&ListParams::default()).await?.items;
-    tracker.remember(&machine_list, Instant::now());
-    let mut listed = Vec::new();
-    let mut owners = HashMap::new();
+    let mut listed: Vec<Listing> = Vec::new();
     for class in classes.list(&ListParams::default()).await?.items {
         let Some(driver) = ctx.observed_driver(&class.provider) else {
             continue;
@@ -228,16 +96,20 @@ pub async fn collect_orphans(
         };
         match driver.list_machines(&req).await {
             Ok(resp) => {
-                for (pid, name) in resp.machine_list {
-                    listed.push(ListedVm {
-                        class: class.name_any(),
-                        provider_id: pid.clone(),
-                        name: name.clone(),
+                for (pid, name) in &resp.machine_list {
+                    let facts = resp.facts(pid);
+                    listed.push(Listing {
+                        vm: ListedVm {
+                            class: class.name_any(),
+                            provider_id: pid.clone(),
+                            name: name.clone(),
+                            instance_key: facts.instance_key,
+                            owner: facts.owner,
+                        },
+                        class: class.clone(),
+                        secret: secret.clone(),
+                        driver: driver.clone(),
                     });
-                    owners.insert(
-                        (class.name_any(), pid),
-                        (class.clone(), secret.clone(), driver.clone(), name),
-                    );
                 }
             }
             Err(e) => {
@@ -245,39 +117,64 @@ pub async fn collect_orphans(
             }
         }
     }
-    let mut candidates = HashSet::new();
-    let mut owner_of: HashMap<String, (String, String)> = HashMap::new();
-    let mut not_ours = 0usize;
-    for vm in &listed {
-        let verdict = judge(vm, &machine_list, tracker);
-        debug!(namespace = %ns, class = %vm.class, provider_id = %vm.provider_id, machine = %vm.name, ?verdict, "listed VM");
-        if verdict == OrphanVerdict::NotOurs {
-            not_ours += 1;
-        }
-        if verdict.is_orphan() {
-            candidates.insert(vm.provider_id.clone());
-            owner_of.insert(
-                vm.provider_id.clone(),
-                (vm.class.clone(), vm.provider_id.clone()),
-            );
+    // The Machines are listed after the VMs: a Machine whose VM was listed
+    // is in this list unless it is gone.
+    let machine_list = machines.list(&ListParams::default()).await?.items;
+    // Candidates by canonical key: a VM that two classes list is one VM,
+    // and kept when any listing keeps it.
+    let mut verdicts: HashMap<String, (OrphanVerdict, usize)> = HashMap::new();
+    let mut kept: HashMap<&'static str, usize> = HashMap::new();
+    for (i, l) in listed.iter().enumerate() {
+        let verdict = judge(&l.vm, &machine_list, ns);
+        debug!(namespace = %ns, class = %l.vm.class, provider_id = %l.vm.provider_id, machine = %l.vm.name, ?verdict, "listed VM");
+        let key = normalize_provider_id(&l.vm.instance_key);
+        match verdicts.get(&key) {
+            Some((v, _)) if !v.is_orphan() => {}
+            _ => {
+                verdicts.insert(key, (verdict, i));
+            }
         }
     }
-    if not_ours > 0 {
-        info!(namespace = %ns, count = not_ours, "VMs listed with this namespace's tags but no evidence that they are its own (another controller's?) are left alone");
+    let mut candidates = HashSet::new();
+    for (key, (verdict, _)) in &verdicts {
+        if verdict.is_orphan() {
+            candidates.insert(key.clone());
+        } else {
+            let label = match verdict {
+                OrphanVerdict::OtherNamespace => "another namespace's",
+                OrphanVerdict::LiveMachineName => "carrying a live machine's name",
+                OrphanVerdict::Preserved => "of a preserved machine",
+                _ => "owned",
+            };
+            *kept.entry(label).or_default() += 1;
+        }
+    }
+    for (what, count) in &kept {
+        debug!(namespace = %ns, count, kept = %what, "listed VMs kept");
     }
     let mut deleted = Vec::new();
-    for pid in tracker.due(&candidates, grace, Instant::now()) {
+    for key in tracker.due(&candidates, grace, Instant::now()) {
         if ctx.is_frozen() {
             break;
         }
-        let Some((class, secret, driver, name)) =
-            owner_of.get(&pid).and_then(|k| owners.get(k)).cloned()
-        else {
+        let Some((verdict, i)) = verdicts.get(&key) else {
             continue;
         };
-        info!(namespace = %ns, provider_id = %pid, machine = %name, "deleting orphan VM");
-        match crate::machine::delete_orphan(driver.as_ref(), class, secret, &pid, &name).await {
-            Ok(()) => deleted.push(pid),
+        let Some(l) = listed.get(*i) else {
+            continue;
+        };
+        let pid = &l.vm.provider_id;
+        info!(namespace = %ns, provider_id = %pid, machine = %l.vm.name, ?verdict, "deleting orphan VM");
+        match crate::machine::delete_orphan(
+            l.driver.as_ref(),
+            l.class.clone(),
+            l.secret.clone(),
+            pid,
+            &l.vm.name,
+        )
+        .await
+        {
+            Ok(()) => deleted.push(pid.clone()),
             Err(e) => {
                 warn!(namespace = %ns, provider_id = %pid, error = %e, "deleting orphan VM failed; retrying next period")
             }
@@ -400,11 +297,6 @@ pub async fn run(ctx: Arc<Context>, cfg: SafetyConfig) {
             }
             continue;
         }
-        // Machines that live shorter than an orphan period are remembered too.
-        if let Some(store) = ctx.machine_store() {
-            let cached = store.state();
-            tracker.remember(cached.iter().map(|m| m.as_ref()), Instant::now());
-        }
         if Instant::now() >= next_orphans {
             next_orphans = Instant::now() + cfg.orphan_period;
             match collect_orphans(&ctx, &mut tracker, cfg.orphan_grace).await {
@@ -416,154 +308,5 @@ pub async fn run(ctx: Arc<Context>, cfg: SafetyConfig) {
                 warn!(error = %e, "annotating unmanaged nodes failed");
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn machine(name: &str, pid: &str, phase: &str) -> Machine {
-        serde_json::from_value(json!({
-            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
-            "metadata": {"name": name},
-            "spec": {"class": {"name": "c"}, "providerID": pid},
-            "status": {"currentStatus": {"phase": phase}}
-        }))
-        .expect("machine")
-    }
-
-    fn vm(class: &str, pid: &str, name: &str) -> ListedVm {
-        ListedVm {
-            class: class.into(),
-            provider_id: pid.into(),
-            name: name.into(),
-        }
-    }
-
-    fn with_class(mut m: Machine, class: &str) -> Machine {
-        m.spec.class.name = class.into();
-        m
-    }
-
-    #[test]
-    fn provider_ids_compare_normalized() {
-        let n = normalize_provider_id;
-        assert_eq!(n("aws:///eu-west-1/i-0abc"), n("aws:////i-0abc"));
-        assert_eq!(n("aws:///eu-west-1/i-0abc"), n("aws:///eu-west-1a/i-0abc/"));
-        assert_eq!(n(" AWS:///EU-WEST-1/I-0ABC "), n("aws:///eu-west-1/i-0abc"));
-        assert_eq!(n("gce:///p/z/n/"), "gce:///p/z/n");
-        assert_ne!(n("gce:///p/z/n"), n("gce:///p/z/m"));
-        assert_ne!(n("aws:///r/i-1"), n("aws:///r/i-2"));
-    }
-
-    #[test]
-    fn a_vm_whose_machine_has_its_provider_id_in_another_form_is_owned() {
-        let machines = vec![machine("m1", "AWS:///eu-west-1/i-0abc/", "Running")];
-        let t = OrphanTracker::default();
-        let v = judge(&vm("c", "aws:///eu-west-1/i-0abc", "m1"), &machines, &t);
-        assert_eq!(v, OrphanVerdict::Owned);
-    }
-
-    #[test]
-    fn a_vm_of_a_machine_being_created_or_deleted_is_kept() {
-        let t = OrphanTracker::default();
-        for phase in ["", "CrashLoopBackOff"] {
-            let v = judge(&vm("c", "p1", "m1"), &[machine("m1", "", phase)], &t);
-            assert_eq!(v, OrphanVerdict::MachineBusy, "{phase:?}");
-        }
-        let mut deleting = machine("m1", "p0", "Running");
-        deleting.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::now(),
-            ));
-        assert_eq!(
-            judge(&vm("c", "p1", "m1"), &[deleting], &t),
-            OrphanVerdict::MachineBusy
-        );
-    }
-
-    #[test]
-    fn a_second_vm_of_a_machine_of_this_class_is_an_orphan_but_not_of_another_class() {
-        let t = OrphanTracker::default();
-        let m = with_class(machine("m1", "p-own", "Running"), "c");
-        assert_eq!(
-            judge(&vm("c", "p-dup", "m1"), std::slice::from_ref(&m), &t),
-            OrphanVerdict::Duplicate
-        );
-        assert_eq!(
-            judge(&vm("other", "p-dup", "m1"), &[m], &t),
-            OrphanVerdict::OtherClass
-        );
-    }
-
-    #[test]
-    fn a_vm_without_machine_is_collected_only_if_its_machine_was_seen_here() {
-        let mut t = OrphanTracker::default();
-        let v = vm("c", "scripted:///z/gone", "gone");
-        assert_eq!(
-            judge(&v, &[], &t),
-            OrphanVerdict::NotOurs,
-            "another namespace's VM sharing the cluster tag is never collected"
-        );
-        t.remember(
-            [&with_class(machine("gone", "", "Running"), "c")],
-            Instant::now(),
-        );
-        assert_eq!(judge(&v, &[], &t), OrphanVerdict::MachineGone);
-        assert_eq!(
-            judge(&vm("other-class", "scripted:///z/gone", "gone"), &[], &t),
-            OrphanVerdict::NotOurs,
-            "remembered with another class"
-        );
-    }
-
-    #[test]
-    fn remembered_machines_are_forgotten_after_the_retention() {
-        let mut t = OrphanTracker::default();
-        let start = Instant::now();
-        t.remember([&with_class(machine("m", "", "Running"), "c")], start);
-        assert!(t.knows("c", "m"));
-        t.remember(
-            std::iter::empty(),
-            start + KNOWN_MACHINE_RETENTION + Duration::from_secs(1),
-        );
-        assert!(!t.knows("c", "m"));
-    }
-
-    #[test]
-    fn an_orphan_is_due_only_after_being_seen_for_the_whole_grace_period() {
-        let mut t = OrphanTracker::default();
-        let start = Instant::now();
-        let set: HashSet<String> = ["p".to_string()].into_iter().collect();
-        assert!(t.due(&set, Duration::from_secs(60), start).is_empty());
-        assert!(t
-            .due(
-                &set,
-                Duration::from_secs(60),
-                start + Duration::from_secs(30)
-            )
-            .is_empty());
-        assert_eq!(
-            t.due(
-                &set,
-                Duration::from_secs(60),
-                start + Duration::from_secs(61)
-            ),
-            vec!["p"]
-        );
-        // A candidate that disappears and comes back starts over.
-        t.due(
-            &HashSet::new(),
-            Duration::from_secs(60),
-            start + Duration::from_secs(62),
-        );
-        assert!(t
-            .due(
-                &set,
-                Duration::from_secs(60),
-                start + Duration::from_secs(63)
-            )
-            .is_empty());
     }
 }

@@ -48,7 +48,12 @@ impl AwsDriver {
         &self,
         req: &CreateMachineRequest,
     ) -> DriverResult<CreateMachineResponse> {
-        let p = self.prepare(&req.machine_class, &req.secret, true)?;
+        let mut p = self.prepare(&req.machine_class, &req.secret, true)?;
+        // The Machine's identity goes onto the instance, its volumes and
+        // interfaces with the spec's tags (docs/design/safety.md, "VM identity").
+        if let Some(owner) = mcm_driver::MachineOwner::of(&req.machine) {
+            p.spec.tags.extend(owner.tags(mcm_driver::TagStyle::Slash));
+        }
         let name = machine_name(&req.machine)?;
         let (cluster, role) = tag_keys(&p.spec)?;
         let user_data = secret_value(&req.secret, SECRET_USER_DATA)

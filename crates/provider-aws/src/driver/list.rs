@@ -4,7 +4,10 @@
 use super::status::provider_id;
 use super::{tag_keys, AwsDriver};
 use crate::ec2::tag_value;
-use mcm_driver::{DriverResult, GetVolumeIdsRequest, ListMachinesRequest, ListMachinesResponse};
+use mcm_driver::{
+    DriverResult, GetVolumeIdsRequest, ListMachinesRequest, ListMachinesResponse, MachineOwner,
+    TagStyle,
+};
 use tracing::warn;
 
 /// The EBS CSI driver name.
@@ -22,17 +25,21 @@ impl AwsDriver {
             .instances_by_tags(cluster, role)
             .await
             .map_err(|e| e.lookup_status("listing VMs"))?;
-        let machine_list = instances
-            .iter()
-            .filter_map(|i| {
-                let id = i.instance_id()?;
-                Some((
-                    provider_id(&p.spec.region, id),
-                    tag_value(i, "Name").unwrap_or_default().to_string(),
-                ))
-            })
-            .collect();
-        Ok(ListMachinesResponse { machine_list })
+        let mut resp = ListMachinesResponse::default();
+        for i in &instances {
+            let Some(id) = i.instance_id() else {
+                continue;
+            };
+            // The instance ID names the VM; its tags carry the identity.
+            let owner = MachineOwner::from_tags(TagStyle::Slash, |k| tag_value(i, k));
+            resp.insert(
+                provider_id(&p.spec.region, id),
+                tag_value(i, "Name").unwrap_or_default().to_string(),
+                id.to_string(),
+                owner,
+            );
+        }
+        Ok(resp)
     }
 }
 

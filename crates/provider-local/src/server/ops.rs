@@ -82,7 +82,11 @@ impl Shared {
             zone,
             image: spec.image,
             instance_type: spec.instance_type,
-            tags: spec.tags,
+            tags: {
+                let mut tags = spec.tags;
+                tags.extend(req.tags.clone());
+                tags
+            },
             private_ip: private_ip(seq),
             created: now,
             visible_at: after(now, t.eventual_consistency_ms),

@@ -266,6 +266,9 @@ pub struct TaggedResource {
     /// Name.
     #[serde(default)]
     pub name: String,
+    /// Location.
+    #[serde(default)]
+    pub location: String,
     /// Tags.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
