@@ -227,7 +227,10 @@ mod tests {
                 OpState::Failed,
                 OpType::Create,
             );
-        assert!(m.initialization_failed(), "fixture uses the contract marker");
+        assert!(
+            m.initialization_failed(),
+            "fixture uses the contract marker"
+        );
         assert_eq!(
             startup_taint(&m, &node(true, true)),
             StartupTaint::Keep(KeepReason::NotInitialized)
@@ -247,7 +250,11 @@ mod tests {
 
     #[test]
     fn running_and_unknown_machines_drop_a_reappeared_taint() {
-        for phase in [Phase::Running, Phase::Unknown, Phase::InPlaceUpdateSuccessful] {
+        for phase in [
+            Phase::Running,
+            Phase::Unknown,
+            Phase::InPlaceUpdateSuccessful,
+        ] {
             let m = MachineView::test("m1", phase).on_node("n1");
             assert_eq!(startup_taint(&m, &node(true, true)), StartupTaint::Remove);
         }
