@@ -364,7 +364,7 @@ async fn node_template_changes_reach_the_node_and_removed_entries_leave_it() {
 }
 
 #[tokio::test]
-async fn a_node_sync_the_api_server_rejects_does_not_stop_the_health_check() {
+async fn a_node_sync_the_api_server_rejects_is_reported_and_holds_the_startup_taint() {
     let Some(w) = World::start("node-sync-rejected").await else {
         return;
     };
@@ -377,8 +377,28 @@ async fn a_node_sync_the_api_server_rejects_does_not_stop_the_health_check() {
         json!({"spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "Sometimes"}]}}),
     )
     .await;
-    // The health check still moves the machine from Pending to Running.
-    let node = w.running_node(&m).await;
+    // The health check still runs, but the template is not on the Node, so
+    // the startup taint stays and the machine stays Pending, saying why
+    // (design: startup-taint.md).
+    let held = must_eventually(WAIT, "the machine held by the startup taint", || async {
+        let mm = w.env.api::<Machine>().get_opt(&m).await.ok()??;
+        let st = mm.status.clone().unwrap_or_default();
+        (st.current_status.phase == MachinePhase::Pending
+            && st
+                .last_operation
+                .description
+                .contains("carries the startup taint"))
+        .then(|| (mm.metadata.labels.and_then(|l| l.get("node").cloned()), st))
+    })
+    .await;
+    let node = held.0.expect("node label");
+    assert!(
+        held.1.last_operation.description.contains("node template"),
+        "{}",
+        held.1.last_operation.description
+    );
+    let n = w.nodes().get(&node).await.expect("node");
+    assert!(has_taint(&n, c::STARTUP_TAINT_KEY, "", "NoSchedule"));
     let events: Api<K8sEvent> = w.env.api();
     must_eventually(WAIT, "a NodeSyncFailed warning on the machine", || async {
         let list = events.list(&ListParams::default()).await.ok()?.items;
@@ -401,6 +421,12 @@ async fn a_node_sync_the_api_server_rejects_does_not_stop_the_health_check() {
     .await;
     w.node_where(&node, "the fixed taint on the node", |n| {
         has_taint(n, "dedicated", "db", "NoSchedule")
+    })
+    .await;
+    // Then the startup taint goes and the machine runs.
+    assert_eq!(w.running_node(&m).await, node);
+    w.node_where(&node, "the startup taint removed", |n| {
+        !has_taint(n, c::STARTUP_TAINT_KEY, "", "NoSchedule")
     })
     .await;
     w.stop().await;
