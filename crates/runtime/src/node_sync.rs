@@ -152,13 +152,10 @@ pub async fn sync_and_report(
     class: &MachineClass,
 ) -> Option<Node> {
     let target = ctx.target.as_ref()?;
-    let Some(node_name) = machine
+    let node_name = machine
         .labels()
         .get(mcm_api::constants::NODE_LABEL)
-        .filter(|n| !n.is_empty())
-    else {
-        return None;
-    };
+        .filter(|n| !n.is_empty())?;
     let node = ctx.nodes.get(&ObjectRef::new(node_name))?;
     match sync_node_fresh(target, machine, class, &node).await {
         Ok((NodeSyncOutcome::Conflict, _)) => {
