@@ -19,7 +19,7 @@ use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use k8s_openapi::api::core::v1::{Node, Secret, Taint};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Secret, Taint};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
@@ -485,12 +485,32 @@ async fn a_refused_startup_taint_removal_is_retried_with_backoff_and_reported() 
         MachinePhase::Pending,
         "not Running while tainted"
     );
-    // Still refused and still tainted after several retry periods.
-    tokio::time::sleep(SHORT_RETRY * 8).await;
+    // Still refused and still tainted after several retry periods, retried
+    // with backoff: over 20 short retry periods a fixed-period retry would
+    // try 20 times; the backoff (300 ms doubling, capped at 3 s) about 6.
+    tokio::time::sleep(SHORT_RETRY * 20).await;
     assert!(tainted(&nodes.get(&m).await.expect("node")));
     assert_ne!(
         phase(&w.machine(&m).await.expect("machine")),
         MachinePhase::Running
+    );
+    let core_events: Api<CoreEvent> = w.env.api();
+    let attempts: i32 = core_events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("StartupTaintRemovalFailed")
+                && e.involved_object.name.as_deref() == Some(m.as_str())
+        })
+        .map(|e| e.count.unwrap_or(1))
+        .sum();
+    eprintln!("removal attempts in {:?}: {attempts}", SHORT_RETRY * 20);
+    assert!(
+        (2..=12).contains(&attempts),
+        "retried with backoff, not in a fast loop: {attempts} attempts"
     );
     // Once the API server allows it, the retry removes the taint.
     bindings
