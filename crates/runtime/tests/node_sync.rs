@@ -239,27 +239,37 @@ async fn patch_node_template(env: &TestEnv, machine: &str, node_template: serde_
         .expect("patch machine");
 }
 
+/// Another writer's guarded write: read, patch with the resourceVersion,
+/// and on a conflict (the kubelet's status, the controller's writes) read
+/// again, as any client with a precondition does.
 async fn add_foreign_label_and_taint(client: &Client, node: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let n = nodes.get(node).await.expect("node");
-    let mut ts = taints(&n);
-    ts.push(Taint {
-        key: "someone-else".into(),
-        value: Some("x".into()),
-        effect: "NoSchedule".into(),
-        time_added: None,
-    });
-    nodes
-        .patch(
-            node,
-            &PatchParams::default(),
-            &Patch::Merge(json!({
-                "metadata": {"labels": {"someone-else": "x"}, "resourceVersion": n.metadata.resource_version},
-                "spec": {"taints": ts}
-            })),
-        )
-        .await
-        .expect("patch node");
+    must_eventually(WAIT, "the foreign label and taint written", || async {
+        let n = nodes.get(node).await.expect("node");
+        let mut ts = taints(&n);
+        ts.push(Taint {
+            key: "someone-else".into(),
+            value: Some("x".into()),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        });
+        match nodes
+            .patch(
+                node,
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": {"labels": {"someone-else": "x"}, "resourceVersion": n.metadata.resource_version},
+                    "spec": {"taints": ts}
+                })),
+            )
+            .await
+        {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => None,
+            Err(e) => panic!("patch node: {e}"),
+        }
+    })
+    .await;
 }
 
 #[tokio::test]
