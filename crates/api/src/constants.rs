@@ -163,6 +163,11 @@ pub const LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION: &str =
 // Node labels, annotations and taints
 // ---------------------------------------------------------------------------------------------
 
+/// mcm-rs: the default startup taint (`NoSchedule`) a Node registers with and
+/// the machine controller removes once the machine is initialized and its node
+/// template is on the Node (design: startup-taint.md). `--node-startup-taint-key` changes it.
+pub const STARTUP_TAINT_KEY: &str = "node.machine.sapcloud.io/not-initialized";
+
 /// Node label holding the machine name.
 pub const MACHINE_NAME_NODE_LABEL: &str = "node.gardener.cloud/machine-name";
 /// Node annotation: JSON of the last applied nodeTemplate annotations, labels and taints.

@@ -134,6 +134,7 @@ pub use deletion::*;
 pub mod inplace;
 mod preserve;
 pub use preserve::*;
+pub mod startup_taint;
 
 // ---------------------------------------------------------------------------
 // Health
@@ -145,6 +146,11 @@ pub struct NodeView {
     pub conditions: Vec<NodeCondition>,
     /// Whether it carries `node.gardener.cloud/critical-components-not-ready:NoSchedule`.
     pub critical_components_not_ready: bool,
+    /// `Some(description)` while the Node carries the startup taint and the
+    /// taint holds the machine ([`startup_taint::StartupTaint::holds_machine`]):
+    /// the machine is not promoted to Running, and a Pending machine records
+    /// the description ([`startup_taint::held_description`]) in `lastOperation`.
+    pub startup_taint: Option<String>,
 }
 
 /// The health check's decision.
@@ -163,6 +169,9 @@ pub struct HealthDecision {
     /// The node is Ready but the machine stays out of Running because its
     /// initialization has not succeeded (an Event says so).
     pub held_for_initialization: bool,
+    /// The node is Ready but carries the startup taint: the machine is not
+    /// promoted to Running (design: startup-taint.md).
+    pub held_for_startup_taint: bool,
 }
 
 fn conditions_differ(a: &[NodeCondition], b: &[NodeCondition]) -> bool {
@@ -238,6 +247,24 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
         }
         (Phase::Running, true) => {}
         (Phase::Pending, true) if node.critical_components_not_ready => {}
+        // Not Running while the Node carries the startup taint (design: startup-taint.md).
+        (Phase::Pending | Phase::Unknown | Phase::InPlaceUpdateSuccessful, true)
+            if node.startup_taint.is_some() =>
+        {
+            d.held_for_startup_taint = true;
+            let description = node.startup_taint.clone().unwrap_or_default();
+            let recorded = m
+                .last_operation
+                .as_ref()
+                .is_some_and(|(desc, _, _)| *desc == description);
+            if m.phase == Phase::Pending && !recorded {
+                d.transition = Some(Transition {
+                    phase: None,
+                    operation: Operation::new(description, OpState::Processing, OpType::Create),
+                    timeout_active: None,
+                });
+            }
+        }
         // In-place: a successful update re-joins (design: machine.md, "In-place updates").
         (Phase::Pending | Phase::Unknown | Phase::InPlaceUpdateSuccessful, true) => {
             let first_join = matches!(&m.last_operation,

@@ -218,6 +218,14 @@ pub fn plan(input: &NodeSyncInput<'_>, node: &Node) -> NodeSyncPlan {
     out
 }
 
+/// Whether the Machine's node template (labels, annotations, taints), the
+/// last-applied bookkeeping and the node finalizer are on `node`: node sync
+/// has no object patch left to write. `status.capacity` is not part of it.
+/// The startup taint waits for this (design: startup-taint.md).
+pub fn template_applied(input: &NodeSyncInput<'_>, node: &Node) -> bool {
+    !plan(input, node).has_metadata_changes()
+}
+
 /// The last applied template; `false` when the annotation is unreadable.
 fn last_applied_template(annotations: &BTreeMap<String, String>) -> (NodeTemplateSpec, bool) {
     match annotations.get(c::LAST_APPLIED_ALT_ANNOTATION) {

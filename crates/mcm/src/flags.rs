@@ -48,6 +48,44 @@ fn media_type(s: &str) -> Result<String, String> {
     }
 }
 
+/// A taint key as the API server accepts it (a qualified name): an optional
+/// DNS-subdomain prefix and `/`, then a name of at most 63 alphanumerics,
+/// `-`, `_`, `.`, starting and ending alphanumeric.
+pub fn taint_key(s: &str) -> Result<String, String> {
+    let (prefix, name) = match s.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.starts_with(alnum)
+        && name.ends_with(alnum)
+        && name
+            .chars()
+            .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && label.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && label.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && label
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    if name_ok && prefix_ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a valid taint key (an optional DNS subdomain and '/', then at most 63 characters [A-Za-z0-9-_.] starting and ending alphanumeric)"
+        ))
+    }
+}
+
 /// Flags both halves have (the reference's shared options, component-base's
 /// log flags, leader election) and mcm-rs's own process flags.
 #[derive(Args, Debug, Clone)]
@@ -197,6 +235,9 @@ pub struct MachineFlags {
     /// Retry period after ResourceExhausted on creation (0: the long retry period).
     #[arg(long, default_value = "10m", value_parser = duration)]
     pub resource_exhausted_retry: Duration,
+    /// mcm-rs: the `NoSchedule` taint a Node registers with and the controller removes once the machine is initialized and its node template is on the Node.
+    #[arg(long, default_value = mcm_api::constants::STARTUP_TAINT_KEY, value_parser = taint_key)]
+    pub node_startup_taint_key: String,
     /// Provider settings (endpoints of the compiled-in drivers).
     #[command(flatten)]
     pub providers: crate::drivers::ProviderArgs,
@@ -396,6 +437,29 @@ pub fn log_filter(verbosity: i32, vmodule: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn startup_taint_keys_are_checked_like_the_api_server_checks_taint_keys() {
+        for ok in [
+            "node.machine.sapcloud.io/not-initialized",
+            "not-initialized",
+            "example.com/a_b.c",
+        ] {
+            assert!(taint_key(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "a/",
+            "/a",
+            "Example.com/a",
+            "a b",
+            "-a",
+            "a/b/c",
+            &"x".repeat(64),
+        ] {
+            assert!(taint_key(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn verbosity_maps_onto_tracing_levels() {

@@ -414,6 +414,7 @@ fn runtime_config(plan: &Plan) -> mcm_runtime::Config {
         config.bootstrap_token_auth_extra_groups = mf.bootstrap_token_auth_extra_groups.clone();
         config.orphan_vms_period = mf.machine_safety_orphan_vms_period;
         config.apiserver_statuscheck_timeout = mf.machine_safety_apiserver_statuscheck_timeout;
+        config.startup_taint_key = mf.node_startup_taint_key.clone();
     }
     if let Some(sf) = &plan.sets {
         config.sets = mcm_runtime::sets::SetsConfig {

@@ -153,7 +153,9 @@ async fn apply_file(
     Ok(())
 }
 
-async fn summary(client: &Client) -> anyhow::Result<(String, usize, usize)> {
+/// The machine phases, Running machines, Ready Nodes and Nodes still
+/// carrying the startup taint (docs/design/startup-taint.md).
+async fn summary(client: &Client) -> anyhow::Result<(String, usize, usize, usize)> {
     let machines: Api<Machine> = Api::namespaced(client.clone(), "default");
     let nodes: Api<Node> = Api::all(client.clone());
     let mut phases: BTreeMap<String, usize> = BTreeMap::new();
@@ -168,10 +170,20 @@ async fn summary(client: &Client) -> anyhow::Result<(String, usize, usize)> {
             })
             .or_default() += 1;
     }
-    let ready = nodes
-        .list(&ListParams::default())
-        .await?
-        .items
+    let node_list = nodes.list(&ListParams::default()).await?.items;
+    let tainted = node_list
+        .iter()
+        .filter(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|ts| {
+                    ts.iter()
+                        .any(|t| t.key == mcm_api::constants::STARTUP_TAINT_KEY)
+                })
+        })
+        .count();
+    let ready = node_list
         .iter()
         .filter(|n| {
             n.status
@@ -186,7 +198,7 @@ async fn summary(client: &Client) -> anyhow::Result<(String, usize, usize)> {
         .collect::<Vec<_>>()
         .join(" ");
     let running = phases.get("Running").copied().unwrap_or(0);
-    Ok((text, running, ready))
+    Ok((text, running, ready, tainted))
 }
 
 /// Runs the local environment.
@@ -312,8 +324,8 @@ async fn run_env(
                 match tokio::time::timeout(Duration::from_secs(10), summary(&client)).await {
                     Err(_) => eprintln!("mcm up: summary took over 10 s; the API server may be overloaded"),
                     Ok(Err(e)) => eprintln!("mcm up: summary failed: {e}"),
-                    Ok(Ok((text, running, ready))) => {
-                        let line = format!("machines: {text:<40} nodes Ready: {ready}");
+                    Ok(Ok((text, running, ready, tainted))) => {
+                        let line = format!("machines: {text:<40} nodes Ready: {ready}, not yet schedulable (startup taint): {tainted}");
                         if line != last {
                             println!("[{:>4}s] {line}", started.elapsed().as_secs());
                             last = line;

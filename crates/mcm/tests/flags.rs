@@ -116,3 +116,24 @@ fn valid_flags_get_past_validation_to_the_kubeconfig() {
         "valid flags must fail on the kubeconfig only:\n{stderr}"
     );
 }
+
+#[test]
+fn an_invalid_startup_taint_key_is_rejected_naming_the_flag() {
+    rejected(
+        &["run", "--node-startup-taint-key=not a key"],
+        &["--node-startup-taint-key", "not a valid taint key"],
+    );
+    rejected(
+        &[
+            "machine-controller",
+            "--node-startup-taint-key=Example.COM/x",
+        ],
+        &["--node-startup-taint-key"],
+    );
+    let (ok, stderr) = mcm(&["run", "--node-startup-taint-key=example.com/starting-up"]);
+    assert!(!ok, "no cluster to connect to");
+    assert!(
+        stderr.contains("/nonexistent/kubeconfig"),
+        "a valid key must pass validation:\n{stderr}"
+    );
+}

@@ -27,7 +27,9 @@ use crate::wire::{Instance, InstanceState};
 use crate::Error;
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo};
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -51,11 +53,14 @@ pub const MACHINE_NAME_LABEL: &str = "node.gardener.cloud/machine-name";
 pub const LEASE_DURATION_SECONDS: i32 = 40;
 const MAX_CONCURRENT_CALLS: usize = 16;
 
-/// Periods of the simulation.
-#[derive(Debug, Clone, Copy)]
+/// Periods of the simulation and the taints Nodes register with.
+#[derive(Debug, Clone)]
 pub(crate) struct KubeletConfig {
     pub heartbeat_interval: Duration,
     pub node_status_interval: Duration,
+    /// The kubelet's `--register-with-taints`: set on a Node it creates
+    /// (never on one it adopts), as a real kubelet does.
+    pub register_with_taints: Vec<Taint>,
 }
 
 /// A client for the target cluster.
@@ -159,6 +164,7 @@ pub(crate) async fn run(shared: Arc<Shared>, client: Client, cfg: KubeletConfig)
         if work.is_empty() {
             continue;
         }
+        let cfg = &cfg;
         let results: Vec<(String, NodeMemory)> = futures::stream::iter(work)
             .map(|(inst, m)| {
                 let nodes = nodes.clone();
@@ -211,11 +217,11 @@ async fn beat(
     leases: &Api<Lease>,
     inst: &Instance,
     mut m: NodeMemory,
-    cfg: KubeletConfig,
+    cfg: &KubeletConfig,
 ) -> NodeMemory {
     let now = Instant::now();
     if m.node_uid.is_none() {
-        match register(nodes, inst, &m).await {
+        match register(nodes, inst, &m, &cfg.register_with_taints).await {
             Ok(Some(uid)) => {
                 m.node_uid = Some(uid);
                 m.last_status = Some(now);
@@ -268,15 +274,16 @@ async fn register(
     nodes: &Api<Node>,
     inst: &Instance,
     m: &NodeMemory,
+    taints: &[Taint],
 ) -> Result<Option<String>, kube::Error> {
     let existing = match nodes.get_opt(&inst.node_name).await? {
         Some(n) => Some(n),
         None => {
-            let node = new_node(inst, m);
+            let node = new_node(inst, m, taints);
             match nodes.create(&PostParams::default(), &node).await {
                 Ok(created) => {
                     info!(instance = %inst.id, machine = %inst.machine_name, node = %inst.node_name,
-                          provider_id = %inst.provider_id, "node registered");
+                          provider_id = %inst.provider_id, taints = taints.len(), "node registered");
                     // The API server may drop status on create: apply it right away.
                     let status = status_node(inst, m);
                     nodes
@@ -407,7 +414,7 @@ fn status(inst: &Instance, m: &NodeMemory) -> NodeStatus {
     }
 }
 
-fn new_node(inst: &Instance, m: &NodeMemory) -> Node {
+fn new_node(inst: &Instance, m: &NodeMemory, taints: &[Taint]) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(inst.node_name.clone()),
@@ -416,6 +423,7 @@ fn new_node(inst: &Instance, m: &NodeMemory) -> Node {
         },
         spec: Some(NodeSpec {
             provider_id: Some(inst.provider_id.clone()),
+            taints: (!taints.is_empty()).then(|| taints.to_vec()),
             ..Default::default()
         }),
         status: Some(status(inst, m)),

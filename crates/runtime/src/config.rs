@@ -44,6 +44,10 @@ pub struct Config {
     pub long_retry: Duration,
     /// The MachineSet / MachineDeployment / overshoot-safety settings.
     pub sets: SetsConfig,
+    /// mcm-rs `--node-startup-taint-key`: the `NoSchedule` taint removed from
+    /// a machine's Node once it is initialized and its node template is on it
+    /// (design: startup-taint.md).
+    pub startup_taint_key: String,
 }
 
 impl Default for Config {
@@ -67,6 +71,7 @@ impl Default for Config {
             short_retry: Duration::from_secs(5),
             long_retry: Duration::from_secs(600),
             sets: SetsConfig::default(),
+            startup_taint_key: mcm_api::constants::STARTUP_TAINT_KEY.into(),
         }
     }
 }

@@ -60,8 +60,22 @@ pub async fn sync_node(
     class: &MachineClass,
     node: &Node,
 ) -> Result<NodeSyncOutcome, NodeSyncError> {
+    sync_node_fresh(target, machine, class, node)
+        .await
+        .map(|(outcome, _)| outcome)
+}
+
+/// [`sync_node`], also answering the Node as the API server now has it when
+/// it is known: `node` itself when in sync, the answer of the last patch
+/// when patched, `None` otherwise (conflict, gone).
+async fn sync_node_fresh(
+    target: &Client,
+    machine: &Machine,
+    class: &MachineClass,
+    node: &Node,
+) -> Result<(NodeSyncOutcome, Option<Node>), NodeSyncError> {
     if node.meta().deletion_timestamp.is_some() {
-        return Ok(NodeSyncOutcome::NodeGone);
+        return Ok((NodeSyncOutcome::NodeGone, None));
     }
     let name = machine.name_any();
     let empty = BTreeMap::new();
@@ -79,14 +93,15 @@ pub async fn sync_node(
               "unreadable last-applied annotation on the node; treating it as empty and rewriting it");
     }
     if p.is_empty() {
-        return Ok(NodeSyncOutcome::InSync);
+        return Ok((NodeSyncOutcome::InSync, Some(node.clone())));
     }
     let node_name = node.name_any();
     let nodes: Api<Node> = Api::all(target.clone());
     let mut rv = node.resource_version();
+    let mut fresh = None;
     let classify = |e: kube::Error| match e {
-        kube::Error::Api(ref s) if s.code == 404 => Ok(NodeSyncOutcome::NodeGone),
-        kube::Error::Api(ref s) if s.code == 409 => Ok(NodeSyncOutcome::Conflict),
+        kube::Error::Api(ref s) if s.code == 404 => Ok((NodeSyncOutcome::NodeGone, None)),
+        kube::Error::Api(ref s) if s.code == 409 => Ok((NodeSyncOutcome::Conflict, None)),
         e => Err(NodeSyncError::Patch {
             node: node_name.clone(),
             source: e,
@@ -95,18 +110,22 @@ pub async fn sync_node(
     if !p.capacity.is_empty() {
         let write = crate::status::node::set_capacity;
         match write(&nodes, &node_name, &p.capacity, rv.as_deref()).await {
-            Ok(n) => rv = n.resource_version(),
+            Ok(n) => {
+                rv = n.resource_version();
+                fresh = Some(n);
+            }
             Err(e) => return classify(e),
         }
         let changed: Vec<&String> = p.capacity.keys().collect();
         info!(machine = %name, node = %node_name, keys = ?changed, "synced virtual capacity to the node");
     }
     if let Some(object) = p.object_patch(rv.as_deref()) {
-        if let Err(e) = nodes
+        match nodes
             .patch(&node_name, &PatchParams::default(), &Patch::Merge(&object))
             .await
         {
-            return classify(e);
+            Ok(n) => fresh = Some(n),
+            Err(e) => return classify(e),
         }
         info!(
             machine = %name,
@@ -118,31 +137,32 @@ pub async fn sync_node(
             "synced node template to the node"
         );
     }
-    Ok(NodeSyncOutcome::Patched)
+    Ok((NodeSyncOutcome::Patched, fresh))
 }
 
 /// Syncs the Machine's Node from the node cache, if there is a target
 /// cluster and the Node is known. Never fails: errors are logged and
 /// published as a Warning Event on the Machine.
-pub async fn sync_and_report(ctx: &Context, machine: &Machine, class: &MachineClass) {
-    let Some(target) = &ctx.target else {
-        return;
-    };
-    let Some(node_name) = machine
+///
+/// Answers the Node as it is after the sync, when that is known (in sync or
+/// patched): the startup taint is decided on it (design: startup-taint.md).
+pub async fn sync_and_report(
+    ctx: &Context,
+    machine: &Machine,
+    class: &MachineClass,
+) -> Option<Node> {
+    let target = ctx.target.as_ref()?;
+    let node_name = machine
         .labels()
         .get(mcm_api::constants::NODE_LABEL)
-        .filter(|n| !n.is_empty())
-    else {
-        return;
-    };
-    let Some(node) = ctx.nodes.get(&ObjectRef::new(node_name)) else {
-        return;
-    };
-    match sync_node(target, machine, class, &node).await {
-        Ok(NodeSyncOutcome::Conflict) => {
-            debug!(machine = %machine.name_any(), node = %node_name, "node changed while syncing; next pass")
+        .filter(|n| !n.is_empty())?;
+    let node = ctx.nodes.get(&ObjectRef::new(node_name))?;
+    match sync_node_fresh(target, machine, class, &node).await {
+        Ok((NodeSyncOutcome::Conflict, _)) => {
+            debug!(machine = %machine.name_any(), node = %node_name, "node changed while syncing; next pass");
+            None
         }
-        Ok(_) => {}
+        Ok((_, fresh)) => fresh,
         Err(e) => {
             warn!(machine = %machine.name_any(), node = %node_name, error = %e, "node sync failed");
             let ev = Event {
@@ -155,6 +175,7 @@ pub async fn sync_and_report(ctx: &Context, machine: &Machine, class: &MachineCl
             if let Err(e) = ctx.recorder.publish(&ev, &machine.object_ref(&())).await {
                 debug!(error = %e, "could not publish event");
             }
+            None
         }
     }
 }

@@ -239,27 +239,37 @@ async fn patch_node_template(env: &TestEnv, machine: &str, node_template: serde_
         .expect("patch machine");
 }
 
+/// Another writer's guarded write: read, patch with the resourceVersion,
+/// and on a conflict (the kubelet's status, the controller's writes) read
+/// again, as any client with a precondition does.
 async fn add_foreign_label_and_taint(client: &Client, node: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
-    let n = nodes.get(node).await.expect("node");
-    let mut ts = taints(&n);
-    ts.push(Taint {
-        key: "someone-else".into(),
-        value: Some("x".into()),
-        effect: "NoSchedule".into(),
-        time_added: None,
-    });
-    nodes
-        .patch(
-            node,
-            &PatchParams::default(),
-            &Patch::Merge(json!({
-                "metadata": {"labels": {"someone-else": "x"}, "resourceVersion": n.metadata.resource_version},
-                "spec": {"taints": ts}
-            })),
-        )
-        .await
-        .expect("patch node");
+    must_eventually(WAIT, "the foreign label and taint written", || async {
+        let n = nodes.get(node).await.expect("node");
+        let mut ts = taints(&n);
+        ts.push(Taint {
+            key: "someone-else".into(),
+            value: Some("x".into()),
+            effect: "NoSchedule".into(),
+            time_added: None,
+        });
+        match nodes
+            .patch(
+                node,
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "metadata": {"labels": {"someone-else": "x"}, "resourceVersion": n.metadata.resource_version},
+                    "spec": {"taints": ts}
+                })),
+            )
+            .await
+        {
+            Ok(_) => Some(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => None,
+            Err(e) => panic!("patch node: {e}"),
+        }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -364,7 +374,7 @@ async fn node_template_changes_reach_the_node_and_removed_entries_leave_it() {
 }
 
 #[tokio::test]
-async fn a_node_sync_the_api_server_rejects_does_not_stop_the_health_check() {
+async fn a_node_sync_the_api_server_rejects_is_reported_and_holds_the_startup_taint() {
     let Some(w) = World::start("node-sync-rejected").await else {
         return;
     };
@@ -377,8 +387,28 @@ async fn a_node_sync_the_api_server_rejects_does_not_stop_the_health_check() {
         json!({"spec": {"taints": [{"key": "dedicated", "value": "db", "effect": "Sometimes"}]}}),
     )
     .await;
-    // The health check still moves the machine from Pending to Running.
-    let node = w.running_node(&m).await;
+    // The health check still runs, but the template is not on the Node, so
+    // the startup taint stays and the machine stays Pending, saying why
+    // (design: startup-taint.md).
+    let held = must_eventually(WAIT, "the machine held by the startup taint", || async {
+        let mm = w.env.api::<Machine>().get_opt(&m).await.ok()??;
+        let st = mm.status.clone().unwrap_or_default();
+        (st.current_status.phase == MachinePhase::Pending
+            && st
+                .last_operation
+                .description
+                .contains("carries the startup taint"))
+        .then(|| (mm.metadata.labels.and_then(|l| l.get("node").cloned()), st))
+    })
+    .await;
+    let node = held.0.expect("node label");
+    assert!(
+        held.1.last_operation.description.contains("node template"),
+        "{}",
+        held.1.last_operation.description
+    );
+    let n = w.nodes().get(&node).await.expect("node");
+    assert!(has_taint(&n, c::STARTUP_TAINT_KEY, "", "NoSchedule"));
     let events: Api<K8sEvent> = w.env.api();
     must_eventually(WAIT, "a NodeSyncFailed warning on the machine", || async {
         let list = events.list(&ListParams::default()).await.ok()?.items;
@@ -401,6 +431,12 @@ async fn a_node_sync_the_api_server_rejects_does_not_stop_the_health_check() {
     .await;
     w.node_where(&node, "the fixed taint on the node", |n| {
         has_taint(n, "dedicated", "db", "NoSchedule")
+    })
+    .await;
+    // Then the startup taint goes and the machine runs.
+    assert_eq!(w.running_node(&m).await, node);
+    w.node_where(&node, "the startup taint removed", |n| {
+        !has_taint(n, c::STARTUP_TAINT_KEY, "", "NoSchedule")
     })
     .await;
     w.stop().await;

@@ -200,6 +200,7 @@ fn a_successful_update_rejoins_even_with_critical_components_not_ready() {
     let node = super::super::NodeView {
         conditions: ready.clone(),
         critical_components_not_ready: true,
+        startup_taint: None,
     };
     let mut m = view(Phase::InPlaceUpdateSuccessful);
     m.conditions = ready;
@@ -217,6 +218,7 @@ fn a_failed_update_fails_the_machine_after_the_health_timeout() {
     let node = super::super::NodeView {
         conditions: ready.clone(),
         critical_components_not_ready: false,
+        startup_taint: None,
     };
     let mut m = view(Phase::InPlaceUpdateFailed);
     m.conditions = ready;

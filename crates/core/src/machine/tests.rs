@@ -52,6 +52,7 @@ fn ready_node() -> NodeView {
     NodeView {
         conditions: vec![cond("Ready", "True")],
         critical_components_not_ready: false,
+        startup_taint: None,
     }
 }
 
@@ -308,6 +309,7 @@ fn running_machine_with_not_ready_node_goes_unknown() {
     let node = NodeView {
         conditions: vec![cond("Ready", "False")],
         critical_components_not_ready: false,
+        startup_taint: None,
     };
     let d = health(&m, Some(&node), t0());
     let t = d.transition.expect("transition");
@@ -376,6 +378,7 @@ fn unknown_past_the_health_timeout_fails_through_the_limiter() {
     let node = NodeView {
         conditions: vec![cond("Ready", "False")],
         critical_components_not_ready: false,
+        startup_taint: None,
     };
     let d = health(&m, Some(&node), t0() + mins(11));
     let t = d.transition.expect("transition");
@@ -395,6 +398,7 @@ fn unknown_within_the_health_timeout_rechecks_later() {
     let node = NodeView {
         conditions: vec![cond("Ready", "False")],
         critical_components_not_ready: false,
+        startup_taint: None,
     };
     let d = health(&m, Some(&node), t0() + mins(5));
     assert!(d.transition.is_none());
@@ -781,4 +785,107 @@ fn bootstrap_token_ids_differ_for_similar_names_and_short_names_work() {
     assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
     assert_eq!(bootstrap_token_id("m", "u").len(), 6);
     assert_eq!(a, bootstrap_token_id("pool-abc12-xyz", "uid-1"));
+}
+
+// ---------------------------------------------------------------------------
+// Startup taint (design: startup-taint.md)
+
+fn tainted_ready_node() -> NodeView {
+    NodeView {
+        startup_taint: Some(startup_taint::held_description(
+            "node-1",
+            mcm_api::constants::STARTUP_TAINT_KEY,
+            "waiting",
+        )),
+        ..ready_node()
+    }
+}
+
+#[test]
+fn startup_taint_keeps_a_pending_machine_out_of_running_and_says_why() {
+    let m = MachineView {
+        last_operation: Some((
+            "Creating machine on cloud provider".into(),
+            OpState::Processing,
+            OpType::Create,
+        )),
+        ..view(Phase::Pending)
+    };
+    let d = health(&m, Some(&tainted_ready_node()), t0() + mins(1));
+    assert!(d.held_for_startup_taint);
+    let t = d.transition.expect("the reason is recorded");
+    assert_eq!(t.phase, None, "stays Pending");
+    assert!(t
+        .operation
+        .description
+        .contains("carries the startup taint node.machine.sapcloud.io/not-initialized"));
+    assert_eq!(t.operation.kind, OpType::Create);
+    assert_eq!(t.operation.state, OpState::Processing);
+    assert!(!d.joined);
+}
+
+#[test]
+fn startup_taint_reason_already_recorded_is_not_written_again() {
+    let node = tainted_ready_node();
+    let recorded = node.startup_taint.clone().expect("text");
+    let m = MachineView {
+        last_operation: Some((recorded, OpState::Processing, OpType::Create)),
+        conditions: vec![cond("Ready", "True")],
+        ..view(Phase::Pending)
+    };
+    let d = health(&m, Some(&node), t0() + mins(1));
+    assert!(d.held_for_startup_taint);
+    assert!(d.transition.is_none());
+    assert!(d.recheck_after.is_some(), "the creation timeout still runs");
+}
+
+#[test]
+fn startup_taint_held_past_the_creation_timeout_fails_the_machine() {
+    let node = tainted_ready_node();
+    let recorded = node.startup_taint.clone().expect("text");
+    let m = MachineView {
+        last_operation: Some((recorded, OpState::Processing, OpType::Create)),
+        conditions: vec![cond("Ready", "True")],
+        ..view(Phase::Pending)
+    };
+    let d = health(&m, Some(&node), t0() + mins(21));
+    assert_eq!(d.transition.expect("timeout").phase, Some(Phase::Failed));
+}
+
+#[test]
+fn pending_machine_becomes_running_once_the_startup_taint_is_gone() {
+    let node = tainted_ready_node();
+    let recorded = node.startup_taint.clone().expect("text");
+    let m = MachineView {
+        last_operation: Some((recorded, OpState::Processing, OpType::Create)),
+        ..view(Phase::Pending)
+    };
+    let d = health(&m, Some(&ready_node()), t0() + mins(2));
+    let t = d.transition.expect("promoted");
+    assert_eq!(t.phase, Some(Phase::Running));
+    assert!(d.joined, "the held description keeps it a first join");
+    assert!(!d.held_for_startup_taint);
+}
+
+#[test]
+fn startup_taint_keeps_unknown_and_in_place_updated_machines_out_of_running() {
+    for phase in [Phase::Unknown, Phase::InPlaceUpdateSuccessful] {
+        let m = view(phase.clone());
+        let d = health(&m, Some(&tainted_ready_node()), t0() + mins(1));
+        assert!(d.held_for_startup_taint, "{phase:?}");
+        assert!(
+            d.transition.as_ref().and_then(|t| t.phase.clone()) != Some(Phase::Running),
+            "{phase:?} must not become Running"
+        );
+    }
+}
+
+#[test]
+fn startup_taint_does_not_demote_a_running_machine() {
+    let m = MachineView {
+        conditions: vec![cond("Ready", "True")],
+        ..view(Phase::Running)
+    };
+    let d = health(&m, Some(&tainted_ready_node()), t0() + mins(1));
+    assert!(d.transition.is_none());
 }

@@ -385,3 +385,48 @@ fn object_patch_carries_removals_as_null_and_the_resource_version() {
     assert_eq!(patch["metadata"]["resourceVersion"], "7");
     assert!(patch.get("spec").is_none());
 }
+
+#[test]
+fn template_applied_only_once_labels_annotations_taints_and_bookkeeping_are_on_the_node() {
+    use k8s_openapi::api::core::v1::{NodeSpec, Taint};
+    let template: NodeTemplateSpec = serde_json::from_value(serde_json::json!({
+        "metadata": {"labels": {"pool": "a"}, "annotations": {"x": "1"}},
+        "spec": {"taints": [{"key": "dedicated", "value": "a", "effect": "NoSchedule"}]}
+    }))
+    .expect("template");
+    let empty = BTreeMap::new();
+    let input = NodeSyncInput {
+        machine_name: "m1",
+        template: &template,
+        virtual_capacity: &empty,
+    };
+    let mut node = Node::default();
+    node.metadata.name = Some("n1".into());
+    assert!(!template_applied(&input, &node), "nothing applied yet");
+    // Labels, annotations and the finalizer, but not the taint.
+    let p = plan(&input, &node);
+    let labels: BTreeMap<String, String> = p
+        .labels
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+        .collect();
+    let annotations: BTreeMap<String, String> = p
+        .annotations
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+        .collect();
+    node.metadata.labels = Some(labels);
+    node.metadata.annotations = Some(annotations);
+    node.metadata.finalizers = p.finalizers.clone();
+    assert!(!template_applied(&input, &node), "the taint is missing");
+    node.spec = Some(NodeSpec {
+        taints: Some(vec![Taint {
+            key: "dedicated".into(),
+            value: Some("a".into()),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]),
+        ..Default::default()
+    });
+    assert!(template_applied(&input, &node));
+}

@@ -3,6 +3,7 @@
 
 use crate::tunables::{Op, Tunables};
 use crate::Error;
+use k8s_openapi::api::core::v1::Taint;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -80,6 +81,45 @@ pub struct ServeArgs {
     /// How often a simulated kubelet refreshes its Node's Ready condition (default: the heartbeat interval).
     #[arg(long, value_parser = parse_duration)]
     pub node_status_interval: Option<Duration>,
+    /// The simulated kubelets' `--register-with-taints` (`key=value:Effect`, comma-separated; empty for none): the startup taint by default.
+    #[arg(long, default_value = DEFAULT_REGISTER_WITH_TAINTS, value_parser = parse_taints)]
+    pub register_with_taints: Taints,
+}
+
+/// The default `--register-with-taints`: the startup taint mcm-rs removes.
+pub const DEFAULT_REGISTER_WITH_TAINTS: &str =
+    "node.machine.sapcloud.io/not-initialized=:NoSchedule";
+
+/// A parsed `--register-with-taints` list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Taints(pub Vec<Taint>);
+
+/// Parses the kubelet's `--register-with-taints` syntax: `key=value:Effect`
+/// or `key:Effect`, comma-separated; the empty string is no taint.
+pub fn parse_taints(s: &str) -> Result<Taints, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (kv, effect) = item
+            .rsplit_once(':')
+            .ok_or_else(|| format!("taint {item:?} has no effect (key=value:Effect)"))?;
+        if !matches!(effect, "NoSchedule" | "PreferNoSchedule" | "NoExecute") {
+            return Err(format!("taint {item:?}: unknown effect {effect:?}"));
+        }
+        let (key, value) = match kv.split_once('=') {
+            Some((k, v)) => (k, (!v.is_empty()).then(|| v.to_string())),
+            None => (kv, None),
+        };
+        if key.is_empty() {
+            return Err(format!("taint {item:?} has no key"));
+        }
+        out.push(Taint {
+            key: key.to_string(),
+            value,
+            effect: effect.to_string(),
+            time_added: None,
+        });
+    }
+    Ok(Taints(out))
 }
 
 impl ServeArgs {
@@ -126,6 +166,7 @@ impl ServeArgs {
             heartbeat_interval: self.heartbeat_interval,
             node_status_interval: self.node_status_interval,
             tunables,
+            register_with_taints: self.register_with_taints.0.clone(),
         })
     }
 }
@@ -153,6 +194,9 @@ pub struct CloudConfig {
     pub node_status_interval: Option<Duration>,
     /// Latency, rate limits, faults, boot delay, eventual consistency.
     pub tunables: Tunables,
+    /// The taints the simulated kubelets register new Nodes with (default:
+    /// the startup taint `node.machine.sapcloud.io/not-initialized:NoSchedule`).
+    pub register_with_taints: Vec<Taint>,
 }
 
 impl CloudConfig {
@@ -167,6 +211,9 @@ impl CloudConfig {
             heartbeat_interval: Duration::from_secs(10),
             node_status_interval: None,
             tunables: Tunables::default(),
+            register_with_taints: parse_taints(DEFAULT_REGISTER_WITH_TAINTS)
+                .map(|t| t.0)
+                .unwrap_or_default(),
         }
     }
 }
@@ -184,6 +231,23 @@ mod tests {
         assert!(parse_duration("ten").is_err());
         assert!(parse_duration("5d").is_err());
         assert!(parse_duration("99999999999999999999s").is_err());
+    }
+
+    #[test]
+    fn register_with_taints_parses_the_kubelet_syntax() {
+        let t = parse_taints(DEFAULT_REGISTER_WITH_TAINTS)
+            .expect("default")
+            .0;
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].key, "node.machine.sapcloud.io/not-initialized");
+        assert_eq!(t[0].value, None);
+        assert_eq!(t[0].effect, "NoSchedule");
+        let t = parse_taints("a=b:NoExecute, c:NoSchedule").expect("two").0;
+        assert_eq!((t[0].value.as_deref(), t[1].key.as_str()), (Some("b"), "c"));
+        assert_eq!(parse_taints("").expect("none").0, vec![]);
+        assert!(parse_taints("a=b").is_err());
+        assert!(parse_taints("a:Sometimes").is_err());
+        assert!(parse_taints("=x:NoSchedule").is_err());
     }
 
     #[test]

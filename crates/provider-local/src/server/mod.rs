@@ -144,6 +144,7 @@ pub async fn spawn(config: CloudConfig) -> Result<(SocketAddr, ServerHandle), Er
                 node_status_interval: config
                     .node_status_interval
                     .unwrap_or(config.heartbeat_interval),
+                register_with_taints: config.register_with_taints.clone(),
             };
             info!(kubeconfig = %path.display(), heartbeat = ?kc.heartbeat_interval,
                   node_status = ?kc.node_status_interval, "kubelet simulation on");

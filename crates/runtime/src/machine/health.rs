@@ -7,7 +7,13 @@ impl Reconciler<'_> {
     // ------------------------------------------------------------------
     // Health
 
-    pub(super) async fn health(&mut self, view: &MachineView) -> Step<Option<Duration>> {
+    /// `startup_taint`: `Some(description)` while the Node's startup taint
+    /// holds the machine out of Running (design: startup-taint.md).
+    pub(super) async fn health(
+        &mut self,
+        view: &MachineView,
+        startup_taint: Option<String>,
+    ) -> Step<Option<Duration>> {
         let node_name = view.node.clone().unwrap_or_default();
         let node = self.ctx.nodes.get(&ObjectRef::new(&node_name));
         if let Some(node) = &node {
@@ -34,6 +40,7 @@ impl Reconciler<'_> {
                         t.key == c::CRITICAL_COMPONENTS_NOT_READY_TAINT && t.effect == "NoSchedule"
                     })
                 }),
+            startup_taint: startup_taint.clone(),
         });
         let now = Utc::now();
         let d = decide::health(view, node_view.as_ref(), now);

@@ -23,9 +23,11 @@ mod health;
 mod inplace;
 mod preserve;
 mod staged;
+mod startup_taint;
 pub mod triggers;
 
 pub use delete::delete_orphan;
+pub use startup_taint::remove_startup_taint;
 
 use crate::caches::Triggers;
 use crate::status::machine::MachineStatusChange;
@@ -463,9 +465,12 @@ impl<'a> Reconciler<'a> {
         let mut recheck = None;
         if self.target() && view.node.is_some() && !view.phase.is_empty() {
             // Never fails, so it never holds up the health check.
-            crate::node_sync::sync_and_report(self.ctx, &self.machine, &class).await;
-            match self.health(&view).await? {
-                Ok(r) => recheck = r,
+            let fresh = crate::node_sync::sync_and_report(self.ctx, &self.machine, &class).await;
+            // After node sync, before the health check (design: startup-taint.md).
+            let taint = self.startup_taint(&class, fresh).await;
+            recheck = min_some(recheck, taint.retry);
+            match self.health(&view, taint.held).await? {
+                Ok(r) => recheck = min_some(recheck, r),
                 Err(Stop::After(d)) => return Ok(Action::requeue(d)),
             }
             match self.in_place(&self.view(), &driver).await? {

@@ -200,6 +200,9 @@ pub struct Metrics {
     pub drain_duration: Family<DrainLabels, Seconds>,
     /// `mcm_machine_num_failed_join` (a counter without `_total`, as in the reference).
     pub failed_join: Family<DurationLabels, PlainCounter>,
+    /// mcm-rs `mcm_machine_startup_taint_removal_seconds`: from the Node's
+    /// registration (creationTimestamp) to the startup taint's removal.
+    pub startup_taint_removal: Family<DrainLabels, Histogram>,
     /// `mcm_cloud_api_requests_total`.
     pub api_requests: Family<CloudApiLabels, Counter>,
     /// `mcm_cloud_api_requests_failed_total`.
@@ -210,6 +213,13 @@ pub struct Metrics {
     pub driver_duration: Family<DriverLabels, Histogram>,
     /// `mcm_cloud_api_driver_requests_failed_total`.
     pub driver_failed: Family<DriverErrorLabels, Counter>,
+}
+
+/// Buckets of node start-up times: 5 s to 1 h.
+fn startup_histogram() -> Histogram {
+    Histogram::new([
+        5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 180.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0,
+    ])
 }
 
 fn histogram() -> Histogram {
@@ -235,6 +245,7 @@ impl Metrics {
             delete_duration: Family::default(),
             drain_duration: Family::default(),
             failed_join: Family::default(),
+            startup_taint_removal: Family::new_with_constructor(startup_histogram),
             api_requests: cloud.requests,
             api_requests_failed: cloud.failed,
             api_request_duration: cloud.duration,
@@ -296,6 +307,11 @@ impl Metrics {
             "machine_num_failed_join",
             "Number of Machines of a MachineDeployment that failed to join the cluster.",
             Described(m.failed_join.clone()),
+        );
+        r.register(
+            "machine_startup_taint_removal_seconds",
+            "mcm-rs: seconds from a Node's registration to the removal of its startup taint, per MachineDeployment.",
+            Described(m.startup_taint_removal.clone()),
         );
         r.register(
             "cloud_api_requests",

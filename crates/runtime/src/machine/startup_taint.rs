@@ -1,0 +1,195 @@
+//! The startup taint's effects (design: startup-taint.md): the decision is
+//! [`mcm_core::machine::startup_taint::startup_taint`]; this removes the taint
+//! with a resourceVersion-guarded write, records the metric, and reports a
+//! failed removal (Warning Event, log) for a retry with the machine's backoff.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+use mcm_core::machine::startup_taint::{
+    self as st, has_startup_taint, held_description, StartupTaint, StartupTaintNode,
+};
+use mcm_core::node_template::{template_applied, NodeSyncInput};
+use std::collections::BTreeMap;
+
+/// What the startup taint means for the rest of this reconcile.
+#[derive(Debug, Default)]
+pub(super) struct TaintState {
+    /// `Some(description)` while the taint holds the machine out of Running
+    /// (for [`decide::NodeView::startup_taint`]).
+    pub(super) held: Option<String>,
+    /// A failed removal is retried after this long (the machine's backoff).
+    pub(super) retry: Option<Duration>,
+}
+
+/// Removes the startup taint `key` from `node`, guarded by the Node's
+/// resourceVersion: a Node changed since it was read answers 409 and is
+/// never overwritten. Answers the patched Node; `None` when it is gone.
+pub async fn remove_startup_taint(
+    target: &kube::Client,
+    key: &str,
+    node: &Node,
+) -> Result<Option<Node>, kube::Error> {
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let rest = st::without_startup_taint(key, &taints);
+    let patch = json!({
+        "metadata": {"resourceVersion": node.resource_version()},
+        "spec": {"taints": rest},
+    });
+    let nodes: Api<Node> = Api::all(target.clone());
+    match nodes
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(n) => Ok(Some(n)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A short, stable name of a removal error (for the status text; the full
+/// error goes to the Event and the log).
+fn error_kind(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if !s.reason.is_empty() => s.reason.clone(),
+        kube::Error::Api(s) => format!("HTTP {}", s.code),
+        _ => "request failed".into(),
+    }
+}
+
+impl Reconciler<'_> {
+    /// Decides on the machine's startup taint and, when it may go, removes it.
+    ///
+    /// `fresh` is the Node as node sync left it (`None` when the sync did not
+    /// finish: then the cached Node is judged, and nothing is written).
+    pub(super) async fn startup_taint(
+        &mut self,
+        class: &MachineClass,
+        fresh: Option<Node>,
+    ) -> TaintState {
+        let Some(target) = self.ctx.target.clone() else {
+            return TaintState::default();
+        };
+        let view = self.view();
+        let Some(node_name) = view.node.clone() else {
+            return TaintState::default();
+        };
+        let may_write = fresh.is_some();
+        let Some(node) = fresh.or_else(|| {
+            self.ctx
+                .nodes
+                .get(&ObjectRef::new(&node_name))
+                .map(|n| (*n).clone())
+        }) else {
+            return TaintState::default();
+        };
+        let key = self.ctx.config.startup_taint_key.clone();
+        let node_taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        if !has_startup_taint(&key, &node_taints) {
+            return TaintState::default();
+        }
+        let name = self.name();
+        let empty = BTreeMap::new();
+        let input = NodeSyncInput {
+            machine_name: &name,
+            template: &self.machine.spec.node_template,
+            virtual_capacity: class
+                .node_template
+                .as_ref()
+                .map_or(&empty, |t| &t.virtual_capacity),
+        };
+        let facts = StartupTaintNode::of(
+            &key,
+            &node_taints,
+            self.machine
+                .spec
+                .node_template
+                .spec
+                .taints
+                .as_deref()
+                .unwrap_or_default(),
+            template_applied(&input, &node),
+        );
+        let held = |why: &str| Some(held_description(&node_name, &key, why));
+        match st::startup_taint(&view, &facts) {
+            StartupTaint::Absent | StartupTaint::TemplateOwned => TaintState::default(),
+            StartupTaint::Keep(reason) => {
+                debug!(node = %node_name, reason = reason.as_str(), "keeping the startup taint");
+                TaintState {
+                    held: held(reason.as_str()),
+                    retry: None,
+                }
+            }
+            StartupTaint::Remove if !may_write => TaintState {
+                held: held("node sync has not finished"),
+                retry: None,
+            },
+            StartupTaint::Remove => match remove_startup_taint(&target, &key, &node).await {
+                Ok(None) => TaintState::default(),
+                Ok(Some(_)) => {
+                    let since = node
+                        .metadata
+                        .creation_timestamp
+                        .as_ref()
+                        .map(mcm_core::time::from_k8s);
+                    let took = since.map_or(0.0, |t| {
+                        (Utc::now() - t).to_std().unwrap_or_default().as_secs_f64()
+                    });
+                    self.ctx
+                        .metrics
+                        .startup_taint_removal
+                        .get_or_create(&crate::metrics::DrainLabels {
+                            namespace: self.machine.namespace().unwrap_or_default(),
+                            machine_deployment: self
+                                .machine
+                                .labels()
+                                .get("name")
+                                .cloned()
+                                .unwrap_or_default(),
+                        })
+                        .observe(took);
+                    info!(node = %node_name, taint = %key, seconds_since_registration = took,
+                          "removed the startup taint: the node is schedulable");
+                    self.event(
+                        EventType::Normal,
+                        "StartupTaintRemoved",
+                        format!(
+                            "Removed the startup taint {key}:NoSchedule from Node {node_name} {took:.0}s after it registered"
+                        ),
+                    )
+                    .await;
+                    TaintState::default()
+                }
+                Err(e) => {
+                    let retry = self.ctx.failure_delay(&self.key, FailureKind::Normal);
+                    warn!(node = %node_name, taint = %key, error = %e, ?retry,
+                          "could not remove the startup taint; retrying with backoff");
+                    self.event(
+                        EventType::Warning,
+                        "StartupTaintRemovalFailed",
+                        format!("Could not remove the startup taint {key}:NoSchedule from Node {node_name} (retrying): {e}"),
+                    )
+                    .await;
+                    TaintState {
+                        held: held(&format!(
+                            "removing it failed ({}); retrying with backoff",
+                            error_kind(&e)
+                        )),
+                        retry: Some(retry),
+                    }
+                }
+            },
+        }
+    }
+}
