@@ -22,6 +22,7 @@ pub mod budget;
 pub mod cloud_api;
 pub mod codes;
 pub mod conformance;
+pub mod keyed_lock;
 #[cfg(test)]
 mod redaction_tests;
 pub mod status;
