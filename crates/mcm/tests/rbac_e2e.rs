@@ -76,7 +76,7 @@ impl Recorder {
     /// Fails the test at once, naming the requests, when any was refused.
     fn assert_none(&self) {
         let seen = self.seen();
-        assert!(seen.is_empty(), "403 Recorder for: {seen:#?}");
+        assert!(seen.is_empty(), "403 Forbidden for: {seen:#?}");
     }
 
     fn requests(&self) -> BTreeSet<rbac_calls::Request> {
