@@ -3,6 +3,10 @@
 # starts the test control plane (etcd, kube-apiserver, kube-controller-manager)
 # and moto_server for the AWS provider, runs fmt/clippy/tests, and stops the
 # services again, also when a test fails. Exits non-zero on any failure.
+# It started every service, so none of them may be missing: a test that would
+# skip for a missing service fails instead (MCM_TEST_REQUIRE_SERVICES, as CI),
+# and one whose service answers but is unusable fails everywhere
+# (crates/testenv/src/skip.rs).
 #
 #   bash hack/test.sh              everything
 #   bash hack/test.sh -p mcm-api   extra arguments go to `cargo test`
@@ -12,6 +16,7 @@ cd "$ROOT"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mcm-rs/target}
 export MCM_TESTENV_DIR=${MCM_TESTENV_DIR:-$ROOT/.mcm/testenv}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+export MCM_TEST_REQUIRE_SERVICES=1
 T0=$SECONDS
 say() { echo "[test] $*"; }
 

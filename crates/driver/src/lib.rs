@@ -23,6 +23,7 @@ pub mod cloud_api;
 pub mod codes;
 pub mod conformance;
 pub mod identity;
+pub mod keyed_lock;
 #[cfg(test)]
 mod redaction_tests;
 pub mod status;

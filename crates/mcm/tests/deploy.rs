@@ -4,9 +4,12 @@
 //! and, against the real control plane, that the API server accepts the
 //! manifests and authorizes exactly those calls for the ServiceAccount.
 //!
-//! [`CALLS`] is the list of API calls of `mcm run`, read off
-//! `crates/runtime/src` and `crates/mcm/src/run.rs`. When a controller starts
-//! making a new call, add it here and to `deploy/rbac.yaml`.
+//! [`CALLS`] (`tests/rbac_calls/mod.rs`) is the list of API calls of `mcm
+//! run`, derived from what the controllers call in `tests/rbac_e2e.rs` (which
+//! fails when the run makes a call the list lacks, or no longer makes one it
+//! marks as made), plus the calls of paths that run does not reach, read off
+//! the code. When a controller starts making a new call, add it there and to
+//! `deploy/rbac.yaml`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
@@ -30,120 +33,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const MCM: &str = "machine.sapcloud.io";
-const CORE: &str = "";
-const LEASES: &str = "coordination.k8s.io";
-const STORAGE: &str = "storage.k8s.io";
-
-/// Where a call is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Scope {
-    /// In the control namespace (`--namespace`).
-    Control,
-    /// In kube-system of the target cluster.
-    KubeSystem,
-    /// A namespaced resource, in whatever namespace the drained pods are.
-    AnyNamespace,
-    /// A cluster-scoped resource, or a list across all namespaces.
-    Cluster,
-}
-
-/// One API call of the controllers.
-struct Call {
-    verb: &'static str,
-    group: &'static str,
-    /// `resource` or `resource/subresource`.
-    resource: &'static str,
-    scope: Scope,
-    /// Who makes it.
-    by: &'static str,
-}
-
-const fn call(
-    verb: &'static str,
-    group: &'static str,
-    resource: &'static str,
-    scope: Scope,
-    by: &'static str,
-) -> Call {
-    Call {
-        verb,
-        group,
-        resource,
-        scope,
-        by,
-    }
-}
-
+mod rbac_calls;
+use rbac_calls::{Call, Scope, CALLS, CORE, LEASES, MCM};
 use Scope::{AnyNamespace, Cluster, Control, KubeSystem};
-
-/// Every API call `mcm run` makes (the MachineSet and MachineDeployment
-/// controllers in `runtime/src/sets` included).
-const CALLS: &[Call] = &[
-    // Machines. Nobody GETs a Machine: every reader uses a watch cache.
-    call("list", MCM, "machines", Control, "watch caches (machine, class, set controllers); class.rs users; safety.rs probe, orphans, unmanaged nodes"),
-    call("watch", MCM, "machines", Control, "machine.rs, class.rs, sets/mod.rs watches"),
-    call("create", MCM, "machines", Control, "sets/machineset.rs slow-start creation"),
-    call("update", MCM, "machines", Control, "sets/machineset.rs template propagation (replace)"),
-    call("patch", MCM, "machines", Control, "machine.rs finalizer, providerID, labels, annotations; sets adopt/release, auto-preservation, autoscaler deletion marks"),
-    call("delete", MCM, "machines", Control, "machine.rs when its Node is being deleted; sets/machineset.rs scale-down"),
-    call("patch", MCM, "machines/status", Control, "machine.rs status writes; safety.rs reset of Unknown; sets/machineset.rs mark_terminating"),
-    // MachineClasses.
-    call("get", MCM, "machineclasses", Control, "machine.rs inputs, provider name"),
-    call("list", MCM, "machineclasses", Control, "watch caches; class.rs other classes; safety.rs orphan collection"),
-    call("watch", MCM, "machineclasses", Control, "machine.rs, class.rs controllers"),
-    call("patch", MCM, "machineclasses", Control, "class.rs finalizer"),
-    // MachineSets.
-    call("get", MCM, "machinesets", Control, "sets/machineset.rs reconcile, owner recheck; sets/deployment/new_set.rs name collision"),
-    call("list", MCM, "machinesets", Control, "sets/mod.rs watch"),
-    call("watch", MCM, "machinesets", Control, "sets/mod.rs watch"),
-    call("create", MCM, "machinesets", Control, "sets/deployment/new_set.rs new MachineSet"),
-    call("update", MCM, "machinesets", Control, "sets/deployment/new_set.rs template annotations (replace)"),
-    call("patch", MCM, "machinesets", Control, "sets finalizer, adopt/release, scale; sets/safety.rs freeze label"),
-    call("delete", MCM, "machinesets", Control, "sets/deployment/{revisions,deletion}.rs cleanup, deletion"),
-    call("update", MCM, "machinesets/status", Control, "sets/machineset.rs status (replace_status)"),
-    call("patch", MCM, "machinesets/status", Control, "sets/safety.rs Frozen condition"),
-    // MachineDeployments.
-    call("get", MCM, "machinedeployments", Control, "sets/deployment/claiming.rs owner recheck"),
-    call("list", MCM, "machinedeployments", Control, "sets/mod.rs watch"),
-    call("watch", MCM, "machinedeployments", Control, "sets/mod.rs watch"),
-    call("update", MCM, "machinedeployments", Control, "sets/deployment/{autoscaler,new_set,revisions}.rs annotations, rollback (replace)"),
-    call("patch", MCM, "machinedeployments", Control, "sets finalizer; sets/safety.rs freeze label"),
-    call("update", MCM, "machinedeployments/status", Control, "sets/deployment/{mod,status}.rs status (replace_status)"),
-    call("patch", MCM, "machinedeployments/status", Control, "sets/safety.rs Frozen condition"),
-    // The Secrets of MachineClasses.
-    call("get", CORE, "secrets", Control, "class.rs finalizer"),
-    call("list", CORE, "secrets", Control, "caches.rs Secret cache (class secrets)"),
-    call("watch", CORE, "secrets", Control, "caches.rs Secret cache (class secrets)"),
-    call("patch", CORE, "secrets", Control, "class.rs secret finalizer"),
-    // Events in core/v1 (events.rs: create, then patch the count of a repeated one).
-    call("create", CORE, "events", Control, "events.rs Recorder::publish (machine.rs, sets)"),
-    call("patch", CORE, "events", Control, "events.rs Recorder::publish of a repeated event"),
-    // Leader election.
-    call("get", LEASES, "leases", Control, "leader/mod.rs acquire or renew (GET)"),
-    call("create", LEASES, "leases", Control, "leader/mod.rs first acquire"),
-    call("update", LEASES, "leases", Control, "leader/mod.rs renew, take over, release (replace)"),
-    // Bootstrap tokens in the target cluster.
-    call("get", CORE, "secrets", KubeSystem, "class.rs bootstrap_token reuse"),
-    call("create", CORE, "secrets", KubeSystem, "class.rs bootstrap_token"),
-    call("delete", CORE, "secrets", KubeSystem, "class.rs bootstrap_token expired, delete_bootstrap_token"),
-    // Nodes.
-    call("get", CORE, "nodes", Cluster, "machine.rs stale node, delete_node; drain.rs cordon, detach wait"),
-    call("list", CORE, "nodes", Cluster, "machine.rs node cache; safety.rs probe, unmanaged nodes"),
-    call("watch", CORE, "nodes", Cluster, "machine.rs node cache"),
-    call("patch", CORE, "nodes", Cluster, "machine.rs sync_node, node finalizer; drain.rs cordon; safety.rs not-managed annotation"),
-    call("delete", CORE, "nodes", Cluster, "machine.rs delete_node"),
-    call("patch", CORE, "nodes/status", Cluster, "drain.rs Terminating condition"),
-    // Drain.
-    call("list", CORE, "pods", Cluster, "drain.rs pods of the node (all namespaces)"),
-    call("get", CORE, "pods", AnyNamespace, "drain.rs wait until evicted"),
-    call("delete", CORE, "pods", AnyNamespace, "drain.rs forced drain only"),
-    call("create", CORE, "pods/eviction", AnyNamespace, "drain.rs evict"),
-    call("get", CORE, "persistentvolumeclaims", AnyNamespace, "drain.rs volume_ids"),
-    call("get", CORE, "persistentvolumes", Cluster, "drain.rs volume_ids"),
-    call("list", STORAGE, "volumeattachments", Cluster, "drain.rs wait_for_detach; machine.rs DeleteVolumeAttachments"),
-    call("delete", STORAGE, "volumeattachments", Cluster, "machine.rs DeleteVolumeAttachments"),
-];
 
 /// Calls the ServiceAccount must never be allowed, whatever else changes.
 /// `None` as namespace: another namespace than control and kube-system.
@@ -640,6 +532,33 @@ fn deployment_is_hardened_probed_and_wired_to_the_service_account_and_control_na
             .unwrap_or_default()
             .is_empty(),
         "no added capabilities"
+    );
+}
+
+/// The `rules:` block of the first Role in a (possibly templated) YAML file.
+fn first_role_rules(rel: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let role = text
+        .split("\n---")
+        .find(|doc| doc.contains("\nkind: Role\n"))
+        .unwrap_or_else(|| panic!("{rel}: no Role"));
+    role.split_once("\nrules:\n")
+        .unwrap_or_else(|| panic!("{rel}: Role without rules"))
+        .1
+        .trim_end()
+        .to_string()
+}
+
+#[test]
+fn chart_seed_role_has_the_rules_of_the_tested_gardener_seed_role() {
+    // rbac_e2e.rs runs the controllers under deploy/gardener/rbac.yaml; the
+    // chart ships the same seed Role (both layouts use it).
+    assert_eq!(
+        first_role_rules("charts/mcm-rs/templates/rbac.yaml"),
+        first_role_rules("deploy/gardener/rbac.yaml")
     );
 }
 

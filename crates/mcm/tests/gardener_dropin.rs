@@ -27,7 +27,7 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineDeployment, MachineSet};
-use mcm_testenv::must_eventually;
+use mcm_testenv::{must_eventually, must_hold_for};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -421,8 +421,15 @@ async fn manager_half_next_to_a_separate_machine_controller_reconciles_every_mac
         (all == 3 && running == 3).then_some(())
     })
     .await;
-    // Settle, then look: one MachineSet, three machines ever, both processes alive.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Settle, then look: one MachineSet, three machines ever, both processes
+    // alive. No fourth machine through the longest retry period of the flags
+    // above (`--max-retry-period=5s`) and more.
+    must_hold_for(
+        Duration::from_secs(5 + 2),
+        "no machine beyond the deployment's 3",
+        || async { seen.lock().expect("seen").len() <= 3 },
+    )
+    .await;
     watch.abort();
     let sets = world
         .env

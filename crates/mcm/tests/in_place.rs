@@ -17,11 +17,15 @@ use mcm_api::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineSet
 use mcm_provider_local::tunables::InPlaceUpdateMode;
 use mcm_provider_local::wire::Instance;
 use mcm_provider_local::{server, AdminClient, Tunables};
-use mcm_testenv::{must_eventually, TestEnv};
+use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// `--max-retry-period` of the controllers (the longest requeue of a failed item).
+const MAX_RETRY_FLAG: &str = "5s";
+const MAX_RETRY: Duration = Duration::from_secs(5);
 
 const STEP: Duration = Duration::from_secs(60);
 const MCD: &str = "ipu";
@@ -113,7 +117,12 @@ impl World {
                 .args(["--namespace", &ns, "--local-cloud-url", &url])
                 .args(["--leader-elect=false", "--address", "127.0.0.1"])
                 .args(["--port", &free_port().to_string()])
-                .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
+                .args([
+                    "--min-retry-period",
+                    "1s",
+                    "--max-retry-period",
+                    MAX_RETRY_FLAG,
+                ])
                 .args(extra)
                 .stdout(Stdio::from(log.try_clone().expect("log file")))
                 .stderr(Stdio::from(log))
@@ -391,17 +400,25 @@ async fn manual_orchestration_waits_for_the_user_to_select_machines() {
         Some(())
     })
     .await;
-    // The controller selects nothing on its own.
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    for n in &names {
-        let node = w.node(n).await.expect("node");
-        assert!(
-            !node
-                .labels()
-                .contains_key(c::NODE_SELECTED_FOR_UPDATE_LABEL),
-            "node {n} was selected without the user"
-        );
-    }
+    // The controller selects nothing on its own, through its longest retry
+    // period and more.
+    must_hold_for(
+        MAX_RETRY + Duration::from_secs(3),
+        "no node is selected for update without the user",
+        || async {
+            for n in &names {
+                let node = w.node(n).await.expect("node");
+                if node
+                    .labels()
+                    .contains_key(c::NODE_SELECTED_FOR_UPDATE_LABEL)
+                {
+                    return false;
+                }
+            }
+            true
+        },
+    )
+    .await;
     assert!(w.instances().await.iter().all(|i| i.image == "image-v1"));
     // The user selects the first machine.
     let chosen = &names[0];

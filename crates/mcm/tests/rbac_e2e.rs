@@ -4,6 +4,13 @@
 //! with clients that authenticate with those ServiceAccounts' tokens
 //! (TokenRequest), and every answer is watched for 403 Forbidden. A call the
 //! Roles lack fails the test, even where the controller only logs it (Events).
+//! Every request is also recorded as RBAC sees it (verb, group, resource,
+//! namespace) and held to the calls table `tests/rbac_calls/mod.rs`, which
+//! `deploy.rs` holds the shipped RBAC to: a call the table lacks, or a call
+//! the table marks as made by this run that it did not make, fails the test.
+//! The run forces the stale-copy path of the finalizer removals (machines
+//! and nodes: refused, then retried on a fresh GET), which a quiet run never
+//! takes ([`Recorder::make_stale`]).
 //!
 //! Two layouts:
 //! - `deploy/rbac.yaml`: one ServiceAccount for the control and target cluster;
@@ -18,13 +25,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
+mod rbac_calls;
+
 use futures::future::BoxFuture;
+use futures::FutureExt;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::client::ClientBuilder;
+use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 use mcm_api::{Machine, MachineClass, MachineDeployment};
@@ -34,6 +44,7 @@ use mcm_runtime::sets::SetsConfig;
 use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
 use mcm_testenv::{must_eventually, TestEnv};
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskContext, Poll};
@@ -42,15 +53,24 @@ use std::time::Duration;
 const STEP: Duration = Duration::from_secs(120);
 
 // ----------------------------------------------------------------------
-// Clients that remember every 403
+// Clients that record every request and remember every 403
 
-/// The requests answered 403 Forbidden (method and URI).
+/// The finalizer a forced stale copy claims the object has (it never has).
+const STALE_MARK: &str = "mcm-rs.test/stale-copy";
+
+/// What the controllers' clients sent: every request as RBAC sees it, the
+/// requests answered 403 Recorder (method and URI), and the answers to the
+/// finalizer removals made stale on purpose (resource, status).
 #[derive(Clone, Default)]
-struct Forbidden(Arc<Mutex<Vec<String>>>);
+struct Recorder {
+    forbidden: Arc<Mutex<Vec<String>>>,
+    requests: Arc<Mutex<BTreeSet<rbac_calls::Request>>>,
+    stale: Arc<Mutex<Vec<(String, u16)>>>,
+}
 
-impl Forbidden {
+impl Recorder {
     fn seen(&self) -> Vec<String> {
-        self.0.lock().map(|v| v.clone()).unwrap_or_default()
+        self.forbidden.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
     /// Fails the test at once, naming the requests, when any was refused.
@@ -58,15 +78,90 @@ impl Forbidden {
         let seen = self.seen();
         assert!(seen.is_empty(), "403 Forbidden for: {seen:#?}");
     }
+
+    fn requests(&self) -> BTreeSet<rbac_calls::Request> {
+        self.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    fn stale_answers(&self) -> Vec<(String, u16)> {
+        self.stale.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The first finalizer removal of each of `machines` and `nodes` is sent
+    /// as from a stale copy: its JSON-patch `test` claims one finalizer more
+    /// than the object has, so the API server refuses it as it refuses a stale
+    /// cache copy, and the controller takes its retry path (GET, remove again).
+    /// Returns the resource when this request was made stale.
+    fn make_stale(&self, r: &rbac_calls::Request, req: &mut http::Request<Body>) -> Option<String> {
+        if r.verb != "patch" || !["machines", "nodes"].contains(&r.resource.as_str()) {
+            return None;
+        }
+        let mut stale = self.stale.lock().ok()?;
+        if stale.iter().any(|(res, _)| *res == r.resource) {
+            return None;
+        }
+        let bytes = req
+            .body()
+            .try_clone()?
+            .collect_bytes()
+            .now_or_never()?
+            .ok()?;
+        let mut patch: Value = serde_json::from_slice(&bytes).ok()?;
+        let test = patch.get_mut(0)?;
+        if test["op"] != "test" || test["path"] != "/metadata/finalizers" {
+            return None;
+        }
+        test["value"].as_array_mut()?.push(json!(STALE_MARK));
+        *req.body_mut() = Body::from(serde_json::to_vec(&patch).ok()?);
+        req.headers_mut().remove(http::header::CONTENT_LENGTH);
+        stale.push((r.resource.clone(), 0));
+        Some(r.resource.clone())
+    }
+
+    /// Every request of the run is a listed call, and every call listed as
+    /// made by the run was made ([`rbac_calls::CALLS`], which `deploy.rs`
+    /// holds the shipped RBAC to).
+    fn assert_calls_match_the_table(&self, control: &str) {
+        let made = self.requests();
+        eprintln!("requests of the run (verb group resource namespace):");
+        for r in &made {
+            eprintln!(
+                "  {} {:?} {} {:?}",
+                r.verb, r.group, r.resource, r.namespace
+            );
+        }
+        let unlisted: Vec<_> = made
+            .iter()
+            .filter(|r| rbac_calls::listed(r, control).is_none())
+            .collect();
+        assert!(
+            unlisted.is_empty(),
+            "the run made calls tests/rbac_calls/mod.rs does not list (add them there and to the RBAC): {unlisted:#?}"
+        );
+        let not_made: Vec<_> = rbac_calls::CALLS
+            .iter()
+            .filter(|c| c.reached == rbac_calls::Reached::Run)
+            .filter(|c| {
+                !made
+                    .iter()
+                    .any(|r| rbac_calls::listed(r, control).is_some_and(|l| std::ptr::eq(l, *c)))
+            })
+            .map(|c| (c.verb, c.group, c.resource, c.by))
+            .collect();
+        assert!(
+            not_made.is_empty(),
+            "tests/rbac_calls/mod.rs lists calls as made by the run that it did not make (mark them `code` with where they are made): {not_made:#?}"
+        );
+    }
 }
 
-impl<S> tower::Layer<S> for Forbidden {
+impl<S> tower::Layer<S> for Recorder {
     type Service = Watched<S>;
 
     fn layer(&self, inner: S) -> Watched<S> {
         Watched {
             inner,
-            seen: self.0.clone(),
+            recorder: self.clone(),
         }
     }
 }
@@ -74,12 +169,12 @@ impl<S> tower::Layer<S> for Forbidden {
 #[derive(Clone)]
 struct Watched<S> {
     inner: S,
-    seen: Arc<Mutex<Vec<String>>>,
+    recorder: Recorder,
 }
 
-impl<S, ReqB, ResB> tower::Service<http::Request<ReqB>> for Watched<S>
+impl<S, ResB> tower::Service<http::Request<Body>> for Watched<S>
 where
-    S: tower::Service<http::Request<ReqB>, Response = http::Response<ResB>>,
+    S: tower::Service<http::Request<Body>, Response = http::Response<ResB>>,
     S::Future: Send + 'static,
     S::Error: 'static,
     ResB: 'static,
@@ -92,15 +187,29 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<ReqB>) -> Self::Future {
+    fn call(&mut self, mut req: http::Request<Body>) -> Self::Future {
         let what = format!("{} {}", req.method(), req.uri());
-        let seen = self.seen.clone();
+        let mut made_stale = None;
+        if let Some(r) = rbac_calls::classify(req.method().as_str(), req.uri()) {
+            made_stale = self.recorder.make_stale(&r, &mut req);
+            if let Ok(mut all) = self.recorder.requests.lock() {
+                all.insert(r);
+            }
+        }
+        let recorder = self.recorder.clone();
         let fut = self.inner.call(req);
         Box::pin(async move {
             let res = fut.await;
             if let Ok(r) = &res {
                 if r.status() == http::StatusCode::FORBIDDEN {
-                    seen.lock().expect("lock").push(what);
+                    recorder.forbidden.lock().expect("lock").push(what);
+                }
+                if let Some(resource) = made_stale {
+                    for (res, status) in recorder.stale.lock().expect("lock").iter_mut() {
+                        if *res == resource {
+                            *status = r.status().as_u16();
+                        }
+                    }
                 }
             }
             res
@@ -109,7 +218,7 @@ where
 }
 
 /// A client for the test control plane that authenticates with `token` only.
-async fn client_with_token(token: String, forbidden: &Forbidden) -> Client {
+async fn client_with_token(token: String, recorder: &Recorder) -> Client {
     let path = mcm_testenv::kubeconfig_path();
     let kc = Kubeconfig::read_from(&path).expect("kubeconfig");
     let mut kube_config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
@@ -118,7 +227,7 @@ async fn client_with_token(token: String, forbidden: &Forbidden) -> Client {
     kube_config.auth_info = serde_json::from_value(json!({"token": token})).expect("auth info");
     ClientBuilder::try_from(kube_config)
         .expect("client builder")
-        .with_layer(forbidden)
+        .with_layer(recorder)
         .build()
 }
 
@@ -383,7 +492,7 @@ fn pod_reaper(env: &TestEnv) -> tokio::task::JoinHandle<()> {
 
 /// Runs both halves under their Leases with `control` and `target` through the
 /// scenario, then asserts that no request was answered 403.
-async fn run_scenario(env: &TestEnv, control: Client, target: Client, forbidden: &Forbidden) {
+async fn run_scenario(env: &TestEnv, control: Client, target: Client, recorder: &Recorder) {
     let ns = env.namespace.clone();
     let (cloud_url, _cloud, dir) = local_cloud(env).await;
     let mut drivers = DriverRegistry::new();
@@ -429,7 +538,7 @@ async fn run_scenario(env: &TestEnv, control: Client, target: Client, forbidden:
     // Scale-up: two node-bound Running machines.
     create_objects(env).await;
     let running = must_eventually(STEP, "2 machines Running with their nodes", || async {
-        forbidden.assert_none();
+        recorder.assert_none();
         let ms = machines(env).await;
         (ms.len() == 2 && ms.iter().all(|(_, p, n)| p == "Running" && !n.is_empty())).then_some(ms)
     })
@@ -456,7 +565,7 @@ async fn run_scenario(env: &TestEnv, control: Client, target: Client, forbidden:
     }
     scale(env, 1).await;
     let (kept, gone) = must_eventually(STEP, "one machine drained and deleted", || async {
-        forbidden.assert_none();
+        recorder.assert_none();
         let ms = machines(env).await;
         if ms.len() != 1 || ms[0].1 != "Running" {
             return None;
@@ -482,7 +591,7 @@ async fn run_scenario(env: &TestEnv, control: Client, target: Client, forbidden:
     );
     let nodes: Api<Node> = Api::all(env.client.clone());
     must_eventually(STEP, "the drained machine's node deleted", || async {
-        forbidden.assert_none();
+        recorder.assert_none();
         nodes
             .get_opt(&gone.2)
             .await
@@ -494,7 +603,7 @@ async fn run_scenario(env: &TestEnv, control: Client, target: Client, forbidden:
     // Scale to 0: every machine goes.
     scale(env, 0).await;
     must_eventually(STEP, "no machine left", || async {
-        forbidden.assert_none();
+        recorder.assert_none();
         machines(env).await.is_empty().then_some(())
     })
     .await;
@@ -522,7 +631,19 @@ async fn run_scenario(env: &TestEnv, control: Client, target: Client, forbidden:
             .any(|e| e.involved_object.kind.as_deref() == Some("Machine")),
         "the machine controller wrote Events"
     );
-    forbidden.assert_none();
+    recorder.assert_none();
+
+    // The forced stale copies were refused as a stale copy is, and the
+    // retries (GET, remove again) went through: every machine is gone.
+    let stale = recorder.stale_answers();
+    for resource in ["machines", "nodes"] {
+        let status = stale.iter().find(|(r, _)| r == resource).map(|(_, s)| *s);
+        assert!(
+            matches!(status, Some(409 | 422)),
+            "the {resource} finalizer removal from a stale copy was refused as stale: {stale:?}"
+        );
+    }
+    recorder.assert_calls_match_the_table(&ns);
 
     machine_half.abort();
     manager_half.abort();
@@ -544,9 +665,9 @@ async fn the_controllers_run_a_full_lifecycle_under_deploy_rbac_yaml_without_a_4
     )
     .await;
     let token = service_account_token(&env, sa).await;
-    let forbidden = Forbidden::default();
-    let client = client_with_token(token, &forbidden).await;
-    run_scenario(&env, client.clone(), client, &forbidden).await;
+    let recorder = Recorder::default();
+    let client = client_with_token(token, &recorder).await;
+    run_scenario(&env, client.clone(), client, &recorder).await;
     remove_cluster_scoped(&env.client, &made).await;
 }
 
@@ -581,14 +702,14 @@ async fn the_controllers_run_a_full_lifecycle_under_gardeners_seed_and_shoot_rba
         )
         .await,
     );
-    let forbidden = Forbidden::default();
+    let recorder = Recorder::default();
     let control = client_with_token(
         service_account_token(&env, "machine-controller-manager").await,
-        &forbidden,
+        &recorder,
     )
     .await;
     let target =
-        client_with_token(service_account_token(&env, "mcm-target").await, &forbidden).await;
-    run_scenario(&env, control, target, &forbidden).await;
+        client_with_token(service_account_token(&env, "mcm-target").await, &recorder).await;
+    run_scenario(&env, control, target, &recorder).await;
     remove_cluster_scoped(&env.client, &made).await;
 }

@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineClass, MachineDeployment, MachineSet};
 use mcm_provider_local::{server, AdminClient, Tunables};
-use mcm_testenv::{must_eventually, TestEnv};
+use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
@@ -293,17 +293,29 @@ async fn reference_integration_scenarios_create_scale_roll_and_delete_without_or
         (sets.list(&ListParams::default()).await.ok()?.items.len() == 1).then_some(())
     })
     .await;
-    // Give a second set the chance to appear (there must never be one).
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        sets.list(&ListParams::default())
-            .await
-            .expect("list sets")
-            .items
-            .len(),
-        1,
-        "4: exactly one MachineSet for a deployment with 0 replicas"
-    );
+    // Give a second set the chance to appear (there must never be one): the
+    // deployment's status says the controller has seen this generation, and
+    // no second set appears for two of the shortest retry periods
+    // (`--min-retry-period 1s`) after that.
+    must_eventually(STEP, "4: the deployment's generation observed", || async {
+        let d = mcds.get_opt(MCD).await.ok()??;
+        let generation = d.metadata.generation?;
+        (d.status?.observed_generation >= generation).then_some(())
+    })
+    .await;
+    must_hold_for(
+        Duration::from_secs(2),
+        "4: exactly one MachineSet for a deployment with 0 replicas",
+        || async {
+            sets.list(&ListParams::default())
+                .await
+                .expect("list sets")
+                .items
+                .len()
+                == 1
+        },
+    )
+    .await;
     let scale = |replicas: i32| {
         let mcds = mcds.clone();
         async move {

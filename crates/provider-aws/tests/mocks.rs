@@ -623,3 +623,66 @@ async fn mock_a_vm_unknown_to_credentials_that_see_the_class_subnet_is_gone() {
     let e = d.get_machine_status(&req).await.expect_err("gone");
     assert_eq!(e.code, Code::NotFound, "{e}");
 }
+
+#[tokio::test]
+async fn mock_a_cancelled_create_leaves_no_create_lock_entry() {
+    let n = Arc::new(AtomicUsize::new(0));
+    let c = n.clone();
+    let run = mock!(Client::run_instances).then_compute_output(move |_| {
+        let i = c.fetch_add(1, Ordering::SeqCst);
+        RunInstancesOutput::builder()
+            .instances(instance(
+                &format!("i-{i:04}"),
+                InstanceStateName::Pending,
+                vec![],
+            ))
+            .build()
+    });
+    let describe = mock!(Client::describe_instances).then_compute_output(|input| {
+        let ids: Vec<String> = input
+            .filters()
+            .iter()
+            .filter(|f| f.name() == Some("instance-id"))
+            .flat_map(|f| f.values().to_vec())
+            .collect();
+        reservations(
+            ids.iter()
+                .map(|id| instance(id, InstanceStateName::Running, vec![]))
+                .collect(),
+        )
+    });
+    // One launch in the bucket, then one per 1000 s: the second machine's
+    // create waits for its turn until the caller gives up on it.
+    let mut cfg = fast_config();
+    cfg.rate_limits.run_instances = BucketLimit {
+        capacity: 1,
+        refill_per_sec: 0.001,
+    };
+    let d = driver(vec![images_rule(), describe, run], cfg);
+    let class = class("cancel", spec(json!({})));
+    d.create_machine(&request(&machine("cancel"), &class, &secret()))
+        .await
+        .expect("the first launch has its token");
+    assert_eq!(
+        d.create_locks_in_use(),
+        0,
+        "a finished create leaves no entry"
+    );
+
+    // Two creates of one machine: one holds the lock (waiting for a launch
+    // turn), the other waits for the lock; both futures are dropped.
+    let req = request(&machine("cancel"), &class, &secret());
+    let both = futures::future::join(d.create_machine(&req), d.create_machine(&req));
+    let cancelled = tokio::time::timeout(Duration::from_millis(300), both).await;
+    assert!(cancelled.is_err(), "both creates were still running");
+    assert_eq!(
+        d.create_locks_in_use(),
+        0,
+        "a create cancelled mid-call left its create-lock entry"
+    );
+    assert_eq!(
+        n.load(Ordering::SeqCst),
+        1,
+        "the cancelled creates launched nothing"
+    );
+}

@@ -14,7 +14,7 @@ use mcm_provider_local::kubelet::{LEASE_NAMESPACE, MACHINE_NAME_LABEL};
 use mcm_provider_local::server::CloudConfig;
 use mcm_provider_local::wire::instance_id_of;
 use mcm_provider_local::{InstanceAction, Tunables};
-use mcm_testenv::{kubeconfig_path, must_eventually, TestEnv};
+use mcm_testenv::{kubeconfig_path, must_eventually, must_hold_for, TestEnv};
 use std::time::Duration;
 
 fn condition(node: &Node, type_: &str) -> Option<(String, Option<k8s_openapi::jiff::Timestamp>)> {
@@ -43,6 +43,8 @@ async fn renew_time(leases: &Api<Lease>, name: &str) -> Option<k8s_openapi::jiff
         .map(|t| t.0)
 }
 
+/// The kubelets' heartbeat (Node Lease renewal) interval in this test.
+const HEARTBEAT: Duration = Duration::from_secs(1);
 #[tokio::test]
 async fn kubelets_register_ready_nodes_that_turn_dual_stack_after_initialize_stop_heartbeating_when_killed_and_go_with_their_instance(
 ) {
@@ -54,7 +56,7 @@ async fn kubelets_register_ready_nodes_that_turn_dual_stack_after_initialize_sto
     config.tunables = Tunables::unlimited();
     config.tunables.boot_delay_ms = 500;
     config.target_kubeconfig = Some(kubeconfig_path());
-    config.heartbeat_interval = Duration::from_secs(1);
+    config.heartbeat_interval = HEARTBEAT;
     let (handle, driver, admin) = start_with(config).await;
 
     let class = class("kubelet");
@@ -198,15 +200,17 @@ async fn kubelets_register_ready_nodes_that_turn_dual_stack_after_initialize_sto
         .instance_action(&id, InstanceAction::Kill)
         .await
         .expect("kill");
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // A renewal already in flight may still land within one interval.
+    tokio::time::sleep(HEARTBEAT + HEARTBEAT / 2).await;
     let frozen = renew_time(&leases, &name).await.expect("lease");
     assert!(frozen >= second);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        renew_time(&leases, &name).await,
-        Some(frozen),
-        "the lease of a killed instance is not renewed"
-    );
+    // Three heartbeat intervals without a renewal.
+    must_hold_for(
+        HEARTBEAT * 3,
+        "the lease of a killed instance is not renewed",
+        || async { renew_time(&leases, &name).await == Some(frozen) },
+    )
+    .await;
 
     // The node lifecycle controller (grace period 20 s in the test env) marks the Node Unknown.
     must_eventually(

@@ -120,19 +120,22 @@ fn cloud_config(
     serde_json::from_value(cfg).map_err(|e| OsError::Connect(format!("invalid configuration: {e}")))
 }
 
-/// openstack_sdk reads a CA bundle from a file: the Secret's `caCert` is
-/// written once per content under the temporary directory.
-fn ca_file(pem: &[u8]) -> Result<PathBuf, OsError> {
-    use std::hash::{DefaultHasher, Hash, Hasher};
-    let mut h = DefaultHasher::new();
-    pem.hash(&mut h);
-    let path = std::env::temp_dir().join(format!("mcm-openstack-ca-{:016x}.pem", h.finish()));
-    if !path.exists() {
-        std::fs::write(&path, pem).map_err(|e| {
-            OsError::Connect(format!("cannot write caCert to {}: {e}", path.display()))
-        })?;
-    }
-    Ok(path)
+/// openstack_sdk reads a CA bundle from a path, once, while it connects:
+/// the Secret's `caCert` goes into a file this process creates itself (a
+/// unique name, created exclusively, mode 0600), which is removed when the
+/// returned handle drops, after the connect. Never a predictable path: a file
+/// another local user planted there would be trusted as the CA.
+fn ca_file(pem: &[u8]) -> Result<tempfile::NamedTempFile, OsError> {
+    use std::io::Write;
+    let failed = |e: std::io::Error| OsError::Connect(format!("cannot write caCert: {e}"));
+    let mut file = tempfile::Builder::new()
+        .prefix("mcm-openstack-ca-")
+        .suffix(".pem")
+        .tempfile()
+        .map_err(failed)?;
+    file.write_all(pem).map_err(failed)?;
+    file.flush().map_err(failed)?;
+    Ok(file)
 }
 
 /// The error of a failed openstack_sdk call.
@@ -187,8 +190,9 @@ impl Cloud {
         // a reference the linker drops the application-credential plugin.
         std::hint::black_box(&openstack_sdk_auth_password::ANCHOR);
         std::hint::black_box(&openstack_sdk_auth_applicationcredential::ANCHOR);
+        // Kept until the session is made (openstack_sdk reads it while connecting).
         let ca = creds.ca_cert.as_deref().map(ca_file).transpose()?;
-        let cfg = cloud_config(creds, region, ca)?;
+        let cfg = cloud_config(creds, region, ca.as_ref().map(|f| f.path().to_path_buf()))?;
         limiter.acquire(OpClass::Read).await;
         calls.bump("keystone.tokens.create");
         let os = AsyncOpenStack::builder(&cfg)
@@ -197,6 +201,7 @@ impl Cloud {
             .connect()
             .await
             .map_err(|e| OsError::Connect(connect_error(&e)))?;
+        drop(ca);
         // Version discovery: Nova's microversion range, and the versioned
         // endpoints of Neutron and Cinder (catalogs often list them unversioned).
         for (service, op) in [
@@ -310,5 +315,58 @@ fn connect_error(e: &openstack_sdk::OpenStackError) -> String {
         format!("HTTP 403: {text}")
     } else {
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // a test fails by panicking
+    use super::*;
+
+    const PEM: &[u8] = b"-----BEGIN CERTIFICATE-----\nours\n-----END CERTIFICATE-----\n";
+
+    /// The path the CA used to be written to (and trusted from, if present).
+    fn old_predictable_path(pem: &[u8]) -> PathBuf {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        pem.hash(&mut h);
+        std::env::temp_dir().join(format!("mcm-openstack-ca-{:016x}.pem", h.finish()))
+    }
+
+    #[test]
+    fn a_ca_file_planted_at_the_old_predictable_path_is_not_trusted() {
+        let planted = old_predictable_path(PEM);
+        let attacker = b"-----BEGIN CERTIFICATE-----\nattacker\n-----END CERTIFICATE-----\n";
+        std::fs::write(&planted, attacker).expect("plant");
+
+        let ours = ca_file(PEM).expect("ca file");
+        let creds = Credentials::from_secret(&k8s_openapi::api::core::v1::Secret::default());
+        let cfg = cloud_config(&creds, "r", Some(ours.path().to_path_buf())).expect("config");
+        let _ = std::fs::remove_file(&planted);
+
+        assert_ne!(ours.path(), planted.as_path());
+        assert_eq!(cfg.cacert.as_deref(), ours.path().to_str());
+        assert_eq!(std::fs::read(ours.path()).expect("read"), PEM);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_ca_file_is_private_unique_and_removed_after_use() {
+        use std::os::unix::fs::PermissionsExt;
+        let a = ca_file(PEM).expect("a");
+        let b = ca_file(PEM).expect("b");
+        assert_ne!(
+            a.path(),
+            b.path(),
+            "one file per connect, never a shared name"
+        );
+        let mode = std::fs::metadata(a.path())
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        let path = a.path().to_path_buf();
+        drop(a);
+        assert!(!path.exists());
     }
 }

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{NodeAddress, Secret};
 use mcm_api::MachineClass;
 use mcm_driver::budget::Budget;
+use mcm_driver::keyed_lock::KeyedLocks;
 use mcm_driver::{
     CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
     Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
@@ -64,7 +65,10 @@ pub struct OpenStackDriver {
     budget: Budget<OpClass>,
     pub(crate) lookups: LookupCache,
     calls: ApiCallRecorder,
-    creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// One lock per machine being created, so that concurrent creates of the
+    /// same machine run one after the other. An entry lives while a create
+    /// holds or waits for it, also when the create's future is dropped mid-call.
+    creating: KeyedLocks,
 }
 
 impl std::fmt::Debug for OpenStackDriver {
@@ -117,8 +121,14 @@ impl OpenStackDriver {
             clouds: Mutex::new(HashMap::new()),
             connecting: tokio::sync::Mutex::new(()),
             calls: ApiCallRecorder::default(),
-            creating: Mutex::new(HashMap::new()),
+            creating: KeyedLocks::new(),
         }
+    }
+
+    /// How many machines have an entry in the create-lock table (creates
+    /// running or waiting): 0 when no create is in flight.
+    pub fn create_locks_in_use(&self) -> usize {
+        self.creating.len()
     }
 
     /// OpenStack calls made by this driver so far, by operation.
@@ -199,21 +209,6 @@ impl OpenStackDriver {
         })
     }
 
-    fn machine_lock(&self, name: &str) -> Arc<tokio::sync::Mutex<()>> {
-        match self.creating.lock() {
-            Ok(mut m) => Arc::clone(m.entry(name.to_string()).or_default()),
-            Err(_) => Arc::new(tokio::sync::Mutex::new(())),
-        }
-    }
-
-    fn release_machine_lock(&self, name: &str) {
-        if let Ok(mut m) = self.creating.lock() {
-            if m.get(name).is_some_and(|l| Arc::strong_count(l) <= 1) {
-                m.remove(name);
-            }
-        }
-    }
-
     /// The server of a machine: by provider ID when the Machine has one
     /// (it must carry the class's membership keys), else by exact name.
     pub(crate) async fn find(
@@ -283,15 +278,8 @@ impl Driver for OpenStackDriver {
         &self,
         req: &CreateMachineRequest,
     ) -> DriverResult<CreateMachineResponse> {
-        let name = machine_name(req).to_string();
-        let lock = self.machine_lock(&name);
-        let result = {
-            let _guard = lock.lock().await;
-            self.create(req).await
-        };
-        drop(lock);
-        self.release_machine_lock(&name);
-        result
+        let _same_machine = self.creating.lock(machine_name(req)).await;
+        self.create(req).await
     }
 
     async fn delete_machine(

@@ -569,3 +569,33 @@ async fn gzipped_userdata_reaches_nova_byte_for_byte() {
         .unwrap();
     assert_eq!(sent, GZIPPED_CLOUD_CONFIG);
 }
+
+#[tokio::test]
+async fn a_cancelled_create_leaves_no_create_lock_entry() {
+    let env = env().await;
+    let c = class("c", env.spec());
+    let req = env.request(&c, machine("cancel"));
+    // The server stays in BUILD for good: the create polls until its caller
+    // gives up on it.
+    env.fake.set_build_polls(u32::MAX);
+    // Two creates of one machine: one holds the lock (polling the server),
+    // the other waits for the lock; both futures are dropped.
+    let both = async {
+        tokio::join!(
+            env.driver.create_machine(&req),
+            env.driver.create_machine(&req)
+        )
+    };
+    let cancelled = tokio::time::timeout(std::time::Duration::from_millis(500), both).await;
+    assert!(cancelled.is_err(), "both creates were still running");
+    assert_eq!(
+        env.driver.create_locks_in_use(),
+        0,
+        "a create cancelled mid-call left its create-lock entry"
+    );
+    assert_eq!(
+        env.fake.servers().len(),
+        1,
+        "the lock kept it to one server"
+    );
+}

@@ -21,13 +21,15 @@ async fn healthz_fails_when_the_api_server_stops_answering() {
         return;
     };
     let proxy = Blackhole::start().await;
+    let probe_period = Duration::from_millis(300);
+    let grace = Duration::from_secs(2);
     let health = Health::new(HealthConfig {
-        probe_period: Duration::from_millis(300),
-        grace: Duration::from_secs(2),
+        probe_period,
+        grace,
     });
     let probe = tokio::spawn(probe_api(proxy.client.clone(), health.clone()));
-    // Past the start-up grace, alive only through successful probes.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Past the start-up grace (and a few probes), alive only through successful probes.
+    tokio::time::sleep(grace + probe_period * 3).await;
     assert_eq!(health.liveness(), Ok(()));
     proxy.cut();
     let reason = must_eventually(Duration::from_secs(15), "/healthz fails", || async {

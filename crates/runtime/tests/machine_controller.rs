@@ -12,7 +12,7 @@ use kube::{Client, ResourceExt};
 use mcm_api::{Machine, MachinePhase};
 use mcm_driver::testing::{Script, ScriptedDriver, ScriptedVm};
 use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
-use mcm_testenv::{must_eventually, TestEnv};
+use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -356,15 +356,21 @@ async fn a_ready_node_does_not_make_an_uninitialized_machine_running() {
     let ctl = start(&env, driver.clone(), true, config(&env.namespace));
     create_machine(&env, "m7", "scripted-class", json!({})).await;
     wait_phase(&env, "m7", MachinePhase::CrashLoopBackOff).await;
+    let before = calls(&driver.calls.initialize);
     kubelet(&env.client, &node_of(&env, "m7"), "m7", true).await;
-    // Give the controller time to see the Ready node and retry a few times.
+    // Two more initialization passes after the node became Ready (the first
+    // may have started before the cache saw it): the pass that would have
+    // made the machine Running ran, and it never is Running meanwhile.
     must_eventually(
         WAIT,
-        "initialization retried after the node became Ready",
-        || async { (calls(&driver.calls.initialize) >= 3).then_some(()) },
+        "initialization retried twice after the node became Ready",
+        || async {
+            let m = get(&env, "m7").await.expect("machine");
+            assert_ne!(phase(&m), MachinePhase::Running, "must not become Running");
+            (calls(&driver.calls.initialize) >= before + 2).then_some(())
+        },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
     let m = get(&env, "m7").await.expect("machine");
     assert_eq!(
         phase(&m),
@@ -515,14 +521,18 @@ async fn deleting_a_running_machine_drains_respecting_pdbs_and_skipping_daemonse
         })
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert!(
-        pods.get_opt("web")
-            .await
-            .expect("get")
-            .is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
-        "the PDB-covered pod is not evicted while the budget allows no disruption"
-    );
+    // Several eviction retries (each one eviction_retry_interval apart).
+    must_hold_for(
+        config(&env.namespace).eviction_retry_interval * 4,
+        "the PDB-covered pod is not evicted while the budget allows no disruption",
+        || async {
+            pods.get_opt("web")
+                .await
+                .expect("get")
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_none())
+        },
+    )
+    .await;
     assert!(driver.vm("m9").is_some(), "the VM outlives the drain");
     // The budget goes away; the eviction goes through. Play kubelet: remove terminating pods.
     env.api::<PodDisruptionBudget>()
@@ -560,13 +570,14 @@ async fn deleting_a_running_machine_drains_respecting_pdbs_and_skipping_daemonse
         "node deleted"
     );
     // The Node's deletion still routes to the machine while the cache shows
-    // it: no reconcile of that older copy repeats the deletion.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        ScriptedDriver::count(&driver.calls.delete),
-        1,
-        "the VM is deleted once"
-    );
+    // it: no reconcile of that older copy repeats the deletion, for the
+    // longest retry period (any requeue of the key comes within it).
+    must_hold_for(
+        config(&env.namespace).long_retry,
+        "the VM is deleted once",
+        || async { ScriptedDriver::count(&driver.calls.delete) == 1 },
+    )
+    .await;
     let agent = pods.get_opt("agent-1").await.expect("agent");
     assert!(
         agent.is_some_and(|p| p.metadata.deletion_timestamp.is_none()),
@@ -723,13 +734,13 @@ async fn with_two_replicas_only_the_lease_holder_acts() {
     let tb = run(b.clone(), "replica-b");
     create_machine(&env, "m12", "scripted-class", json!({})).await;
     wait_phase(&env, "m12", MachinePhase::Pending).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // Two of the follower's election attempts: it never leads, never calls.
+    let retry = mcm_runtime::leader::LeaderConfig::new(&env.namespace, "x").retry_period;
+    must_hold_for(retry * 2, "the follower made no call", || async {
+        calls(&b.calls.create) + calls(&b.calls.status) == 0
+    })
+    .await;
     assert_eq!(calls(&a.calls.create), 1, "the leader created the VM");
-    assert_eq!(
-        calls(&b.calls.create) + calls(&b.calls.status),
-        0,
-        "the follower made no call"
-    );
     ta.abort();
     tb.abort();
 }

@@ -29,6 +29,19 @@ const WAIT: Duration = Duration::from_secs(30);
 /// The scripted driver, refusing classes whose providerSpec has `broken: true`.
 struct Strict(Arc<ScriptedDriver>);
 
+/// DeleteMachine calls refused for a broken class, by machine name (a retry
+/// marker: each one is a pass of the deletion).
+static REFUSED_DELETES: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::BTreeMap<String, u32>>,
+> = std::sync::LazyLock::new(Default::default);
+
+fn refused_deletes(machine: &str) -> u32 {
+    REFUSED_DELETES
+        .lock()
+        .map(|m| m.get(machine).copied().unwrap_or_default())
+        .unwrap_or_default()
+}
+
 fn check(class: &MachineClass) -> Result<(), Status> {
     if class.provider_spec.get("broken") == Some(&json!(true)) {
         return Err(Status::invalid_argument(
@@ -58,7 +71,13 @@ impl Driver for Strict {
         &self,
         req: &DeleteMachineRequest,
     ) -> DriverResult<DeleteMachineResponse> {
-        check(&req.machine_class)?;
+        if let Err(e) = check(&req.machine_class) {
+            let name = req.machine.metadata.name.clone().unwrap_or_default();
+            if let Ok(mut m) = REFUSED_DELETES.lock() {
+                *m.entry(name).or_default() += 1;
+            }
+            return Err(e);
+        }
         self.0.delete_machine(req).await
     }
     async fn get_machine_status(
@@ -274,10 +293,15 @@ async fn a_machine_whose_class_broke_after_its_vm_was_made_is_kept_until_the_cla
             .any(|r| r == "DeleteMachineFailed"),
         "a Warning event says why"
     );
-    // Retried, never given up: the machine and its VM stay while the class is broken.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(get(&env, "del-m3").await.is_some(), "the finalizer is kept");
-    assert!(driver.vm("del-m3").is_some(), "the VM lives");
+    // Retried, never given up: the machine and its VM stay while the class
+    // is broken, through two more refused deletion passes.
+    let before = refused_deletes("del-m3");
+    must_eventually(WAIT, "two more deletion passes", || async {
+        assert!(get(&env, "del-m3").await.is_some(), "the finalizer is kept");
+        assert!(driver.vm("del-m3").is_some(), "the VM lives");
+        (refused_deletes("del-m3") >= before + 2).then_some(())
+    })
+    .await;
     set_class_spec(&env, "c", json!({"image": "x", "broken": false})).await;
     wait_gone(&env, "del-m3").await;
     assert!(

@@ -18,7 +18,7 @@ use mcm_core::time::from_k8s;
 use mcm_driver::testing::{Script, ScriptedDriver};
 use mcm_runtime::sets::{self, SetsConfig};
 use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
-use mcm_testenv::{must_eventually, TestEnv};
+use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +35,15 @@ impl Drop for Controllers {
             t.abort();
         }
     }
+}
+
+/// The set controllers' resync period in these tests.
+const SETS_RESYNC: Duration = Duration::from_secs(2);
+
+/// A period in which both controllers made at least one more pass: the
+/// machine controller's longest retry and the sets' resync.
+fn one_pass_of_each(ns: &str) -> Duration {
+    config(ns).long_retry.max(SETS_RESYNC) + Duration::from_millis(500)
 }
 
 fn config(ns: &str) -> Config {
@@ -66,7 +75,7 @@ fn start(env: &TestEnv, driver: Arc<ScriptedDriver>) -> Controllers {
         Some(env.client.clone()),
         env.namespace.clone(),
         SetsConfig {
-            resync_period: Duration::from_secs(2),
+            resync_period: SETS_RESYNC,
             ..SetsConfig::default()
         },
         std::future::pending(),
@@ -340,11 +349,12 @@ async fn a_failed_machine_preserved_when_failed_is_drained_tainted_and_not_repla
     pods.create(&PostParams::default(), &pod)
         .await
         .expect("create pod");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(
-        get(&env, &name).await.as_ref().and_then(expiry).is_none(),
-        "when-failed preserves nothing while the machine runs"
-    );
+    must_hold_for(
+        one_pass_of_each(&env.namespace),
+        "when-failed preserves nothing while the machine runs",
+        || async { get(&env, &name).await.as_ref().and_then(expiry).is_none() },
+    )
+    .await;
 
     kubelet(&env.client, &node_name, &name, false).await;
     wait_failed(&env, &name).await;
@@ -400,8 +410,12 @@ async fn removing_the_preserve_annotation_stops_preservation() {
     })
     .await;
     // Kept for the flag's 96h: the set leaves it alone.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(machines(&env).await.len(), 1);
+    must_hold_for(
+        one_pass_of_each(&env.namespace) * 2,
+        "the preserved Failed machine is not replaced",
+        || async { machines(&env).await.len() == 1 },
+    )
+    .await;
 
     annotate_machine(&env, &name, None).await;
     must_eventually(WAIT, "the node says Preservation stopped", || async {

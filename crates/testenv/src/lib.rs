@@ -9,10 +9,13 @@
 //! The kubeconfig is found in `$KUBECONFIG`, else in
 //! `$MCM_TESTENV_DIR/kubeconfig`, else in `<repo>/.mcm/testenv/kubeconfig`.
 //! When no control plane answers, [`TestEnv::new`] returns `None` so a test can
-//! skip, except in CI, where it panics with a message naming the command to
-//! run: CI can never go green without the control plane. Every test that needs
-//! a service decides "skip or fail" through [`skip`] ([`require`],
-//! [`skip_or_fail`]), which also defines what counts as CI.
+//! skip, except in CI and under `hack/test.sh`, where it panics with a message
+//! naming the command to run: those runs can never go green without the
+//! control plane. A control plane that answers but is unusable (it rejects the
+//! CRDs, a namespace) fails the test everywhere ([`TestEnvError::unavailable`]).
+//! Every test that needs a service decides "skip or fail" through [`skip`]
+//! ([`require`], [`require_classified`], [`skip_or_fail`]), which also defines
+//! what counts as a strict run.
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -27,7 +30,10 @@ use std::time::Duration;
 pub mod process;
 pub mod skip;
 pub use process::{free_port, KillOnDrop, TempDir};
-pub use skip::{current_test, is_ci, moto_endpoint, require, service, skip_or_fail};
+pub use skip::{
+    current_test, is_ci, is_strict, moto_endpoint, require, require_classified, service,
+    skip_or_fail, Unavailable,
+};
 
 /// The command that starts the control plane, named in every "not reachable" message.
 pub const START_COMMAND: &str =
@@ -61,6 +67,26 @@ pub enum TestEnvError {
     /// Waiting for a condition timed out.
     #[error("timed out after {0:?} waiting for {1}")]
     Timeout(Duration, String),
+    /// Watching for a condition failed.
+    #[error("watching for {0} failed: {1}")]
+    Watch(String, String),
+}
+
+impl TestEnvError {
+    /// Whether the control plane is missing (no kubeconfig, nothing answers:
+    /// a test may skip outside strict runs) or answers but is unusable (it
+    /// rejected the CRDs or a namespace, never established a CRD, the
+    /// kubeconfig is broken: a setup error that fails the test everywhere).
+    pub fn unavailable(&self) -> Unavailable {
+        match self {
+            TestEnvError::NoKubeconfig(_) | TestEnvError::Unreachable(_) => Unavailable::Missing,
+            TestEnvError::Kubeconfig { .. }
+            | TestEnvError::Kube(_)
+            | TestEnvError::Json(_)
+            | TestEnvError::Timeout(..)
+            | TestEnvError::Watch(..) => Unavailable::Unusable,
+        }
+    }
 }
 
 /// The kubeconfig path the tests use.
@@ -133,7 +159,7 @@ pub async fn install_crd_list(
         )
         .await
         .map_err(|_| TestEnvError::Timeout(Duration::from_secs(30), what.clone()))?
-        .map_err(|e| TestEnvError::Unreachable(e.to_string()))?;
+        .map_err(|e| TestEnvError::Watch(what.clone(), e.to_string()))?;
     }
     Ok(())
 }
@@ -151,10 +177,16 @@ impl TestEnv {
     /// Connects, installs the CRDs and creates a namespace named after `test`.
     ///
     /// Returns `None` (after printing `SKIPPED: <test> needs ...`) when no
-    /// control plane answers, so the test can skip; in CI it panics instead
-    /// ([`skip_or_fail`]).
+    /// control plane answers, so the test can skip; in strict runs (CI,
+    /// `hack/test.sh`) it panics instead ([`skip_or_fail`]). A control plane
+    /// that answers but is unusable panics everywhere ([`TestEnvError::unavailable`]).
     pub async fn new(test: &str) -> Option<TestEnv> {
-        require(test, service::CONTROL_PLANE, Self::try_new(test).await)
+        require_classified(
+            test,
+            service::CONTROL_PLANE,
+            Self::try_new(test).await,
+            TestEnvError::unavailable,
+        )
     }
 
     /// Like [`TestEnv::new`], but returns the error.
@@ -274,5 +306,34 @@ where
     match eventually(timeout, what, check).await {
         Ok(v) => v,
         Err(e) => panic!("{e}"),
+    }
+}
+
+/// A negative check: `holds` stays true for all of `period` (polled every
+/// 100 ms, and once more at its end); panics with `what` and the elapsed time
+/// as soon as it does not. `period` must cover at least one retry or resync
+/// period of the controller under test (derive it from the config the test
+/// sets), so that "X does not happen" means "X did not happen on the pass
+/// that would have done it".
+#[allow(clippy::panic, reason = "fails the calling test, by design")]
+pub async fn must_hold_for<F, Fut>(period: Duration, what: &str, mut holds: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = tokio::time::Instant::now();
+    let deadline = start + period;
+    loop {
+        let last = tokio::time::Instant::now() >= deadline;
+        if !holds().await {
+            panic!(
+                "{what}: did not hold after {:?} of {period:?}",
+                start.elapsed()
+            );
+        }
+        if last {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -1,12 +1,20 @@
 //! The one rule for tests that need a service from outside the test binary
-//! (the control plane, moto, helm, downloaded samples, ...): in CI a missing
-//! service fails the test; elsewhere the test is skipped, visibly.
+//! (the control plane, moto, helm, downloaded samples, ...):
 //!
-//! "CI" is the `CI` variable set to any non-empty value other than `false` or
-//! `0` (`CI=true`, `CI=1`, `CI=yes` all count), so no CI system can go green on
-//! skipped tests. A skip prints one line to stderr:
-//! `SKIPPED: <test> needs <service>: <why>` (`cargo test -- --nocapture` or a
-//! failing neighbour shows it; `grep SKIPPED` finds them all).
+//! - a service that is **missing** (nothing answers, not installed) fails the
+//!   test in strict runs and skips it, visibly, elsewhere;
+//! - a service that answers but is **unusable** (the API server rejects the
+//!   CRDs, moto answers errors) always fails the test: that is a setup error,
+//!   never a reason to go green.
+//!
+//! A run is strict in CI and under the README's test command: "CI" is the
+//! `CI` variable set to any non-empty value other than `false` or `0`
+//! (`CI=true`, `CI=1`, `CI=yes` all count), so no CI system can go green on
+//! skipped tests; `hack/test.sh`, which starts every service, exports
+//! [`REQUIRE_SERVICES_VAR`]`=1`, so a service it started and that then is not
+//! there fails its tests on a developer's machine too. A skip prints one line
+//! to stderr: `SKIPPED: <test> needs <service>: <why>` (`cargo test --
+//! --nocapture` or a failing neighbour shows it; `grep SKIPPED` finds them all).
 
 use std::fmt::Display;
 
@@ -41,21 +49,85 @@ pub fn is_ci() -> bool {
     ci_value_means_ci(std::env::var("CI").ok().as_deref())
 }
 
-/// The decision for a test whose `service` is missing: panics (with the
-/// reason and the command that provides the service) in CI, else prints
-/// `SKIPPED: <test> needs <service>: <why>` to stderr and returns, so the
-/// caller returns from the test.
-pub fn skip_or_fail(test: &str, service: &str, why: impl Display) {
-    skip_or_fail_in(is_ci(), test, service, why)
+/// Set (to anything but empty, `0` or `false`) by `hack/test.sh`, the README's
+/// test command, which starts every service: a missing service fails the test
+/// as in CI.
+pub const REQUIRE_SERVICES_VAR: &str = "MCM_TEST_REQUIRE_SERVICES";
+
+/// Whether this run is strict: CI, or the README's test command
+/// ([`REQUIRE_SERVICES_VAR`]). A missing service fails the test there.
+pub fn is_strict() -> bool {
+    is_ci() || ci_value_means_ci(std::env::var(REQUIRE_SERVICES_VAR).ok().as_deref())
 }
 
-/// [`skip_or_fail`] with the CI decision given (for its own tests).
-#[allow(clippy::panic, reason = "failing the calling test is the point in CI")]
-pub fn skip_or_fail_in(ci: bool, test: &str, service: &str, why: impl Display) {
-    if ci {
-        panic!("{test} needs {service} and CI is set, so it may not skip: {why}");
+/// Why a test cannot use its service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Nothing answers, or it is not installed.
+    Missing,
+    /// It answers but is not usable (it rejected the setup, answered errors).
+    Unusable,
+}
+
+/// What happens to the test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The test returns early, after the visible `SKIPPED:` line.
+    Skip,
+    /// The test fails.
+    Fail,
+}
+
+/// The rule: only a missing service outside strict runs skips.
+pub fn verdict(strict: bool, why: Unavailable) -> Verdict {
+    match (why, strict) {
+        (Unavailable::Missing, false) => Verdict::Skip,
+        (Unavailable::Missing, true) | (Unavailable::Unusable, _) => Verdict::Fail,
     }
-    eprintln!("SKIPPED: {test} needs {service}: {why}");
+}
+
+/// The decision for a test whose `service` is missing: panics (with the
+/// reason and the command that provides the service) in strict runs, else
+/// prints `SKIPPED: <test> needs <service>: <why>` to stderr and returns, so
+/// the caller returns from the test.
+pub fn skip_or_fail(test: &str, service: &str, why: impl Display) {
+    decide(is_strict(), Unavailable::Missing, test, service, why)
+}
+
+/// [`skip_or_fail`] with the strictness given (for its own tests).
+pub fn skip_or_fail_in(strict: bool, test: &str, service: &str, why: impl Display) {
+    decide(strict, Unavailable::Missing, test, service, why)
+}
+
+/// Applies [`verdict`]: panics on [`Verdict::Fail`], prints the `SKIPPED:` line otherwise.
+#[allow(clippy::panic, reason = "failing the calling test is the point")]
+pub fn decide(strict: bool, why: Unavailable, test: &str, service: &str, reason: impl Display) {
+    match (verdict(strict, why), why) {
+        (Verdict::Skip, _) => eprintln!("SKIPPED: {test} needs {service}: {reason}"),
+        (Verdict::Fail, Unavailable::Missing) => panic!(
+            "{test} needs {service} and this run may not skip (CI or {REQUIRE_SERVICES_VAR} is set): {reason}"
+        ),
+        (Verdict::Fail, Unavailable::Unusable) => panic!(
+            "{test}: {service} answers but is not usable (a setup error, never a skip): {reason}"
+        ),
+    }
+}
+
+/// Like [`require`], for errors that say whether the service is missing or
+/// unusable (`classify`): an unusable service fails the test everywhere.
+pub fn require_classified<T, E: Display>(
+    test: &str,
+    service: &str,
+    found: Result<T, E>,
+    classify: impl FnOnce(&E) -> Unavailable,
+) -> Option<T> {
+    match found {
+        Ok(value) => Some(value),
+        Err(e) => {
+            decide(is_strict(), classify(&e), test, service, e);
+            None
+        }
+    }
 }
 
 /// `Some(value)` when the service was found; otherwise [`skip_or_fail`] and `None`:
@@ -81,7 +153,8 @@ pub fn current_test() -> String {
 }
 
 /// The moto endpoint from `MCM_AWS_TEST_ENDPOINT` (set by `start_moto`), or
-/// [`skip_or_fail`] and `None`.
+/// [`skip_or_fail`] and `None`. A moto that is announced but answers errors
+/// is unusable, not missing: the tests' set-up calls fail on it.
 pub fn moto_endpoint(test: &str) -> Option<String> {
     let found = match std::env::var("MCM_AWS_TEST_ENDPOINT") {
         Ok(e) if !e.is_empty() => Ok(e),
@@ -112,8 +185,18 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "a_test needs moto (source hack/moto.sh; start_moto) and CI is set")]
-    fn a_missing_service_fails_the_test_in_ci() {
+    fn only_a_missing_service_outside_strict_runs_skips() {
+        assert_eq!(verdict(false, Unavailable::Missing), Verdict::Skip);
+        assert_eq!(verdict(true, Unavailable::Missing), Verdict::Fail);
+        assert_eq!(verdict(false, Unavailable::Unusable), Verdict::Fail);
+        assert_eq!(verdict(true, Unavailable::Unusable), Verdict::Fail);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "a_test needs moto (source hack/moto.sh; start_moto) and this run may not skip"
+    )]
+    fn a_missing_service_fails_the_test_in_a_strict_run() {
         skip_or_fail_in(
             true,
             "a_test",
@@ -123,8 +206,31 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_service_outside_ci_returns_so_the_test_can_skip() {
+    fn a_missing_service_outside_strict_runs_returns_so_the_test_can_skip() {
         skip_or_fail_in(false, "a_test", service::HELM, "not built");
+    }
+
+    #[test]
+    #[should_panic(expected = "answers but is not usable")]
+    fn an_unusable_service_fails_the_test_also_outside_strict_runs() {
+        decide(
+            false,
+            Unavailable::Unusable,
+            "a_test",
+            service::CONTROL_PLANE,
+            "the API server rejected a CRD",
+        );
+    }
+
+    #[test]
+    fn the_readme_command_makes_the_run_strict_like_ci() {
+        // hack/test.sh exports exactly this variable; its value follows CI's rule.
+        let script = include_str!("../../../hack/test.sh");
+        assert!(
+            script.contains(&format!("export {REQUIRE_SERVICES_VAR}=1")),
+            "hack/test.sh must export {REQUIRE_SERVICES_VAR}=1"
+        );
+        assert!(ci_value_means_ci(Some("1")));
     }
 
     #[test]

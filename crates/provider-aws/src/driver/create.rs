@@ -11,7 +11,6 @@ use base64::Engine;
 use mcm_api::Machine;
 use mcm_driver::{CreateMachineRequest, CreateMachineResponse, DriverResult, Status};
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -25,23 +24,8 @@ impl AwsDriver {
         req: &CreateMachineRequest,
     ) -> DriverResult<CreateMachineResponse> {
         let key = client_token(&req.machine, 0);
-        let lock = {
-            let mut m = self
-                .creating
-                .lock()
-                .map_err(|_| Status::internal("create lock table poisoned"))?;
-            Arc::clone(m.entry(key.clone()).or_default())
-        };
-        let result = {
-            let _same_machine = lock.lock().await;
-            self.create_locked(req).await
-        };
-        if let Ok(mut m) = self.creating.lock() {
-            if m.get(&key).is_some_and(|l| Arc::strong_count(l) <= 2) {
-                m.remove(&key);
-            }
-        }
-        result
+        let _same_machine = self.creating.lock(&key).await;
+        self.create_locked(req).await
     }
 
     async fn create_locked(

@@ -30,6 +30,7 @@ use aws_sdk_ec2::types::Instance;
 use k8s_openapi::api::core::v1::Secret;
 use mcm_api::{Machine, MachineClass};
 use mcm_driver::budget::BucketLimit;
+use mcm_driver::keyed_lock::KeyedLocks;
 use mcm_driver::{
     CloudOp, Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
     DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
@@ -50,7 +51,9 @@ pub struct AwsDriver {
     create_permits: Arc<Semaphore>,
     /// One lock per machine being created, so that concurrent creates of the
     /// same machine in this process run one after the other (the second adopts).
-    creating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// An entry lives while a create holds or waits for it, also when the
+    /// create's future is dropped mid-call.
+    creating: KeyedLocks,
     /// Machines (by [`client_token`] generation 0) whose status probe by
     /// name just found no VM: their create skips its own look-up.
     absent: recent::Recent<()>,
@@ -89,11 +92,17 @@ impl AwsDriver {
             http,
             clients: Mutex::new(HashMap::new()),
             limiters: Mutex::new(HashMap::new()),
-            creating: Mutex::new(HashMap::new()),
+            creating: KeyedLocks::new(),
             absent: recent::Recent::new(recent::ABSENT_TTL),
             launched: recent::Recent::new(recent::LAUNCHED_TTL),
             calls: ApiCallRecorder::default(),
         }
+    }
+
+    /// How many machines have an entry in the create-lock table (creates
+    /// running or waiting): 0 when no create is in flight.
+    pub fn create_locks_in_use(&self) -> usize {
+        self.creating.len()
     }
 
     /// The configuration.
