@@ -2,7 +2,7 @@
 
 use crate::compute::{ApiCallRecorder, Compute};
 use crate::config::{GcpDriverConfig, OpClass};
-use crate::credentials::{from_secret, secret_bytes, secret_value, GcpCredentials};
+use crate::credentials::{from_secret, secret_bytes, GcpCredentials};
 use crate::errors::GceError;
 use crate::instance::{build_instance, machine_uid_of, InstanceInput};
 use crate::spec::{membership, GcpProviderSpec, PROVIDER_NAME};
