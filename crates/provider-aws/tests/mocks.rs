@@ -455,8 +455,12 @@ async fn mock_initialize_failures_answer_uninitialized() {
         .await
         .expect_err("failure");
     assert_eq!(e.code, Code::Uninitialized, "{e}");
-    // No VM at all: Uninitialized wrapping NotFound.
-    let d = driver(vec![describe_rule(Vec::new)], fast_config());
+    // No VM at all (and the class's subnet visible, so it is truly gone):
+    // Uninitialized wrapping NotFound.
+    let d = driver(
+        vec![describe_rule(Vec::new), subnets_rule(true)],
+        fast_config(),
+    );
     let e = d
         .initialize_machine(&request(
             &machine_with_provider_id("i-0009"),
