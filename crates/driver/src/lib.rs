@@ -57,6 +57,20 @@ pub struct MachineRequest {
     pub secret: Secret,
 }
 
+/// A Secret value as bytes: `data` first, then `stringData`, as the API
+/// server merges them. Providers read credentials and userData through it, so
+/// non-UTF-8 userData (gzip'd cloud-init) reaches the cloud unchanged.
+pub fn secret_bytes(secret: &Secret, key: &str) -> Option<Vec<u8>> {
+    if let Some(v) = secret.data.as_ref().and_then(|d| d.get(key)) {
+        return Some(v.0.clone());
+    }
+    secret
+        .string_data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|s| s.as_bytes().to_vec())
+}
+
 /// The secret as `Debug` may show it: its name and keys, never its values.
 pub struct RedactedSecret<'a>(pub &'a Secret);
 

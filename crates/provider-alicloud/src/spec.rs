@@ -383,17 +383,7 @@ pub fn validate_spec(spec: &AlicloudProviderSpec) -> Vec<FieldError> {
     errs
 }
 
-/// A secret value (from `data`, or `stringData`), as bytes.
-pub fn secret_value(secret: &Secret, key: &str) -> Option<Vec<u8>> {
-    if let Some(v) = secret.data.as_ref().and_then(|d| d.get(key)) {
-        return Some(v.0.clone());
-    }
-    secret
-        .string_data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|s| s.as_bytes().to_vec())
-}
+pub use mcm_driver::secret_bytes as secret_value;
 
 fn secret_string(secret: &Secret, key: &str) -> String {
     secret_value(secret, key)

@@ -107,17 +107,7 @@ impl std::fmt::Debug for GcpCredentials {
     }
 }
 
-/// A Secret value as bytes (`data` first, then `stringData`).
-pub fn secret_bytes(secret: &Secret, key: &str) -> Option<Vec<u8>> {
-    if let Some(v) = secret.data.as_ref().and_then(|d| d.get(key)) {
-        return Some(v.0.clone());
-    }
-    secret
-        .string_data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|s| s.as_bytes().to_vec())
-}
+pub use mcm_driver::secret_bytes;
 
 /// A Secret value as text (`data` first, then `stringData`).
 pub fn secret_value(secret: &Secret, key: &str) -> Option<String> {

@@ -47,17 +47,7 @@ pub const CLIENT_KEY: &str = "clientKey";
 /// `userData`.
 pub const USER_DATA: &str = "userData";
 
-/// The raw value of a key (`data` first, then `stringData`).
-pub fn value(secret: &Secret, key: &str) -> Option<Vec<u8>> {
-    if let Some(v) = secret.data.as_ref().and_then(|d| d.get(key)) {
-        return Some(v.0.clone());
-    }
-    secret
-        .string_data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|s| s.as_bytes().to_vec())
-}
+pub use mcm_driver::secret_bytes as value;
 
 /// The trimmed text of a key ("" when missing).
 pub fn text(secret: &Secret, key: &str) -> String {

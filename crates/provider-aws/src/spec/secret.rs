@@ -43,17 +43,7 @@ impl fmt::Debug for Credentials {
     }
 }
 
-/// The value of a secret key (`data` first, then `stringData`), if present.
-pub fn secret_value(secret: &Secret, key: &str) -> Option<Vec<u8>> {
-    if let Some(v) = secret.data.as_ref().and_then(|d| d.get(key)) {
-        return Some(v.0.clone());
-    }
-    secret
-        .string_data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|s| s.as_bytes().to_vec())
-}
+pub use mcm_driver::secret_bytes as secret_value;
 
 fn secret_string(secret: &Secret, key: &str) -> String {
     secret_value(secret, key)
