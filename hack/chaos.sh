@@ -191,11 +191,11 @@ instances() { curl -sf --max-time 10 "$CLOUD_URL/admin/instances" || echo '{"ins
 live_vms() { # tag
   instances | jq --arg t "kubernetes.io/cluster/$1" '[.instances[] | select(.tags[$t] != null)] | length'
 }
-# Machine names that got more than one VM launched, from the cloud's own log (deleted VMs
-# leave its instance list).
+# Machines (namespace and name) that got more than one VM launched, from the cloud's own log
+# (deleted VMs leave its instance list).
 duplicates() {
   cat "$WORK"/logs/local-cloud-*.log 2>/dev/null | sed -E 's/\x1b\[[0-9;]*m//g' | grep 'instance launched' \
-    | grep -oE 'machine=[^ ]+' | sort | uniq -d | wc -l || true
+    | grep -oE 'machine=[^ ]+ namespace=[^ ]*' | sort | uniq -d | wc -l || true
 }
 wait_for() { # seconds description command...
   local limit=$1 what=$2; shift 2

@@ -103,8 +103,15 @@ impl Shared {
             next_seq: seq + 1,
         };
         self.commit(st, change).await?;
-        info!(instance = %inst.id, machine = %inst.machine_name, provider_id = %inst.provider_id,
-              ip = %inst.private_ip, "instance launched");
+        // The namespace of the Machine that asked (the identity tag, empty for a VM
+        // made out of band): one machine name may live in two namespaces.
+        let namespace = inst
+            .tags
+            .get("machine.sapcloud.io/namespace")
+            .map(String::as_str)
+            .unwrap_or_default();
+        info!(instance = %inst.id, machine = %inst.machine_name, namespace,
+              provider_id = %inst.provider_id, ip = %inst.private_ip, "instance launched");
         Ok(view(&inst, now))
     }
 
