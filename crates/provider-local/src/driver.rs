@@ -250,7 +250,23 @@ impl LocalDriver {
             cluster_tag: Some(spec.cluster_tag().to_string()),
         };
         let list: InstanceList = self.post("find", "v1/instances/find", &req).await?;
-        Ok(list.instances)
+        // A VM found by name that carries another Machine's identity (the same
+        // name in another namespace) is never this machine's (design: safety.md).
+        let mine = mcm_driver::identity::MachineOwner::of(machine);
+        let style = mcm_driver::identity::TagStyle::Slash;
+        Ok(list
+            .instances
+            .into_iter()
+            .filter(|i| {
+                let theirs = mcm_driver::identity::MachineOwner::from_tags(style, |k| {
+                    i.tags.get(k).map(String::as_str)
+                });
+                match (&theirs, &mine) {
+                    (Some(theirs), Some(mine)) => theirs == mine,
+                    _ => true,
+                }
+            })
+            .collect())
     }
 
     /// The one instance backing a machine: `NotFound` for none, `OutOfRange` for several.
