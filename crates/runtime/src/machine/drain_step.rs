@@ -87,15 +87,7 @@ impl Reconciler<'_> {
                 self.ctx
                     .metrics
                     .drain_duration
-                    .get_or_create(&crate::metrics::DrainLabels {
-                        namespace: self.machine.namespace().unwrap_or_default(),
-                        machine_deployment: self
-                            .machine
-                            .labels()
-                            .get("name")
-                            .cloned()
-                            .unwrap_or_default(),
-                    })
+                    .get_or_create(&crate::metrics::DrainLabels::of(&self.machine))
                     .set(done.elapsed.as_secs_f64().round());
             }
             Err(e) => {

@@ -149,15 +149,7 @@ impl Reconciler<'_> {
                     self.ctx
                         .metrics
                         .startup_taint_removal
-                        .get_or_create(&crate::metrics::DrainLabels {
-                            namespace: self.machine.namespace().unwrap_or_default(),
-                            machine_deployment: self
-                                .machine
-                                .labels()
-                                .get("name")
-                                .cloned()
-                                .unwrap_or_default(),
-                        })
+                        .get_or_create(&crate::metrics::DrainLabels::of(&self.machine))
                         .observe(took);
                     info!(node = %node_name, taint = %key, seconds_since_registration = took,
                           "removed the startup taint: the node is schedulable");

@@ -123,6 +123,18 @@ pub struct DrainLabels {
     pub machine_deployment: String,
 }
 
+impl DrainLabels {
+    /// A machine's labels: its namespace and the MachineDeployment its `name`
+    /// label names ("" for a machine of no deployment).
+    pub fn of(machine: &mcm_api::Machine) -> Self {
+        use kube::ResourceExt;
+        DrainLabels {
+            namespace: machine.namespace().unwrap_or_default(),
+            machine_deployment: machine.labels().get("name").cloned().unwrap_or_default(),
+        }
+    }
+}
+
 /// `{provider, operation}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DriverLabels {
