@@ -23,6 +23,7 @@ pub mod cloud_api;
 pub mod codes;
 pub mod conformance;
 pub mod identity;
+pub mod in_place;
 pub mod keyed_lock;
 #[cfg(test)]
 mod redaction_tests;
@@ -32,6 +33,7 @@ pub mod testing;
 
 pub use codes::Code;
 pub use identity::{MachineOwner, TagStyle};
+pub use in_place::{changed_fields, InPlaceChanges, UpdateMachineRequest, UpdateMachineResponse};
 pub use status::{MachineIdentity, ParseStatusError, Status};
 
 use async_trait::async_trait;
@@ -269,6 +271,8 @@ pub enum CloudOp {
     Status,
     /// `ListMachines`.
     List,
+    /// `UpdateMachine`.
+    Update,
 }
 
 /// The provider contract. All methods are idempotent from the controller's point of view.
@@ -291,6 +295,32 @@ pub trait Driver: Send + Sync {
     ) -> DriverResult<InitializeMachineResponse> {
         Err(Status::unimplemented(
             "InitializeMachine is not implemented by this provider",
+        ))
+    }
+
+    /// Which of the changes between the providerSpec a machine's VM was last
+    /// created or updated with and the class's current one this driver can
+    /// apply to the running VM, and which need a new VM. A pure check: no
+    /// cloud call, no secret. Default: every changed field needs a
+    /// replacement (docs/design/hot-update.md).
+    fn in_place_changes(
+        &self,
+        last_applied: &serde_json::Value,
+        current: &serde_json::Value,
+    ) -> InPlaceChanges {
+        InPlaceChanges::all_need_replacement(changed_fields(last_applied, current))
+    }
+
+    /// Applies the in-place changes of [`Driver::in_place_changes`] to the
+    /// running VM, converging it on the class's current providerSpec.
+    /// Idempotent: running it twice, or again after a crash half-way, gives
+    /// the same VM. Never creates or deletes a VM. Default: `Unimplemented`.
+    async fn update_machine(
+        &self,
+        _req: &UpdateMachineRequest,
+    ) -> DriverResult<UpdateMachineResponse> {
+        Err(Status::unimplemented(
+            "UpdateMachine is not implemented by this provider",
         ))
     }
 
