@@ -133,6 +133,15 @@ impl Reconciler<'_> {
                     if let Ok(resp) = &result {
                         info!(provider_id = %resp.provider_id, node = %resp.node_name,
                             elapsed_ms = started.elapsed().as_millis() as u64, "VM created");
+                        // From the Machine's creation, as the reference.
+                        self.ctx.metrics.machine_duration(
+                            crate::metrics::durations::Activity::Create,
+                            &self.machine,
+                            Some(&req.machine_class),
+                            crate::metrics::durations::since(
+                                self.machine.metadata.creation_timestamp.as_ref(),
+                            ),
+                        );
                         self.event(
                             EventType::Normal,
                             "Created",
@@ -165,10 +174,17 @@ impl Reconciler<'_> {
                         return Ok(Action::requeue(wait));
                     }
                     info!(reason = reason.as_str(), "initializing VM");
+                    let started = Instant::now();
                     let result = driver.initialize_machine(&req).await;
                     self.answered(&*driver, &provider, &req, CloudOp::Initialize, &result)
                         .await;
                     if result.is_ok() {
+                        self.ctx.metrics.machine_duration(
+                            crate::metrics::durations::Activity::Initialize,
+                            &self.machine,
+                            Some(&req.machine_class),
+                            started.elapsed(),
+                        );
                         self.event(
                             EventType::Normal,
                             "Initialized",

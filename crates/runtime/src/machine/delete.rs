@@ -194,7 +194,6 @@ impl Reconciler<'_> {
                     {
                         return Ok(Action::requeue(wait));
                     }
-                    let started = Instant::now();
                     let result = driver.delete_machine(&req).await;
                     self.answered(&*driver, &provider, &req, CloudOp::Delete, &result)
                         .await;
@@ -207,12 +206,16 @@ impl Reconciler<'_> {
                     match result {
                         Ok(_) => {
                             info!(provider_id = %self.machine.spec.provider_id, "VM deleted");
-                            let labels = self.duration_labels();
-                            self.ctx
-                                .metrics
-                                .delete_duration
-                                .get_or_create(&labels)
-                                .set(started.elapsed().as_secs_f64().round());
+                            // From the deletion timestamp, as the reference.
+                            let took = crate::metrics::durations::since(
+                                self.machine.metadata.deletion_timestamp.as_ref(),
+                            );
+                            self.ctx.metrics.machine_duration(
+                                crate::metrics::durations::Activity::Delete,
+                                &self.machine,
+                                Some(&req.machine_class),
+                                took,
+                            );
                         }
                         Err(e) if e.code == Code::NotFound => {}
                         Err(_) if t.operation.state != mcm_api::MachineState::Failed => {

@@ -86,9 +86,7 @@ impl Reconciler<'_> {
                 info!(force = done.plan.force, elapsed = ?done.elapsed, "drain finished");
                 self.ctx
                     .metrics
-                    .drain_duration
-                    .get_or_create(&crate::metrics::DrainLabels::of(&self.machine))
-                    .set(done.elapsed.as_secs_f64().round());
+                    .machine_drain_duration(&self.machine, done.elapsed);
             }
             Err(e) => {
                 warn!(force = done.plan.force, error = %e, "drain failed");

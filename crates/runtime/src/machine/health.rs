@@ -71,8 +71,10 @@ impl Reconciler<'_> {
             }
             written?;
             if view.phase == Phase::Pending && t.phase == Some(Phase::Failed) {
-                let labels = self.duration_labels();
-                self.ctx.metrics.failed_join.get_or_create(&labels).inc();
+                let class = self.cached_class();
+                self.ctx
+                    .metrics
+                    .machine_failed_join(&self.machine, class.as_deref());
             }
             if d.joined {
                 self.joined(now).await?;
@@ -142,34 +144,20 @@ impl Reconciler<'_> {
         if let Some(target) = &self.ctx.target {
             crate::class::delete_bootstrap_token(target, &self.machine).await?;
         }
-        let labels = self.duration_labels();
-        self.ctx
-            .metrics
-            .join_duration
-            .get_or_create(&labels)
-            .set(took.as_secs() as f64);
+        let class = self.cached_class();
+        self.ctx.metrics.machine_duration(
+            crate::metrics::durations::Activity::Join,
+            &self.machine,
+            class.as_deref(),
+            took,
+        );
         Ok(())
     }
 
-    pub(super) fn duration_labels(&self) -> crate::metrics::DurationLabels {
-        crate::metrics::DurationLabels {
-            namespace: self.machine.namespace().unwrap_or_default(),
-            machine_deployment: self
-                .machine
-                .labels()
-                .get("name")
-                .cloned()
-                .unwrap_or_default(),
-            instance_type: String::new(),
-            zone: self
-                .machine
-                .spec
-                .node_template
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
-                .unwrap_or_default(),
-        }
+    /// The machine's class from the shared cache (the duration metrics'
+    /// `instance_type`).
+    pub(super) fn cached_class(&self) -> Option<std::sync::Arc<mcm_api::MachineClass>> {
+        let ns = self.machine.namespace().unwrap_or_default();
+        self.ctx.caches.class(&ns, &self.machine.spec.class.name)
     }
 }

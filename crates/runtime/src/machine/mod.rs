@@ -51,7 +51,7 @@ use mcm_driver::{Code, Driver, MachineRequest, Status};
 use serde_json::json;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tracing::{debug, info, instrument, warn};
 
 /// Runs the Machine controller until `shutdown` completes.

@@ -15,6 +15,7 @@
 
 pub mod cloud;
 pub mod driver;
+pub mod durations;
 pub mod process;
 pub mod rest;
 pub mod sets;
