@@ -367,10 +367,11 @@ say "scale-down: machines gone after ${T_MACHINES_GONE:-n/a}s, VMs after ${T_VMS
 # 5. The summary.
 
 sed -E 's/\x1b\[[0-9;]*m//g' "$WORK/logs/mcm.log" > "$WORK/logs/mcm.plain.log"
-LOG_WARN=$(grep -c ' WARN ' "$WORK/logs/mcm.plain.log" || true)
-LOG_ERROR=$(grep -c ' ERROR ' "$WORK/logs/mcm.plain.log" || true)
-LOG_TOP=$(grep -E ' (WARN|ERROR) ' "$WORK/logs/mcm.plain.log" \
-  | sed -E 's/^[^ ]+ +(WARN|ERROR) +//; s/machine=[^ ]*//g; s/(name|key|instance|provider_id|node)=[^ ]*//g; s/"[^"]*"/"…"/g; s/i-[0-9a-f]{17}/i-…/g' \
+# klog lines (W… warning, E… error); `mcm run` writes them by default.
+LOG_WARN=$(grep -cE '^W[0-9]{4} ' "$WORK/logs/mcm.plain.log" || true)
+LOG_ERROR=$(grep -cE '^E[0-9]{4} ' "$WORK/logs/mcm.plain.log" || true)
+LOG_TOP=$(grep -E '^[WE][0-9]{4} ' "$WORK/logs/mcm.plain.log" \
+  | sed -E 's/^[WE][0-9]{4} [^]]*\] //; s/machine=[^ ]*//g; s/(name|key|instance|provider_id|node)=[^ ]*//g; s/"[^"]*"/"…"/g; s/i-[0-9a-f]{17}/i-…/g' \
   | cut -c1-160 | sort | uniq -c | sort -rn | head -n 8 || true)
 
 SUMMARY=$WORK/summary.md
@@ -595,7 +596,12 @@ def stamps(path, needle):
     for line in open(path, errors="replace"):
         if needle in line:
             try: out.append((dt.datetime.fromisoformat(line[:26].replace("Z", "")), line))
-            except ValueError: pass
+            except ValueError:
+                # A klog line: I1203 15:04:05.123456 (UTC, the year of the run).
+                m = re.match(r"^[IWE](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6})", line)
+                if m:
+                    mo, d, h, mi, s_, us = (int(g) for g in m.groups())
+                    out.append((dt.datetime(dt.datetime.utcnow().year, mo, d, h, mi, s_, us), line))
     return out
 t_apply = dt.datetime.fromtimestamp(t("before"), dt.timezone.utc).replace(tzinfo=None)
 launches = stamps(W + "/logs/local-cloud.log", "instance launched")

@@ -4,7 +4,9 @@
 //! `machine-controller` (by a link or a copy under that name, as the container
 //! image has them: `/machine-controller-manager`, `/machine-controller`) it is
 //! that half of the reference, with the reference's flags and no subcommand.
-//! Invoked under any other name it is `mcm`:
+//! Invoked under any other name with flags and no subcommand (Gardener's
+//! provider sidecar passes bare flags to the image's entrypoint) it is the
+//! machine-controller half. Otherwise it is `mcm`:
 //!
 //! - `mcm run`: both halves in one process (flags named like Gardener MCM's).
 //! - `mcm machine-controller-manager ...`, `mcm machine-controller ...`: one half.
@@ -14,7 +16,9 @@
 //! - `mcm crds`, `mcm version`.
 
 mod drivers;
+mod entry;
 mod flags;
+mod klog;
 mod kubeclient;
 mod rest_metrics;
 mod run;
@@ -82,36 +86,39 @@ fn init_plain_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,kube=warn,hyper=warn"));
+    use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 
 /// The name this binary was invoked under (`argv[0]`'s file name).
 fn invoked_as() -> String {
-    std::env::args_os()
-        .next()
-        .map(std::path::PathBuf::from)
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_default()
+    entry::invoked_as(std::env::args_os().next().as_ref())
 }
 
 async fn dispatch() -> anyhow::Result<()> {
-    match invoked_as().as_str() {
-        run::MANAGER => {
-            let cli = ManagerCli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // A half's usage and errors name the half, whatever path started it.
+    let as_half = |name: &str| {
+        std::iter::once(std::ffi::OsString::from(name)).chain(argv.iter().skip(1).cloned())
+    };
+    match entry::route(&argv) {
+        entry::Program::Manager => {
+            let cli = ManagerCli::parse_from(as_half(run::MANAGER));
             run::init_logging(&cli.args.common);
             return run::run_manager(cli.args).await;
         }
-        run::CONTROLLER => {
-            let cli = ControllerCli::parse();
+        entry::Program::Controller => {
+            let cli = ControllerCli::parse_from(as_half(run::CONTROLLER));
             run::init_logging(&cli.args.common);
             return run::run_controller(cli.args).await;
         }
-        _ => {}
+        entry::Program::Mcm => {}
     }
-    match Cli::parse().command {
+    match Cli::parse_from(&argv).command {
         Command::Run(args) => {
             run::init_logging(&args.common);
             run::run(*args).await
@@ -148,7 +155,19 @@ async fn main() -> std::process::ExitCode {
     match dispatch().await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{}: {e:#}", invoked_as());
+            // A klog line, as every other line of the halves (crate::klog).
+            let head = klog::header(
+                &tracing::Level::ERROR,
+                std::time::SystemTime::now(),
+                std::process::id(),
+                file!(),
+                line!(),
+            );
+            eprintln!(
+                "{head}{}: {}",
+                invoked_as(),
+                format!("{e:#}").replace('\n', "\\n")
+            );
             std::process::ExitCode::FAILURE
         }
     }

@@ -89,18 +89,21 @@ struct Plan {
     machines: Option<MachineFlags>,
 }
 
-/// Sets up logging from `--v`, `--vmodule` and `--log-json` (`RUST_LOG` wins).
+/// Sets up logging from `--v`, `--vmodule` and `--log-json` (`RUST_LOG` wins):
+/// klog text lines by default, JSON with `--log-json`, never colour codes.
 pub fn init_logging(common: &CommonFlags) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(log_filter(common.verbosity, &common.vmodule)));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
     if common.log_json {
         builder.json().init();
     } else {
-        builder.init();
+        // klog's text lines, as the reference writes (crate::klog).
+        builder.event_format(crate::klog::Klog::new()).init();
     }
 }
 

@@ -2,13 +2,15 @@
 //! real control plane and the in-process local cloud:
 //!
 //! - both halves start with Gardener's two command lines (only `<ns>` and
-//!   `<file>` substituted, plus `--local-cloud-url`), as the container image
-//!   runs them (`./machine-controller-manager` from `/`, and the sidecar as the
-//!   image's entrypoint `/machine-controller` with arguments and no subcommand),
+//!   `<file>` substituted, plus `--local-cloud-url`), started as a container
+//!   runtime starts them from the image `deploy/Dockerfile` declares (its
+//!   WORKDIR, ENTRYPOINT and files; the main container's `command` with no
+//!   `workingDir`, the sidecar's bare `args` to the entrypoint),
 //!   in an in-cluster environment whose ServiceAccount has exactly Gardener's
 //!   seed Role; a MachineDeployment of 3 goes create → initialize → Running →
 //!   delete; each half holds its own Lease; the metric names on both ports are
-//!   the reference's (committed lists in `tests/data/`);
+//!   the reference's (committed lists in `tests/data/`); every line the two
+//!   halves print parses with Gardener's fluent-bit parser;
 //! - the machine-controller-manager half next to a separate machine-controller
 //!   process that may not even read MachineSets: every MachineSet is
 //!   reconciled by the manager alone, and no machine is created twice.
@@ -20,7 +22,10 @@
 
 mod dropin;
 
-use dropin::{family_names, http_get, reference_names, World};
+use dropin::{
+    assert_gardener_parses, dashboard_metric_names, family_names, family_of, http_get,
+    reference_names, World,
+};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event as CoreEvent, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -122,6 +127,102 @@ fn assert_process_series_written(text: &str, half: &str, queues: &[&str]) {
     );
 }
 
+/// The dashboard in deploy/ is over the reference's metric names: each name
+/// it queries is a family of the reference's lists (or a histogram sample of
+/// one), and it shows machines per phase, failed machines, cloud API calls
+/// and failures, the five durations and the workqueue depth.
+#[test]
+fn the_grafana_dashboard_queries_only_the_reference_metric_names() {
+    let reference: BTreeSet<String> = reference_names(MANAGER_REFERENCE)
+        .union(&reference_names(CONTROLLER_REFERENCE))
+        .cloned()
+        .collect();
+    let queried = dashboard_metric_names();
+    let foreign: Vec<&String> = queried
+        .iter()
+        .filter(|m| family_of(m, &reference).is_none())
+        .collect();
+    assert!(foreign.is_empty(), "not the reference's: {foreign:?}");
+    for needed in [
+        "mcm_machine_current_status_phase",
+        "mcm_machine_deployment_failed_machines",
+        "mcm_cloud_api_requests_total",
+        "mcm_cloud_api_requests_failed_total",
+        "mcm_machine_create_duration_seconds",
+        "mcm_machine_initialize_duration_seconds",
+        "mcm_machine_join_duration_seconds",
+        "mcm_machine_drain_duration_seconds",
+        "mcm_machine_delete_duration_seconds",
+        "mcm_workqueue_depth",
+    ] {
+        assert!(queried.contains(needed), "the dashboard shows {needed}");
+    }
+}
+
+/// Without a cluster: the image of `deploy/Dockerfile` starts Gardener's main
+/// container (`./machine-controller-manager` and no `workingDir`), the
+/// sidecar (bare flags to the entrypoint) and the chart's all-in-one (`run`),
+/// and each gets past flag parsing as the half it is meant to be.
+#[test]
+fn the_dockerfiles_image_starts_gardeners_two_containers_and_the_all_in_one() {
+    use dropin::image::{repository_image, ImageRoot};
+    let dir = dropin::TempDir(
+        std::env::temp_dir().join(format!("mcm-dropin-image-{}", std::process::id())),
+    );
+    let image = ImageRoot::install(
+        repository_image(),
+        &dir.0,
+        std::path::Path::new(env!("CARGO_BIN_EXE_mcm")),
+    );
+    assert_eq!(image.spec.workdir, "/", "Gardener sets no workingDir");
+    let flags = |port: &str| {
+        vec![
+            "--control-kubeconfig=inClusterConfig".to_string(),
+            format!("--port={port}"),
+            "--namespace=shoot--x".into(),
+        ]
+    };
+    let mut main = vec!["./machine-controller-manager".to_string()];
+    main.extend(flags("10258"));
+    let mut all_in_one = vec!["run".to_string()];
+    all_in_one.extend(flags("10259"));
+    for (what, command, args, help_name) in [
+        ("main container", main, vec![], "machine-controller-manager"),
+        ("sidecar", vec![], flags("10259"), "machine-controller"),
+        ("all-in-one", vec![], all_in_one, "mcm run"),
+    ] {
+        let start = image
+            .start(&command, &args, None)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let run = |extra: &[&str]| {
+            use std::os::unix::process::CommandExt as _;
+            std::process::Command::new(&start.program)
+                .arg0(&start.argv0)
+                .args(&start.args)
+                .args(extra)
+                .current_dir(&start.cwd)
+                .env_remove("KUBERNETES_SERVICE_HOST")
+                .env_remove("MCM_SERVICEACCOUNT_DIR")
+                .output()
+                .expect("run")
+        };
+        let out = run(&[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+        assert!(
+            stderr.contains("inClusterConfig"),
+            "{what} stopped before the in-cluster config: {stderr}"
+        );
+        // Which program it is: its usage line names it.
+        let help = run(&["--help"]);
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(
+            text.contains(&format!("Usage: {help_name} ")),
+            "{what} is {help_name}:\n{text}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_as_the_service_account(
 ) {
@@ -130,18 +231,12 @@ async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_a
     };
     let _ports = FIXED_PORTS.lock().await;
     let ns = world.env.namespace.clone();
-    let mut manager = world.spawn(
-        "./machine-controller-manager",
-        "machine-controller-manager",
-        &world.manager_args(),
-        "machine-controller-manager",
-    );
-    let mut controller = world.spawn(
-        "/machine-controller",
-        "machine-controller",
-        &world.controller_args(),
-        "machine-controller",
-    );
+    // Gardener's main container: `command`, no `args`, no `workingDir`.
+    let mut command = vec!["./machine-controller-manager".to_string()];
+    command.extend(world.manager_args());
+    let mut manager = world.spawn_container(&command, &[], "machine-controller-manager");
+    // Gardener's provider sidecar: `args` only, to the image's entrypoint.
+    let mut controller = world.spawn_container(&[], &world.controller_args(), "machine-controller");
     healthz(10258).await;
     healthz(10259).await;
 
@@ -228,6 +323,30 @@ async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_a
             "machinesafetyapiserver",
         ],
     );
+    // Upstream #1104: the create and join durations of the deployment, with
+    // the class's instance type.
+    for activity in ["create", "join"] {
+        let series = format!(
+            "mcm_machine_{activity}_duration_seconds{{namespace=\"{ns}\",machine_deployment=\"dropin\",instance_type=\"small\",zone=\"\"}}"
+        );
+        assert!(
+            sample(&mc_text, &series).is_some(),
+            "{series} in:\n{mc_text}"
+        );
+    }
+    // The Grafana dashboard in deploy/ queries only metrics this live scrape has.
+    let live: BTreeSet<String> = family_names(&mcm_text)
+        .union(&family_names(&mc_text))
+        .cloned()
+        .collect();
+    let absent: Vec<String> = dashboard_metric_names()
+        .into_iter()
+        .filter(|m| family_of(m, &live).is_none())
+        .collect();
+    assert!(
+        absent.is_empty(),
+        "the dashboard queries metrics the halves do not serve: {absent:?}"
+    );
     for q in ["machineset", "machinedeployment"] {
         let adds = sample(
             &mcm_text,
@@ -289,6 +408,16 @@ async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_a
         "machine-controller exited:\n{}",
         controller.log_text()
     );
+
+    // Every line either half printed through create, Running and delete is
+    // one Gardener's logging stack parses (klog text, no colour codes).
+    for (half, p) in [
+        ("machine-controller-manager", &manager),
+        ("machine-controller", &controller),
+    ] {
+        let lines = assert_gardener_parses(&p.log_text(), half);
+        assert!(lines > 0, "{half} logged nothing at --v=3");
+    }
 }
 
 /// A ServiceAccount that may use Machines, MachineClasses, Secrets, Events and
@@ -361,7 +490,6 @@ async fn manager_half_next_to_a_separate_machine_controller_reconciles_every_mac
     let (mcm_port, mc_port) = (free_port(), free_port());
     let mut manager = world.spawn(
         "mcm",
-        "mcm",
         &[
             "machine-controller-manager".to_string(),
             format!("--namespace={ns}"),
@@ -376,7 +504,6 @@ async fn manager_half_next_to_a_separate_machine_controller_reconciles_every_mac
     );
     let restricted = machines_only_kubeconfig(&world).await;
     let mut controller = world.spawn(
-        "mcm",
         "mcm",
         &[
             "machine-controller".to_string(),

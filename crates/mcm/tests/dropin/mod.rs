@@ -1,11 +1,13 @@
 //! Support for the drop-in tests: an in-cluster environment for a process
 //! (`KUBERNETES_SERVICE_HOST/PORT` and a ServiceAccount's token, CA and
 //! namespace in a folder, found through `MCM_SERVICEACCOUNT_DIR`), Gardener's
-//! seed RBAC for that ServiceAccount, the container image's layout (the
-//! binary as `/machine-controller-manager` and `/machine-controller`), the
+//! seed RBAC for that ServiceAccount, the container image as
+//! `deploy/Dockerfile` declares it (`image`), the
 //! in-process local cloud and the objects of a MachineDeployment.
 
 #![allow(dead_code)]
+
+pub mod image;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
@@ -68,8 +70,8 @@ pub struct World {
     pub service: (String, String),
     /// The ServiceAccount folder (token, ca.crt, namespace).
     pub sa_dir: PathBuf,
-    /// The image root holding `machine-controller-manager` and `machine-controller`.
-    pub image: PathBuf,
+    /// The container image of `deploy/Dockerfile`, laid out in a folder.
+    pub image: image::ImageRoot,
     /// The local cloud's URL.
     pub cloud_url: String,
     _dir: TempDir,
@@ -128,13 +130,12 @@ impl World {
         let (host, port, ca) = server_of(&kubeconfig);
         let dir = TempDir(std::env::temp_dir().join(format!("mcm-dropin-{ns}")));
         let sa_dir = dir.0.join("serviceaccount");
-        let image = dir.0.join("image");
         std::fs::create_dir_all(&sa_dir).expect("sa dir");
-        std::fs::create_dir_all(&image).expect("image dir");
-        for name in ["machine-controller-manager", "machine-controller", "mcm"] {
-            std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_mcm"), image.join(name))
-                .expect("symlink");
-        }
+        let image = image::ImageRoot::install(
+            image::repository_image(),
+            &dir.0.join("image"),
+            Path::new(env!("CARGO_BIN_EXE_mcm")),
+        );
 
         // The ServiceAccount with Gardener's seed Role, and its token.
         let pp = PostParams::default();
@@ -191,17 +192,51 @@ impl World {
         })
     }
 
-    /// Starts `program` (a name in the image folder) with `args`, invoked as
-    /// `argv0`, in an in-cluster environment, logging to a file.
-    pub fn spawn(&self, argv0: &str, program: &str, args: &[String], log_name: &str) -> Proc {
+    /// Starts the binary with `args`, invoked as `argv0`, in an in-cluster
+    /// environment, logging to a file.
+    pub fn spawn(&self, argv0: &str, args: &[String], log_name: &str) -> Proc {
+        self.spawn_at(
+            Path::new(env!("CARGO_BIN_EXE_mcm")),
+            argv0,
+            args,
+            &std::env::temp_dir(),
+            log_name,
+        )
+    }
+
+    /// Starts a container of the image with Kubernetes' `command` and `args`
+    /// and no `workingDir`, as a container runtime would (entrypoint, CMD and
+    /// working directory from `deploy/Dockerfile`).
+    pub fn spawn_container(&self, command: &[String], args: &[String], log_name: &str) -> Proc {
+        let start = self
+            .image
+            .start(command, args, None)
+            .unwrap_or_else(|e| panic!("{log_name}: the container does not start: {e}"));
+        self.spawn_at(
+            &start.program,
+            &start.argv0,
+            &start.args,
+            &start.cwd,
+            log_name,
+        )
+    }
+
+    fn spawn_at(
+        &self,
+        program: &Path,
+        argv0: &str,
+        args: &[String],
+        cwd: &Path,
+        log_name: &str,
+    ) -> Proc {
         let ns = &self.env.namespace;
         let log = std::env::temp_dir().join(format!("mcm-dropin-{ns}-{log_name}.log"));
         let file = std::fs::File::create(&log).expect("log file");
         eprintln!("{log_name} log: {}", log.display());
-        let child = Command::new(self.image.join(program))
+        let child = Command::new(program)
             .arg0(argv0)
             .args(args)
-            .current_dir(&self.image)
+            .current_dir(cwd)
             .env_remove("KUBECONFIG")
             .env_remove("MCM_CONTROL_KUBECONFIG")
             .env_remove("MCM_TARGET_KUBECONFIG")
@@ -276,7 +311,9 @@ impl World {
             "provider": "local",
             "providerSpec": {"image": "local-ubuntu", "instanceType": "small",
                 "tags": {format!("kubernetes.io/cluster/{ns}"): "1", "kubernetes.io/role/node": "1"}},
-            "secretRef": {"name": "dropin-secret", "namespace": ns}
+            "secretRef": {"name": "dropin-secret", "namespace": ns},
+            "nodeTemplate": {"capacity": {"cpu": "2", "gpu": "0", "memory": "4Gi"},
+                "instanceType": "small", "region": "local", "zone": ns}
         }))
         .expect("MachineClass");
         let _ = self.env.api::<MachineClass>().create(&pp, &class).await;
@@ -288,7 +325,9 @@ impl World {
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
                 "selector": {"matchLabels": {"pool": name}},
                 "template": {
-                    "metadata": {"labels": {"pool": name}},
+                    // `name`: the MachineDeployment, as Gardener labels machines
+                    // (the duration metrics' `machine_deployment`).
+                    "metadata": {"labels": {"pool": name, "name": name}},
                     "spec": {"class": {"kind": "MachineClass", "name": "dropin-class"}}
                 }
             }
@@ -320,6 +359,90 @@ impl World {
             .count();
         Some((list.len(), running))
     }
+}
+
+/// Gardener's fluent-bit parser for the machine-controller-manager pod's
+/// containers (gardener/gardener,
+/// `pkg/component/nodemanagement/machinecontrollermanager/logging.go`):
+/// its `Regex`; its `Time_Format` is `%m%d %H:%M:%S.%L`.
+pub const GARDENER_PARSER: &str =
+    r"^(?<severity>\w)(?<time>\d{4} [^\s]*)\s+(?<pid>\d+)\s+(?<source>[^ \]]+)\] (?<log>.*)$";
+
+/// Every line of `log` is parsed by Gardener's parser into a klog severity,
+/// a time of its `Time_Format`, a pid and a `file:line` source; no line
+/// carries colour codes. Returns the number of lines.
+pub fn assert_gardener_parses(log: &str, half: &str) -> usize {
+    let parser = regex::Regex::new(GARDENER_PARSER).expect("Gardener's regex");
+    let time = regex::Regex::new(r"^(\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.\d{1,9}$").expect("time");
+    let mut n = 0;
+    for line in log.lines() {
+        n += 1;
+        assert!(!line.contains('\x1b'), "{half}: colour codes in {line:?}");
+        let c = parser
+            .captures(line)
+            .unwrap_or_else(|| panic!("{half}: Gardener's parser does not match {line:?}"));
+        assert!(
+            matches!(&c["severity"], "I" | "W" | "E" | "F"),
+            "{half}: severity of {line:?}"
+        );
+        let t = time
+            .captures(&c["time"])
+            .unwrap_or_else(|| panic!("{half}: time (%m%d %H:%M:%S.%L) of {line:?}"));
+        let num = |i: usize| t[i].parse::<u32>().unwrap_or(99);
+        assert!(
+            (1..=12).contains(&num(1))
+                && (1..=31).contains(&num(2))
+                && num(3) < 24
+                && num(4) < 60
+                && num(5) < 61,
+            "{half}: time of {line:?}"
+        );
+        assert!(
+            c["source"]
+                .rsplit_once(':')
+                .is_some_and(|(f, l)| !f.is_empty() && l.parse::<u32>().is_ok()),
+            "{half}: source file:line of {line:?}"
+        );
+    }
+    n
+}
+
+/// The metric names the Grafana dashboard `deploy/grafana/machine-controller-manager.json`
+/// queries (every `mcm_…` name in its panels' expressions and its variables' queries).
+pub fn dashboard_metric_names() -> std::collections::BTreeSet<String> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/grafana/machine-controller-manager.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("dashboard")).expect("JSON");
+    let mut queries: Vec<String> = Vec::new();
+    for panel in dash["panels"].as_array().expect("panels") {
+        for t in panel["targets"].as_array().expect("targets") {
+            queries.push(t["expr"].as_str().expect("expr").to_string());
+        }
+    }
+    for v in dash["templating"]["list"].as_array().expect("variables") {
+        if v["type"] == "query" {
+            queries.push(v["query"].as_str().expect("query").to_string());
+        }
+    }
+    let name = regex::Regex::new(r"\bmcm_[a-z0-9_]+").expect("regex");
+    queries
+        .iter()
+        .flat_map(|q| name.find_iter(q).map(|m| m.as_str().to_string()))
+        .collect()
+}
+
+/// The family a sample name belongs to among `families` (a histogram's
+/// `_bucket`, `_sum`, `_count`).
+pub fn family_of(sample: &str, families: &std::collections::BTreeSet<String>) -> Option<String> {
+    if families.contains(sample) {
+        return Some(sample.to_string());
+    }
+    ["_bucket", "_sum", "_count"]
+        .iter()
+        .filter_map(|s| sample.strip_suffix(s))
+        .find(|f| families.contains(*f))
+        .map(str::to_string)
 }
 
 /// `GET http://127.0.0.1:<port><path>` (blocking, short): (status, content type, body).
