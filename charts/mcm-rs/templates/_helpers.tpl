@@ -66,3 +66,8 @@ securityContext:
   capabilities:
     drop: ["ALL"]
 {{- end -}}
+
+{{- /* The ClusterRole (and kube-system Role) of one release: unique per release namespace and name. */ -}}
+{{- define "mcm-rs.clusterRoleName" -}}
+mcm-rs:{{ .Release.Namespace }}:{{ .Release.Name }}
+{{- end -}}

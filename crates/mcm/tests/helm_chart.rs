@@ -3,13 +3,24 @@
 //! at the missing in-cluster environment, never with a usage error), and the
 //! API server accepts every rendered object in a server-side dry run.
 //!
+//! An installed release of the default layout (`allInOne`, in-cluster
+//! target) grants its ServiceAccount every call of the controllers: the calls
+//! table `tests/rbac_calls` (held to a real run of the controllers by
+//! `rbac_e2e.rs`), each asked of the API server as a SubjectAccessReview.
+//!
 //! helm is built from the Go module proxy by `hack/build-helm.sh` (cached
 //! under `~/.cache/mcm-helm/`); `MCM_HELM` may name another binary. Without
 //! helm or the control plane the tests skip visibly, except in CI (`mcm_testenv::skip`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
+mod rbac_calls;
+
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::PostParams;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
@@ -155,8 +166,9 @@ fn chart_lints_and_renders_both_layouts_with_command_lines_the_binary_accepts() 
         containers[1].command.is_none(),
         "the sidecar runs the image's entrypoint"
     );
+    // The image's entrypoint (deploy/Dockerfile) with the sidecar's bare flags.
     accepts(
-        "/machine-controller",
+        "/usr/local/bin/mcm",
         &containers[1].args.clone().unwrap_or_default(),
     );
 }
@@ -180,7 +192,12 @@ async fn api_server_accepts_every_rendered_object_in_a_server_side_dry_run() {
             let (ar, caps) = pinned_kind(&env.client, &gvk).await.expect("discovery");
             let name = obj["metadata"]["name"].as_str().expect("name").to_string();
             let api: Api<DynamicObject> = if caps.scope == kube::discovery::Scope::Namespaced {
-                Api::namespaced_with(env.client.clone(), &env.namespace, &ar)
+                // The kube-system Role of the target's bootstrap tokens
+                // names its namespace; the rest are the release's.
+                let ns = obj["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or(&env.namespace);
+                Api::namespaced_with(env.client.clone(), ns, &ar)
             } else {
                 Api::all_with(env.client.clone(), &ar)
             };
@@ -189,5 +206,155 @@ async fn api_server_accepts_every_rendered_object_in_a_server_side_dry_run() {
                 .await
                 .unwrap_or_else(|e| panic!("{layout}: {} {name}: {e}", gvk.kind));
         }
+    }
+}
+
+/// `helm uninstall` on drop (the release's ClusterRole and kube-system Role
+/// outlive the test's namespace otherwise).
+struct Release {
+    helm: PathBuf,
+    name: String,
+    namespace: String,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let _ = Command::new(&self.helm)
+            .args(["uninstall", &self.name, "--namespace", &self.namespace])
+            .env("KUBECONFIG", mcm_testenv::kubeconfig_path())
+            .env(
+                "HELM_CACHE_HOME",
+                std::env::temp_dir().join("mcm-helm-cache"),
+            )
+            .env(
+                "HELM_CONFIG_HOME",
+                std::env::temp_dir().join("mcm-helm-config"),
+            )
+            .env("HELM_DATA_HOME", std::env::temp_dir().join("mcm-helm-data"))
+            .output();
+    }
+}
+
+/// Whether the API server allows `verb` on `group`/`resource` (`res/sub`)
+/// in `namespace` ("" cluster-wide), optionally on the object `name`, to the
+/// ServiceAccount `sa` of `sa_ns`.
+async fn allowed(
+    client: &kube::Client,
+    (sa, sa_ns): (&str, &str),
+    (verb, group, resource): (&str, &str, &str),
+    namespace: &str,
+    name: Option<&str>,
+) -> bool {
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((r, s)) => (r, Some(s.to_string())),
+        None => (resource, None),
+    };
+    let review = SubjectAccessReview {
+        metadata: Default::default(),
+        spec: SubjectAccessReviewSpec {
+            user: Some(format!("system:serviceaccount:{sa_ns}:{sa}")),
+            groups: Some(vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{sa_ns}"),
+                "system:authenticated".into(),
+            ]),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(verb.into()),
+                group: Some(group.into()),
+                resource: Some(resource.into()),
+                subresource,
+                namespace: (!namespace.is_empty()).then(|| namespace.into()),
+                name: name.map(str::to_string),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        status: None,
+    };
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    api.create(&PostParams::default(), &review)
+        .await
+        .expect("SubjectAccessReview")
+        .status
+        .is_some_and(|s| s.allowed)
+}
+
+#[tokio::test]
+async fn installed_all_in_one_release_grants_its_service_account_every_call_of_the_controllers() {
+    let test =
+        "installed_all_in_one_release_grants_its_service_account_every_call_of_the_controllers";
+    let Some(helm) = helm(test) else {
+        return;
+    };
+    let Some(env) = TestEnv::new("helm-install").await else {
+        return;
+    };
+    let ns = env.namespace.clone();
+    let chart = chart().to_string_lossy().to_string();
+    let kubeconfig = mcm_testenv::kubeconfig_path().to_string_lossy().to_string();
+    // The default values: layout allInOne, target in-cluster. The CRDs are
+    // the shared control plane's already; no kubelet runs the pod.
+    run_helm(
+        &helm,
+        &[
+            "install",
+            "mcm",
+            &chart,
+            "--namespace",
+            &ns,
+            "--kubeconfig",
+            &kubeconfig,
+            "--skip-crds",
+        ],
+    );
+    let _release = Release {
+        helm: helm.clone(),
+        name: "mcm".into(),
+        namespace: ns.clone(),
+    };
+    let sa = ("machine-controller-manager", ns.as_str());
+    let mut denied = Vec::new();
+    for call in rbac_calls::CALLS {
+        let namespace = match call.scope {
+            rbac_calls::Scope::Control => ns.as_str(),
+            rbac_calls::Scope::KubeSystem => "kube-system",
+            // A drained pod's namespace: any, e.g. `default`.
+            rbac_calls::Scope::AnyNamespace => "default",
+            rbac_calls::Scope::Cluster => "",
+        };
+        // The Leases are granted by name (Gardener's seed Role); the
+        // controllers get and update only their own.
+        let names: &[Option<&str>] = match (call.resource, call.verb) {
+            ("leases", "get" | "update") => &[
+                Some("machine-controller"),
+                Some("machine-controller-manager"),
+            ],
+            _ => &[None],
+        };
+        for name in names {
+            let what = (call.verb, call.group, call.resource);
+            if !allowed(&env.client, sa, what, namespace, *name).await {
+                denied.push(format!(
+                    "{} {}/{} in {namespace:?} {name:?} ({})",
+                    call.verb, call.group, call.resource, call.by
+                ));
+            }
+        }
+    }
+    assert!(
+        denied.is_empty(),
+        "the chart's ServiceAccount is denied calls the controllers make:\n{}",
+        denied.join("\n")
+    );
+    // Still least privilege: nothing beyond what a drain needs.
+    for what in [
+        ("update", "", "nodes"),
+        ("create", "", "pods"),
+        ("list", "", "secrets"),
+    ] {
+        assert!(
+            !allowed(&env.client, sa, what, "", None).await,
+            "the chart grants {what:?} cluster-wide"
+        );
     }
 }
