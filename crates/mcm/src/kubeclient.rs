@@ -153,9 +153,38 @@ async fn config_of(source: &Source) -> anyhow::Result<Config> {
     }
 }
 
-/// Builds a client for `source` with the client-side rate limit.
-pub async fn client(source: &Source, qps: f32, burst: i32) -> anyhow::Result<Client> {
-    let config = config_of(source).await?;
+/// The reference's User-Agent of a client named `agent` in the program
+/// `program`: client-go's default (`<program>/<version> (<os>/<arch>)
+/// kubernetes/<commit>`) with `/<agent>` appended by `rest.AddUserAgent`;
+/// mcm-rs writes `mcm-rs` where client-go writes `kubernetes`. Audit logs
+/// show it (`machine-controller-manager`, `machine-controller`,
+/// `machine-leader-election` as the reference's clients).
+pub fn user_agent(program: &str, agent: &str) -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    format!(
+        "{program}/v{} ({}/{arch}) mcm-rs/{agent}",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS
+    )
+}
+
+/// Builds a client for `source` with the client-side rate limit, sending
+/// `user_agent`.
+pub async fn client(
+    source: &Source,
+    qps: f32,
+    burst: i32,
+    user_agent: &str,
+) -> anyhow::Result<Client> {
+    let mut config = config_of(source).await?;
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_str(user_agent)?,
+    ));
     let limiter = RateLimitLayer::new(qps, burst);
     let metrics = crate::rest_metrics::RestMetricsLayer::new(&config.cluster_url);
     Ok(ClientBuilder::try_from(config)?
@@ -273,6 +302,15 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn user_agents_end_in_the_reference_client_names() {
+        let ua = user_agent("machine-controller-manager", "machine-leader-election");
+        assert!(ua.starts_with("machine-controller-manager/v"), "{ua}");
+        assert!(ua.ends_with(" mcm-rs/machine-leader-election"), "{ua}");
+        assert!(ua.contains(&format!("({}/", std::env::consts::OS)), "{ua}");
+        assert!(http::HeaderValue::from_str(&ua).is_ok());
+    }
 
     #[test]
     fn empty_control_kubeconfig_means_the_target_and_none_disables_the_target() {

@@ -294,34 +294,40 @@ struct RoleClients {
     target_probe: Option<Client>,
 }
 
+/// The clients of the program `program` (a half's name, or `mcm`): the
+/// reference's User-Agents, the half's name for its clients and
+/// `machine-leader-election` for the Leases.
 async fn role_clients(
+    program: &str,
     control_src: &kubeclient::Source,
     target_src: Option<&kubeclient::Source>,
     qps: f32,
     burst: i32,
 ) -> anyhow::Result<RoleClients> {
-    let control = kubeclient::client(control_src, qps, burst)
+    let ua = kubeclient::user_agent(program, program);
+    let control = kubeclient::client(control_src, qps, burst, &ua)
         .await
         .context("control cluster")?;
-    let events = kubeclient::client(control_src, qps, burst)
+    let events = kubeclient::client(control_src, qps, burst, &ua)
         .await
         .context("control cluster (events)")?;
-    let leases = kubeclient::client(control_src, qps, burst)
+    let election = kubeclient::user_agent(program, "machine-leader-election");
+    let leases = kubeclient::client(control_src, qps, burst, &election)
         .await
         .context("control cluster (leader election)")?;
-    let probe = kubeclient::client(control_src, qps, burst)
+    let probe = kubeclient::client(control_src, qps, burst, &ua)
         .await
         .context("control cluster (probes)")?;
     let (target, target_probe) = match target_src {
         None => (None, None),
         Some(src) => (
             Some(
-                kubeclient::client(src, qps, burst)
+                kubeclient::client(src, qps, burst, &ua)
                     .await
                     .context("target cluster")?,
             ),
             Some(
-                kubeclient::client(src, qps, burst)
+                kubeclient::client(src, qps, burst, &ua)
                     .await
                     .context("target cluster (probes)")?,
             ),
@@ -458,6 +464,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         probe,
         target_probe,
     } = role_clients(
+        plan.name,
         &control_src,
         target_src.as_ref(),
         common.kube_api_qps,

@@ -323,6 +323,37 @@ async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_a
             "machinesafetyapiserver",
         ],
     );
+    // Each half's clients send the reference's User-Agent: the API server
+    // names the field managers of their writes after its program part.
+    let managers = |fields: Option<
+        Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry>,
+    >|
+     -> BTreeSet<String> {
+        fields
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|f| f.manager)
+            .collect()
+    };
+    let machines = world
+        .env
+        .api::<Machine>()
+        .list(&ListParams::default())
+        .await
+        .expect("machines");
+    let m = managers(machines.items[0].metadata.managed_fields.clone());
+    assert!(m.contains("machine-controller"), "Machine managers {m:?}");
+    let sets = world
+        .env
+        .api::<MachineSet>()
+        .list(&ListParams::default())
+        .await
+        .expect("sets");
+    let m = managers(sets.items[0].metadata.managed_fields.clone());
+    assert!(
+        m.contains("machine-controller-manager"),
+        "MachineSet managers {m:?}"
+    );
     // Upstream #1104: the create and join durations of the deployment, with
     // the class's instance type.
     for activity in ["create", "join"] {
