@@ -33,9 +33,19 @@ fn positive(flags: &[(&str, Duration)], errs: &mut Vec<String>) {
 }
 
 fn ip(s: &str) -> Result<String, String> {
-    s.parse::<std::net::IpAddr>()
-        .map(|_| s.to_string())
-        .map_err(|_| format!("invalid IP address provided: got {s:?}"))
+    listen_addr(s, 0).map(|_| s.to_string())
+}
+
+/// The socket address of `--address` and `--port`: an IPv4 or IPv6 literal
+/// (`::` serves every interface of both families; `[::1]:port` is how it
+/// is written).
+pub fn listen_addr(address: &str, port: u16) -> Result<std::net::SocketAddr, String> {
+    let ip = address
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+        .map_err(|_| format!("invalid IP address provided: got {address:?}"))?;
+    Ok(std::net::SocketAddr::new(ip, port))
 }
 
 fn media_type(s: &str) -> Result<String, String> {
@@ -437,6 +447,23 @@ pub fn log_filter(verbosity: i32, vmodule: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn address_takes_ipv4_and_ipv6_literals() {
+        assert_eq!(
+            listen_addr("::", 10258).map(|a| a.to_string()),
+            Ok("[::]:10258".to_string())
+        );
+        assert_eq!(
+            listen_addr("[::1]", 10259).map(|a| a.to_string()),
+            Ok("[::1]:10259".to_string())
+        );
+        assert_eq!(
+            listen_addr("0.0.0.0", 10258).map(|a| a.to_string()),
+            Ok("0.0.0.0:10258".to_string())
+        );
+        assert!(listen_addr("localhost", 1).is_err());
+    }
 
     #[test]
     fn startup_taint_keys_are_checked_like_the_api_server_checks_taint_keys() {

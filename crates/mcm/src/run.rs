@@ -586,8 +586,8 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         process,
         misc,
     });
-    let addr: SocketAddr = format!("{}:{}", common.address, port)
-        .parse()
+    let addr: SocketAddr = crate::flags::listen_addr(&common.address, port)
+        .map_err(anyhow::Error::msg)
         .context("--address/--port")?;
     let http = tokio::spawn(serve_http(addr, scrape, health.clone()));
     // The /version probe: a task and a client of its own.
