@@ -2,7 +2,7 @@
 //! [`mcm_core::machine::CreationFlow`]; this file performs the one effect each
 //! step names and feeds the result back (see `docs/design/machine.md`, "Creation").
 
-use super::{Reconciler, Step, Stop};
+use super::{Reconciler, Step};
 use crate::pacing::Admission;
 use crate::status::machine::MachineStatusChange;
 use crate::Error;
@@ -122,7 +122,7 @@ impl Reconciler<'_> {
                     create_admitted = false;
                     let create_req = match self.with_userdata(&req, &view).await? {
                         Ok(r) => r,
-                        Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+                        Err(d) => return Ok(Action::requeue(d)),
                     };
                     self.record_create_attempt().await?;
                     info!(init = flow.init_reason().map(|r| r.as_str()), "creating VM");

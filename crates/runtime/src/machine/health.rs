@@ -22,7 +22,7 @@ impl Reconciler<'_> {
                 self.api
                     .delete(&self.name(), &DeleteParams::default())
                     .await?;
-                return Ok(Err(Stop::After(self.ctx.config.short_retry)));
+                return Ok(Err(self.ctx.config.short_retry));
             }
         }
         let node_view = node.as_ref().map(|n| decide::NodeView {
@@ -61,7 +61,7 @@ impl Reconciler<'_> {
         if let Some(t) = &d.transition {
             if d.rate_limited && !self.may_mark_failed().await? {
                 info!("not marking Failed: another machine of the deployment is being replaced");
-                return Ok(Err(Stop::After(self.ctx.config.short_retry)));
+                return Ok(Err(self.ctx.config.short_retry));
             }
             let written = self
                 .write(MachineStatusChange::of(t).with_conditions(conditions))
@@ -77,7 +77,7 @@ impl Reconciler<'_> {
             if d.joined {
                 self.joined(now).await?;
             }
-            return Ok(Err(Stop::After(self.ctx.config.short_retry)));
+            return Ok(Err(self.ctx.config.short_retry));
         }
         if let Some(c) = conditions {
             self.write(MachineStatusChange::conditions(c)).await?;
