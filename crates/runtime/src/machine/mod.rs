@@ -161,7 +161,8 @@ fn error_policy(m: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Action {
     crate::metrics::workqueue::retry("machine");
     let key = key_of(&m);
     warn!(machine = %m.name_any(), error = %err, "reconcile failed");
-    Action::requeue(ctx.failure_delay(&key, FailureKind::Normal))
+    // A conflict retries after the short conflict period, as in every controller.
+    Action::requeue(ctx.error_delay(&key, err))
 }
 
 fn key_of(m: &Machine) -> String {
