@@ -134,7 +134,9 @@ pub use deletion::*;
 pub mod inplace;
 mod preserve;
 pub use preserve::*;
+mod health_flow;
 pub mod startup_taint;
+pub use health_flow::*;
 
 // ---------------------------------------------------------------------------
 // Health
