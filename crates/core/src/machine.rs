@@ -137,6 +137,8 @@ pub use preserve::*;
 mod health_flow;
 pub mod startup_taint;
 pub use health_flow::*;
+mod inputs;
+pub use inputs::*;
 
 // ---------------------------------------------------------------------------
 // Health

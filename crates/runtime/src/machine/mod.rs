@@ -44,10 +44,8 @@ use kube::{Resource, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachinePhase as Phase};
 use mcm_core::backoff::FailureKind;
-use mcm_core::machine::{
-    self as decide, MachineView, NodeDeletion, RetryClass, Transition, VmRecord,
-};
-use mcm_driver::{Code, Driver, MachineRequest, Status};
+use mcm_core::machine::{self as decide, MachineView, NodeDeletion, RetryClass, VmRecord};
+use mcm_driver::{Driver, MachineRequest, Status};
 use serde_json::json;
 use std::future::Future;
 use std::sync::Arc;
@@ -296,28 +294,8 @@ impl<'a> Reconciler<'a> {
     /// Records a problem with the machine's inputs (class, secret, driver) in
     /// status and as a Warning Event, without changing the phase.
     async fn input_problem(&mut self, reason: &str, message: String) -> Result<Duration, Error> {
-        let view = self.view();
-        let already = view
-            .last_operation
-            .as_ref()
-            .is_some_and(|(d, _, _)| *d == message);
-        if !already {
+        if let Some(t) = decide::input_problem(&self.view(), &message) {
             warn!(reason, %message, "machine cannot be reconciled");
-            let kind = if view.deleting_since.is_some() {
-                mcm_api::MachineOperationType::Delete
-            } else {
-                mcm_api::MachineOperationType::Create
-            };
-            let t = Transition {
-                phase: None,
-                operation: decide::Operation {
-                    description: message.clone(),
-                    error_code: Some(Code::InvalidArgument.name()),
-                    state: mcm_api::MachineState::Failed,
-                    kind,
-                },
-                timeout_active: None,
-            };
             self.write(MachineStatusChange::of(&t)).await?;
             self.event(EventType::Warning, reason, message).await;
         }
@@ -370,13 +348,7 @@ impl<'a> Reconciler<'a> {
     async fn inputs(&mut self) -> Step<(MachineClass, Secret, Arc<dyn Driver>)> {
         let ns = self.machine.namespace().unwrap_or_default();
         let class_spec = &self.machine.spec.class;
-        if class_spec.name.is_empty()
-            || (!class_spec.kind.is_empty() && class_spec.kind != "MachineClass")
-        {
-            let msg = format!(
-                "Invalid machine: spec.class must name a MachineClass (kind {:?}, name {:?})",
-                class_spec.kind, class_spec.name
-            );
+        if let Some(msg) = decide::class_reference_problem(&class_spec.kind, &class_spec.name) {
             let stop = self.input_problem("InvalidMachine", msg).await?;
             return Ok(Err(stop));
         }
