@@ -172,3 +172,14 @@ fn no_vm_transition_names_the_reason_and_the_next_marker() {
         .ends_with(markers::INITIATE_NODE_DELETION));
     assert_eq!(t.phase, None);
 }
+
+#[test]
+fn a_machine_set_marks_its_deleted_machine_terminating_with_the_reference_text() {
+    let t = terminating_by_machine_set();
+    assert_eq!(t.phase, Some(mcm_api::MachinePhase::Terminating));
+    assert_eq!(
+        t.operation.description,
+        "Deleting machine from cloud provider"
+    );
+    assert_eq!(t.operation.state, OpState::Processing);
+}
