@@ -633,14 +633,7 @@ async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
     if m.phase() == mcm_api::MachinePhase::Terminating {
         return;
     }
-    let change = MachineStatusChange::entering(
-        mcm_api::MachinePhase::Terminating,
-        MachineStatusChange::operation(
-            "Deleting machine from cloud provider",
-            mcm_api::MachineState::Processing,
-            mcm_api::MachineOperationType::Delete,
-        ),
-    );
+    let change = MachineStatusChange::of(&mcm_core::machine::terminating_by_machine_set());
     let write = crate::status::machine::write;
     if let Err(e) = unless_gone(write(api, &m.name_any(), &change).await) {
         debug!(machine = %m.name_any(), error = %e, "phase Terminating not written");
