@@ -77,6 +77,14 @@ pub enum ReplicaPlan {
         /// How many are missing.
         missing: usize,
     },
+    /// Machines are missing but [`BURST_REPLICAS`] of the set's machines are
+    /// still waiting for their VM: create nothing until the cloud catches up.
+    AwaitingVms {
+        /// How many are missing.
+        missing: usize,
+        /// How many machines wait for their VM.
+        awaiting: usize,
+    },
     /// Delete these machines (at most [`BURST_REPLICAS`], surplus first in deletion order).
     Delete(Vec<Deletion>),
 }
@@ -130,13 +138,28 @@ pub fn marked_by_scaler(m: &MachineView, scaler_change_time: Option<DateTime<Utc
     m.marked_for_deletion_time().is_some_and(|t| t <= limit)
 }
 
+/// Whether a machine still waits for its VM: no providerID yet and a phase
+/// of the creation flow (none, `Pending`, `CrashLoopBackOff`).
+fn awaits_vm(m: &MachineView) -> bool {
+    m.provider_id.is_empty()
+        && matches!(
+            m.phase,
+            MachinePhase::Empty | MachinePhase::Pending | MachinePhase::CrashLoopBackOff
+        )
+}
+
 /// The replica decision of one MachineSet pass (`manageReplicas`).
 ///
 /// Counting ignores terminating machines (see [`MachineView::is_terminating`]).
 /// Machines labelled `update-result=successful` are never surplus (they were
 /// just moved here by an in-place rollout). When machines are missing, the
 /// plan creates them unless the set is frozen or scale-up-disabled, and
-/// deletes nothing in the same pass; otherwise it deletes the surplus (in
+/// deletes nothing in the same pass. Creation is bounded twice: at most
+/// [`BURST_REPLICAS`] per pass (as the reference), and never more than
+/// [`BURST_REPLICAS`] of the set's machines waiting for their VM at once
+/// (mcm-rs only: a huge `replicas` grows the set at the cloud's pace instead
+/// of filling etcd with Machines; design: sets-and-deployments.md,
+/// "Creating and deleting machines"); otherwise it deletes the surplus (in
 /// [`deletion_order`]), the scaler-marked machines and the Failed machines
 /// that are not preserved, each machine once.
 pub fn manage_replicas(input: &ReplicaInput<'_>) -> ReplicaPlan {
@@ -160,7 +183,12 @@ pub fn manage_replicas(input: &ReplicaInput<'_>) -> ReplicaPlan {
         if input.scale_up_disabled {
             return ReplicaPlan::ScaleUpDisabled { missing };
         }
-        let count = missing.min(BURST_REPLICAS);
+        let awaiting = live.iter().filter(|m| awaits_vm(m)).count();
+        let room = BURST_REPLICAS.saturating_sub(awaiting);
+        if room == 0 {
+            return ReplicaPlan::AwaitingVms { missing, awaiting };
+        }
+        let count = missing.min(room);
         return ReplicaPlan::Create {
             count,
             batches: slow_start_batches(count, SLOW_START_INITIAL_BATCH_SIZE),

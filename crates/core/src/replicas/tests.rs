@@ -487,6 +487,39 @@ fn creation_is_capped_by_the_burst() {
 }
 
 #[test]
+fn creation_waits_while_a_burst_of_machines_awaits_its_vm() {
+    let waiting: Vec<MachineView> = (0..BURST_REPLICAS)
+        .map(|i| m(&format!("w{i}"), MachinePhase::Pending, 0))
+        .collect();
+    assert_eq!(
+        manage_replicas(&input(i32::MAX, &waiting)),
+        ReplicaPlan::AwaitingVms {
+            missing: i32::MAX as usize - BURST_REPLICAS,
+            awaiting: BURST_REPLICAS
+        }
+    );
+}
+
+#[test]
+fn creation_fills_only_the_room_left_by_machines_awaiting_their_vm() {
+    let mut machines: Vec<MachineView> = (0..30)
+        .map(|i| m(&format!("w{i}"), MachinePhase::CrashLoopBackOff, 0))
+        .collect();
+    // Machines whose VM exists (a providerID) or that failed do not wait.
+    for i in 0..50 {
+        let mut v = m(&format!("r{i}"), MachinePhase::Pending, 0);
+        v.provider_id = format!("local:///vm-{i}");
+        machines.push(v);
+    }
+    machines.push(m("f", MachinePhase::Failed, 0));
+    let ReplicaPlan::Create { count, batches } = manage_replicas(&input(1000, &machines)) else {
+        panic!("expected Create")
+    };
+    assert_eq!(count, BURST_REPLICAS - 30);
+    assert_eq!(batches.iter().sum::<usize>(), BURST_REPLICAS - 30);
+}
+
+#[test]
 fn frozen_set_creates_nothing_but_still_deletes() {
     let machines = [m("a", MachinePhase::Running, 0)];
     let mut i = input(3, &machines);

@@ -447,6 +447,13 @@ async fn manage(
             );
             Ok(())
         }
+        ReplicaPlan::AwaitingVms { missing, awaiting } => {
+            debug!(
+                missing,
+                awaiting, "machines are waiting for their VM, not creating more yet"
+            );
+            Ok(())
+        }
         ReplicaPlan::Create { count, batches } => {
             info!(
                 count,
