@@ -158,10 +158,7 @@ impl Drop for AbortDrains {
 }
 
 fn error_policy(m: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Action {
-    crate::metrics::workqueue::retry("machine");
-    let key = key_of(&m);
-    warn!(machine = %m.name_any(), error = %err, "reconcile failed");
-    Action::requeue(ctx.failure_delay(&key, FailureKind::Normal))
+    ctx.requeue_after_error("machine", &key_of(&m), err)
 }
 
 fn key_of(m: &Machine) -> String {
