@@ -134,7 +134,11 @@ pub use deletion::*;
 pub mod inplace;
 mod preserve;
 pub use preserve::*;
+mod health_flow;
 pub mod startup_taint;
+pub use health_flow::*;
+mod inputs;
+pub use inputs::*;
 
 // ---------------------------------------------------------------------------
 // Health
@@ -451,7 +455,7 @@ impl FailedMarks {
 /// The deletion step, decided from the phase and the marker in the description
 /// (design: machine.md, "Deletion").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeletionStep {
+pub enum DeletionStage {
     /// The finalizer is gone: nothing to do.
     MissingFinalizer,
     /// Set phase Terminating.
@@ -477,33 +481,33 @@ pub enum DeletionStep {
 /// quoting a pod, a class kind, a provider string). So only the end is
 /// matched: a marker quoted in the middle cannot send the flow to another
 /// step, which a plain "contains" (the reference's check) would allow.
-pub fn deletion_step(m: &MachineView) -> DeletionStep {
+pub fn deletion_stage(m: &MachineView) -> DeletionStage {
     if !m.has_finalizer {
-        return DeletionStep::MissingFinalizer;
+        return DeletionStage::MissingFinalizer;
     }
     if m.phase != Phase::Terminating {
-        return DeletionStep::SetTerminating;
+        return DeletionStage::SetTerminating;
     }
     let d = m.last_operation.as_ref().map_or("", |(d, _, _)| d.as_str());
     let order = [
-        (markers::GET_VM_STATUS, DeletionStep::GetVmStatus),
-        (markers::INITIATE_DRAIN, DeletionStep::Drain),
+        (markers::GET_VM_STATUS, DeletionStage::GetVmStatus),
+        (markers::INITIATE_DRAIN, DeletionStage::Drain),
         (
             markers::DELETE_VOLUME_ATTACHMENTS,
-            DeletionStep::DeleteVolumeAttachments,
+            DeletionStage::DeleteVolumeAttachments,
         ),
-        (markers::INITIATE_VM_DELETION, DeletionStep::DeleteVm),
-        (markers::INITIATE_NODE_DELETION, DeletionStep::DeleteNode),
+        (markers::INITIATE_VM_DELETION, DeletionStage::DeleteVm),
+        (markers::INITIATE_NODE_DELETION, DeletionStage::DeleteNode),
         (
             markers::INITIATE_FINALIZER_REMOVAL,
-            DeletionStep::RemoveFinalizer,
+            DeletionStage::RemoveFinalizer,
         ),
     ];
     let d = d.trim_end();
     order
         .iter()
         .find(|(marker, _)| d.ends_with(marker))
-        .map_or(DeletionStep::SetTerminating, |(_, s)| *s)
+        .map_or(DeletionStage::SetTerminating, |(_, s)| *s)
 }
 
 fn delete_op(description: String, state: OpState) -> Transition {

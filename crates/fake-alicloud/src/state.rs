@@ -1,4 +1,5 @@
-//! The fake's ECS state and the three actions.
+//! The fake's ECS state and its actions (the three the driver's lifecycle
+//! needs, and TagResources/UntagResources of UpdateMachine).
 
 use crate::metadata::metadata;
 use serde_json::{json, Value};
@@ -147,6 +148,8 @@ impl State {
             "RunInstances" => self.run_instances(&params)?,
             "DescribeInstances" => self.describe_instances(&params)?,
             "DeleteInstance" => self.delete_instance(&params)?,
+            "TagResources" => self.tag_resources(&params)?,
+            "UntagResources" => self.untag_resources(&params)?,
             other => {
                 return Err(fault(
                     400,
@@ -328,6 +331,97 @@ impl State {
             }
         }
         self.instances.remove(id);
+        Ok(json!({}))
+    }
+}
+
+/// The instances a TagResources/UntagResources call names (`ResourceType`
+/// `instance` only; an unknown ID is `InvalidResourceId.NotFound`, as ECS answers).
+fn tagged_ids(p: &BTreeMap<String, String>) -> Result<Vec<String>, EcsFault> {
+    for required in ["RegionId", "ResourceType", "ResourceId.1"] {
+        if p.get(required).is_none_or(|v| v.is_empty()) {
+            return Err(fault(
+                400,
+                "MissingParameter",
+                format!("{required} is mandatory for this action."),
+            ));
+        }
+    }
+    if p.get("ResourceType").map(String::as_str) != Some("instance") {
+        return Err(fault(
+            400,
+            "InvalidResourceType.NotSupported",
+            "the fake tags instances only",
+        ));
+    }
+    Ok((1..=50)
+        .map_while(|n| p.get(&format!("ResourceId.{n}")).cloned())
+        .collect())
+}
+
+impl State {
+    fn tag_resources(&mut self, p: &BTreeMap<String, String>) -> Result<Value, EcsFault> {
+        let ids = tagged_ids(p)?;
+        let mut tags = Vec::new();
+        for n in 1..=20 {
+            match p.get(&format!("Tag.{n}.Key")) {
+                Some(k) if k.is_empty() => {
+                    return Err(fault(400, "InvalidTagKey.Malformed", "empty tag key"))
+                }
+                Some(k) => tags.push((
+                    k.clone(),
+                    p.get(&format!("Tag.{n}.Value"))
+                        .cloned()
+                        .unwrap_or_default(),
+                )),
+                None => break,
+            }
+        }
+        if tags.is_empty() {
+            return Err(fault(
+                400,
+                "MissingParameter",
+                "Tag.1.Key is mandatory for this action.",
+            ));
+        }
+        if let Some(bad) = ids.iter().find(|id| !self.instances.contains_key(*id)) {
+            return Err(fault(
+                404,
+                "InvalidResourceId.NotFound",
+                format!("The specified ResourceId {bad} is not found."),
+            ));
+        }
+        for id in &ids {
+            if let Some(i) = self.instances.get_mut(id) {
+                for (k, v) in &tags {
+                    match i.tags.iter_mut().find(|(have, _)| have == k) {
+                        Some(t) => t.1 = v.clone(),
+                        None => i.tags.push((k.clone(), v.clone())),
+                    }
+                }
+            }
+        }
+        Ok(json!({}))
+    }
+
+    fn untag_resources(&mut self, p: &BTreeMap<String, String>) -> Result<Value, EcsFault> {
+        let ids = tagged_ids(p)?;
+        let keys: Vec<String> = (1..=20)
+            .map_while(|n| p.get(&format!("TagKey.{n}")).cloned())
+            .collect();
+        let all = p.get("All").is_some_and(|a| a == "true");
+        if let Some(bad) = ids.iter().find(|id| !self.instances.contains_key(*id)) {
+            return Err(fault(
+                404,
+                "InvalidResourceId.NotFound",
+                format!("The specified ResourceId {bad} is not found."),
+            ));
+        }
+        for id in &ids {
+            if let Some(i) = self.instances.get_mut(id) {
+                i.tags.retain(|(k, _)| !all && !keys.contains(k));
+            }
+        }
         Ok(json!({}))
     }
 }

@@ -12,14 +12,20 @@ pub enum ActionClass {
     DeleteInstance,
     /// DescribeInstances.
     DescribeInstances,
+    /// TagResources (UpdateMachine).
+    TagResources,
+    /// UntagResources (UpdateMachine).
+    UntagResources,
 }
 
 impl ActionClass {
     /// All classes.
-    pub const ALL: [ActionClass; 3] = [
+    pub const ALL: [ActionClass; 5] = [
         ActionClass::RunInstances,
         ActionClass::DeleteInstance,
         ActionClass::DescribeInstances,
+        ActionClass::TagResources,
+        ActionClass::UntagResources,
     ];
 
     /// The ECS action of the class.
@@ -28,6 +34,8 @@ impl ActionClass {
             ActionClass::RunInstances => "RunInstances",
             ActionClass::DeleteInstance => "DeleteInstance",
             ActionClass::DescribeInstances => "DescribeInstances",
+            ActionClass::TagResources => "TagResources",
+            ActionClass::UntagResources => "UntagResources",
         }
     }
 }
@@ -49,6 +57,9 @@ pub struct RateLimits {
     pub delete_instance: BucketLimit,
     /// DescribeInstances bucket.
     pub describe_instances: BucketLimit,
+    /// TagResources and UntagResources bucket (each action its own bucket
+    /// of this size).
+    pub tag_resources: BucketLimit,
 }
 
 impl Default for RateLimits {
@@ -58,6 +69,7 @@ impl Default for RateLimits {
             run_instances: BucketLimit::new(10, 2.0),
             delete_instance: BucketLimit::new(20, 5.0),
             describe_instances: BucketLimit::new(50, 20.0),
+            tag_resources: BucketLimit::new(20, 5.0),
         }
     }
 }
@@ -69,6 +81,7 @@ impl RateLimits {
             ActionClass::RunInstances => self.run_instances,
             ActionClass::DeleteInstance => self.delete_instance,
             ActionClass::DescribeInstances => self.describe_instances,
+            ActionClass::TagResources | ActionClass::UntagResources => self.tag_resources,
         }
     }
 }

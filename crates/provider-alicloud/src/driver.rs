@@ -16,8 +16,8 @@ use mcm_driver::budget::Budget;
 use mcm_driver::{
     Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
     Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
-    GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse, ListMachinesRequest,
-    ListMachinesResponse, Status,
+    GetVolumeIdsResponse, InPlaceChanges, InitializeMachineRequest, InitializeMachineResponse,
+    ListMachinesRequest, ListMachinesResponse, Status, UpdateMachineRequest, UpdateMachineResponse,
 };
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -419,8 +419,77 @@ fn span(op: &'static str, m: &Machine) -> tracing::Span {
     )
 }
 
+impl AlicloudDriver {
+    /// UpdateMachine: the instance's tags follow the class (docs/design/providers/alicloud.md).
+    async fn update(&self, req: &UpdateMachineRequest) -> DriverResult<UpdateMachineResponse> {
+        let p = self.prepare(&req.machine_class, &req.secret, false)?;
+        let name = machine_name(&req.machine)?;
+        let changes = crate::update::in_place_changes(
+            &req.last_applied_provider_spec,
+            &req.machine_class.provider_spec,
+        );
+        if !changes.need_replacement.is_empty() {
+            return Err(Status::new(
+                Code::FailedPrecondition,
+                format!(
+                    "machine {name}: these providerSpec changes need a new VM, nothing was changed: {}",
+                    changes.need_replacement.join(", ")
+                ),
+            ));
+        }
+        let last =
+            AlicloudProviderSpec::from_json(&req.last_applied_provider_spec).unwrap_or_default();
+        let found = self
+            .instances_by_name(&p, name)
+            .await
+            .map_err(|e| e.status(&format!("looking up the VM of machine {name}")))?;
+        let instance = match found.as_slice() {
+            [] => return Err(Status::not_found(format!("machine {name} has no VM"))),
+            [one] => one,
+            many => {
+                return Err(Status::new(
+                    Code::OutOfRange,
+                    format!("machine {name} has {} VMs", many.len()),
+                ))
+            }
+        };
+        let plan = crate::update::tag_plan(&p.spec, &last, instance);
+        let id = instance.instance_id.as_str();
+        if !plan.set.is_empty() {
+            p.ecs.tag_instance(id, &plan.set).await.map_err(|e| {
+                crate::update::update_status(&e, &format!("tagging VM {id} of machine {name}"))
+            })?;
+            info!(instance_id = id, tags = plan.set.len(), "tags set");
+        }
+        if !plan.remove.is_empty() {
+            p.ecs.untag_instance(id, &plan.remove).await.map_err(|e| {
+                crate::update::update_status(&e, &format!("untagging VM {id} of machine {name}"))
+            })?;
+            info!(instance_id = id, keys = ?plan.remove, "tags removed");
+        }
+        Ok(UpdateMachineResponse::default())
+    }
+}
+
 #[async_trait]
 impl Driver for AlicloudDriver {
+    fn in_place_changes(
+        &self,
+        last_applied: &serde_json::Value,
+        current: &serde_json::Value,
+    ) -> InPlaceChanges {
+        crate::update::in_place_changes(last_applied, current)
+    }
+
+    async fn update_machine(
+        &self,
+        req: &UpdateMachineRequest,
+    ) -> DriverResult<UpdateMachineResponse> {
+        self.update(req)
+            .instrument(span("UpdateMachine", &req.machine))
+            .await
+    }
+
     async fn create_machine(
         &self,
         req: &CreateMachineRequest,

@@ -62,6 +62,7 @@ pub mod errors;
 pub mod launch;
 pub mod sign;
 pub mod spec;
+pub mod update;
 
 pub use config::{ActionClass, AlicloudDriverConfig, RateLimits, RetrySettings};
 pub use driver::AlicloudDriver;

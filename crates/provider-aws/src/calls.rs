@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 /// The EC2 actions that change something.
-pub const MUTATING_ACTIONS: [&str; 8] = [
+pub const MUTATING_ACTIONS: [&str; 13] = [
     "RunInstances",
     "TerminateInstances",
     "ModifyNetworkInterfaceAttribute",
@@ -21,6 +21,11 @@ pub const MUTATING_ACTIONS: [&str; 8] = [
     "DeleteNetworkInterface",
     "DetachNetworkInterface",
     "ModifyInstanceAttribute",
+    "CreateTags",
+    "DeleteTags",
+    "ModifyVolume",
+    "ModifyInstanceMetadataOptions",
+    "UnassignIpv6Addresses",
 ];
 
 /// EC2 calls by action name.

@@ -104,6 +104,7 @@ pub mod cloud_metrics;
 pub mod config;
 pub mod driver;
 pub mod ec2;
+pub mod ec2_update;
 pub mod errors;
 pub mod launch;
 pub mod ratelimit;

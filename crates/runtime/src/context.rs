@@ -258,6 +258,25 @@ impl Context {
         self.failure_delay(key, FailureKind::Normal)
     }
 
+    /// The one error policy of every controller: counts the retry on
+    /// `queue`, logs, and requeues `key`. A conflict (someone wrote first;
+    /// the cache will show it) is expected and retried soon at debug level;
+    /// anything else is a warning and backs off per key.
+    pub(crate) fn requeue_after_error(
+        &self,
+        queue: &'static str,
+        key: &str,
+        err: &crate::Error,
+    ) -> kube::runtime::controller::Action {
+        crate::metrics::workqueue::retry(queue);
+        if err.is_conflict() {
+            tracing::debug!(queue, key, error = %err, "reconcile met a write conflict; retrying soon");
+        } else {
+            tracing::warn!(queue, key, error = %err, "reconcile failed");
+        }
+        kube::runtime::controller::Action::requeue(self.error_delay(key, err))
+    }
+
     /// Records a failure for `key` and returns the delay before the next try.
     pub fn failure_delay(&self, key: &str, kind: FailureKind) -> Duration {
         let exists = self.machine_exists();

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::ResourceExt;
 use mcm_api::constants as c;
-use mcm_api::{Machine, MachineClass, MachinePhase};
+use mcm_api::{Machine, MachineClass};
 use mcm_core::time::from_k8s;
 use mcm_driver::ListMachinesRequest;
 use serde_json::json;
@@ -206,19 +206,14 @@ pub async fn apiservers_reachable(ctx: &Context) -> bool {
 /// not count against their health timeout.
 pub async fn reset_unknown_machines(ctx: &Context) -> Result<(), Error> {
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ctx.config.namespace);
+    let defaults = ctx.config.default_settings();
     for m in api.list(&ListParams::default()).await?.items {
-        if m.status.clone().unwrap_or_default().current_status.phase != MachinePhase::Unknown {
+        let view = mcm_core::machine::MachineView::of(&m, &defaults);
+        // Decided in core: only Unknown machines go back to Running.
+        let Some(t) = mcm_core::machine::reset_after_freeze(&view) else {
             continue;
-        }
-        let change = MachineStatusChange::entering(
-            MachinePhase::Running,
-            MachineStatusChange::operation(
-                "Machine Health Timeout was reset due to APIServer being unreachable",
-                mcm_api::MachineState::Successful,
-                mcm_api::MachineOperationType::HealthCheck,
-            ),
-        );
-        crate::status::machine::write(&api, &m.name_any(), &change).await?;
+        };
+        crate::status::machine::write(&api, &m.name_any(), &MachineStatusChange::of(&t)).await?;
     }
     Ok(())
 }

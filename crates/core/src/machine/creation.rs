@@ -256,9 +256,19 @@ pub struct CreationFailure {
 #[derive(Debug, Clone, PartialEq)]
 pub enum CreationStep {
     /// Call GetMachineStatus: is there a VM for this machine already?
-    Probe,
+    Probe {
+        /// Take the machine's create turn at the cloud pacer first (a
+        /// machine without a providerID): the probe and the create then run
+        /// back to back, since waiting between them would repeat the probe
+        /// (and a provider may rely on a fresh probe's answer).
+        take_create_turn: bool,
+    },
     /// Call CreateMachine.
-    Create,
+    Create {
+        /// The create turn was taken before the probe of this flow; otherwise
+        /// take it now.
+        turn_held: bool,
+    },
     /// Check whether a Node named `node_name` exists and belongs to another machine
     /// (the VM got the name of an old node).
     CheckStaleNode {
@@ -319,6 +329,8 @@ pub struct CreationFlow {
     identity: Option<MachineIdentity>,
     init: Option<InitReason>,
     addresses: Vec<NodeAddress>,
+    /// The create turn was taken before this flow's probe.
+    create_turn: bool,
 }
 
 impl CreationFlow {
@@ -329,6 +341,7 @@ impl CreationFlow {
             identity: None,
             init: None,
             addresses: Vec::new(),
+            create_turn: false,
         }
     }
 
@@ -345,13 +358,15 @@ impl CreationFlow {
         now: DateTime<Utc>,
     ) -> CreationStep {
         match outcome {
-            CreationOutcome::Start => CreationStep::Probe,
+            CreationOutcome::Start => self.probe(m),
             CreationOutcome::Probed(status) => {
                 let plan = plan_creation(m, status);
                 self.init = initialization_reason(m, &plan);
                 match plan {
                     CreationPlan::Fail(err) => fail(m, "GetMachineStatus", err, now),
-                    CreationPlan::Create => CreationStep::Create,
+                    CreationPlan::Create => CreationStep::Create {
+                        turn_held: std::mem::take(&mut self.create_turn),
+                    },
                     CreationPlan::Adopt(id) | CreationPlan::Initialize(id) => {
                         self.identified(m, id)
                     }
@@ -382,7 +397,7 @@ impl CreationFlow {
                     step
                 }
             }
-            CreationOutcome::StaleNodeChecked(false) => self.persist(),
+            CreationOutcome::StaleNodeChecked(false) => self.persist(m),
             CreationOutcome::StaleNodeChecked(true) => CreationStep::DeleteStaleVm {
                 provider_id: self
                     .identity
@@ -457,10 +472,17 @@ impl CreationFlow {
         CreationStep::PersistIdentity(id)
     }
 
-    fn persist(&self) -> CreationStep {
+    /// The probe; a machine without a providerID takes its create turn first.
+    fn probe(&mut self, m: &MachineView) -> CreationStep {
+        let take_create_turn = m.provider_id.is_empty() && !self.create_turn;
+        self.create_turn |= take_create_turn;
+        CreationStep::Probe { take_create_turn }
+    }
+
+    fn persist(&mut self, m: &MachineView) -> CreationStep {
         match &self.identity {
             Some(id) => CreationStep::PersistIdentity(id.clone()),
-            None => CreationStep::Probe,
+            None => self.probe(m),
         }
     }
 
@@ -496,6 +518,38 @@ fn fail(m: &MachineView, call: &'static str, error: Status, now: DateTime<Utc>) 
         retry: RetryClass::of(&error),
         error,
     }))
+}
+
+/// What PersistIdentity writes to the Machine's metadata and spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdentityWrite {
+    /// `spec.providerID`.
+    pub provider_id: String,
+    /// The `node` label to set (with a target cluster, when it differs).
+    pub node_label: Option<String>,
+    /// The `machinepriority` annotation to set (when the machine has none).
+    pub priority: Option<String>,
+}
+
+/// What persisting the VM's identity writes: the providerID, the `node`
+/// label (only with a target cluster) and the default priority annotation
+/// when missing; `None` when the machine records all of it already.
+pub fn identity_write(
+    m: &MachineView,
+    id: &MachineIdentity,
+    target_cluster: bool,
+) -> Option<IdentityWrite> {
+    use mcm_api::constants as c;
+    let node_label = (target_cluster && m.labels.get(c::NODE_LABEL) != Some(&id.node_name))
+        .then(|| id.node_name.clone());
+    let priority = (!m.annotations.contains_key(c::PRIORITY_ANNOTATION))
+        .then(|| c::DEFAULT_MACHINE_PRIORITY.to_string());
+    let unchanged = node_label.is_none() && priority.is_none() && m.provider_id == id.provider_id;
+    (!unchanged).then(|| IdentityWrite {
+        provider_id: id.provider_id.clone(),
+        node_label,
+        priority,
+    })
 }
 
 /// Addresses as the reference persists them without a target cluster: the

@@ -119,6 +119,23 @@ pub fn must_record_create_attempt(m: &Machine) -> bool {
         != Some(CLOUD_CREATE_ATTEMPTED)
 }
 
+/// The status a MachineSet writes on a machine it just deleted (the
+/// reference's text): phase Terminating, a Delete operation in progress.
+/// The machine controller's deletion flow goes on from there
+/// ([`deletion_stage`](crate::machine::deletion_stage) reads no marker in it
+/// and starts at GetVmStatus).
+pub fn terminating_by_machine_set() -> Transition {
+    Transition {
+        phase: Some(mcm_api::MachinePhase::Terminating),
+        operation: super::Operation::new(
+            "Deleting machine from cloud provider",
+            OpState::Processing,
+            mcm_api::MachineOperationType::Delete,
+        ),
+        timeout_active: None,
+    }
+}
+
 /// The deletion of a machine that never had a VM skips drain and VM deletion
 /// and goes on to the node and finalizer steps. `why` says how the provider
 /// (or the machine's inputs) answered.
@@ -194,53 +211,42 @@ pub fn after_get_vm_status(
     }
 }
 
-/// Step DeleteVm: the next operation from DeleteMachine's answer, and
-/// whether the retry follows the backoff (`true`) or the long period.
+/// Step DeleteVm: the next operation from DeleteMachine's answer. Every
+/// failure is retried with backoff ([`DeletionFlow`] decides it).
 ///
 /// A machine whose creation never reached the cloud goes on even when the
 /// provider refuses (nothing to delete). Any other failure keeps the machine
-/// (and its finalizer): the VM may exist; the text says so, and the step is
-/// retried with backoff.
-pub fn after_delete_vm<T>(result: &Result<T, Status>, record: VmRecord) -> (Transition, bool) {
+/// (and its finalizer): the VM may exist; the text says so.
+pub fn after_delete_vm<T>(result: &Result<T, Status>, record: VmRecord) -> Transition {
     use markers::*;
     match result {
-        Ok(_) => (
-            delete_op(
-                format!("VM deletion was successful. {INITIATE_NODE_DELETION}"),
-                OpState::Processing,
-            ),
-            true,
+        Ok(_) => delete_op(
+            format!("VM deletion was successful. {INITIATE_NODE_DELETION}"),
+            OpState::Processing,
         ),
-        Err(e) if e.code == Code::NotFound => (
-            delete_op(
-                format!("VM not found. Continuing deletion flow. {INITIATE_NODE_DELETION}"),
-                OpState::Processing,
-            ),
-            true,
+        Err(e) if e.code == Code::NotFound => delete_op(
+            format!("VM not found. Continuing deletion flow. {INITIATE_NODE_DELETION}"),
+            OpState::Processing,
         ),
-        Err(e) if record.no_vm_possible() => (
-            no_vm_ever_created(&format!("DeleteMachine answered: {e}")),
-            true,
+        Err(e) if record.no_vm_possible() => {
+            no_vm_ever_created(&format!("DeleteMachine answered: {e}"))
+        }
+        Err(e) if e.code.is_transient() => failed_with_code(
+            format!("VM deletion failed due to - {e}. However, will re-try in the next resync. {INITIATE_VM_DELETION}"),
+            e,
         ),
-        Err(e) if e.code.is_transient() => (
-            failed_with_code(
-                format!("VM deletion failed due to - {e}. However, will re-try in the next resync. {INITIATE_VM_DELETION}"),
-                e,
+        Err(e) => failed_with_code(
+            format!(
+                "VM deletion failed due to - {e}. Deletion is blocked because {}; fix the MachineClass or its Secret (or remove the VM by hand). Retrying with backoff. {INITIATE_VM_DELETION}",
+                record.why_a_vm_may_exist()
             ),
-            true,
-        ),
-        Err(e) => (
-            failed_with_code(
-                format!(
-                    "VM deletion failed due to - {e}. Deletion is blocked because {}; fix the MachineClass or its Secret (or remove the VM by hand). Retrying with backoff. {INITIATE_VM_DELETION}",
-                    record.why_a_vm_may_exist()
-                ),
-                e,
-            ),
-            true,
+            e,
         ),
     }
 }
+
+mod flow;
+pub use flow::*;
 
 #[cfg(test)]
 mod tests;

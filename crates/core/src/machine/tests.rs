@@ -495,7 +495,7 @@ fn a_released_or_lost_failed_mark_stops_counting() {
 #[test]
 fn deletion_starts_by_setting_terminating() {
     let m = view(Phase::Running);
-    assert_eq!(deletion_step(&m), DeletionStep::SetTerminating);
+    assert_eq!(deletion_stage(&m), DeletionStage::SetTerminating);
     let t = set_terminating();
     assert_eq!(t.phase, Some(Phase::Terminating));
     assert_eq!(t.operation.description, markers::GET_VM_STATUS);
@@ -507,14 +507,14 @@ fn deletion_without_finalizer_does_nothing() {
         has_finalizer: false,
         ..view(Phase::Running)
     };
-    assert_eq!(deletion_step(&m), DeletionStep::MissingFinalizer);
+    assert_eq!(deletion_stage(&m), DeletionStage::MissingFinalizer);
 }
 
 #[test]
 fn a_marker_quoted_in_user_text_does_not_choose_the_deletion_step() {
     use markers::*;
     let step_of = |description: &str| {
-        deletion_step(&MachineView {
+        deletion_stage(&MachineView {
             last_operation: Some((description.into(), OpState::Failed, OpType::Delete)),
             ..view(Phase::Terminating)
         })
@@ -524,12 +524,12 @@ fn a_marker_quoted_in_user_text_does_not_choose_the_deletion_step() {
     let planted = format!(
         "machine class kind \"{GET_VM_STATUS}\" of provider \"{INITIATE_FINALIZER_REMOVAL}\" is unknown"
     );
-    let (t, _) = after_delete_vm::<()>(
+    let t = after_delete_vm::<()>(
         &Err(Status::new(Code::Internal, planted.clone())),
         VmRecord::HasVm,
     );
     assert!(t.operation.description.contains(GET_VM_STATUS));
-    assert_eq!(step_of(&t.operation.description), DeletionStep::DeleteVm);
+    assert_eq!(step_of(&t.operation.description), DeletionStage::DeleteVm);
     // A drain error quoting a pod named like a later marker: drain again.
     let t = after_drain(
         &DrainPlan {
@@ -542,47 +542,47 @@ fn a_marker_quoted_in_user_text_does_not_choose_the_deletion_step() {
             "pod \"{INITIATE_FINALIZER_REMOVAL}\" cannot be evicted"
         )),
     );
-    assert_eq!(step_of(&t.operation.description), DeletionStep::Drain);
+    assert_eq!(step_of(&t.operation.description), DeletionStage::Drain);
     // A marker followed by more text is not a step; trailing blanks are fine.
     assert_eq!(
         step_of(&format!("{INITIATE_FINALIZER_REMOVAL} (forged)")),
-        DeletionStep::SetTerminating
+        DeletionStage::SetTerminating
     );
     assert_eq!(
         step_of(&format!("ok. {INITIATE_NODE_DELETION} \n")),
-        DeletionStep::DeleteNode
+        DeletionStage::DeleteNode
     );
 }
 
 #[test]
 fn deletion_steps_dispatch_on_the_description_markers_in_order() {
     let cases = [
-        (markers::GET_VM_STATUS, DeletionStep::GetVmStatus),
-        ("x. Initiate node drain", DeletionStep::Drain),
+        (markers::GET_VM_STATUS, DeletionStage::GetVmStatus),
+        ("x. Initiate node drain", DeletionStage::Drain),
         (
             "Force Drain successful. Delete Volume Attachments",
-            DeletionStep::DeleteVolumeAttachments,
+            DeletionStage::DeleteVolumeAttachments,
         ),
         (
             "Drain successful. Initiate VM deletion",
-            DeletionStep::DeleteVm,
+            DeletionStage::DeleteVm,
         ),
         (
             "VM deletion was successful. Initiate node object deletion",
-            DeletionStep::DeleteNode,
+            DeletionStage::DeleteNode,
         ),
         (
             "ok. Initiate machine object finalizer removal",
-            DeletionStep::RemoveFinalizer,
+            DeletionStage::RemoveFinalizer,
         ),
-        ("garbage", DeletionStep::SetTerminating),
+        ("garbage", DeletionStage::SetTerminating),
     ];
     for (desc, step) in cases {
         let m = MachineView {
             last_operation: Some((desc.into(), OpState::Processing, OpType::Delete)),
             ..view(Phase::Terminating)
         };
-        assert_eq!(deletion_step(&m), step, "{desc}");
+        assert_eq!(deletion_stage(&m), step, "{desc}");
     }
 }
 
@@ -687,28 +687,24 @@ fn drain_outcomes_lead_to_the_right_next_step() {
 
 #[test]
 fn vm_deletion_outcomes() {
-    let (ok, quick) = after_delete_vm::<()>(&Ok(()), VmRecord::HasVm);
+    let ok = after_delete_vm::<()>(&Ok(()), VmRecord::HasVm);
     assert_eq!(
         ok.operation.description,
         "VM deletion was successful. Initiate node object deletion"
     );
-    assert!(quick);
-    let (nf, _) = after_delete_vm::<()>(&Err(Status::not_found("x")), VmRecord::HasVm);
+    let nf = after_delete_vm::<()>(&Err(Status::not_found("x")), VmRecord::HasVm);
     assert_eq!(
         nf.operation.description,
         "VM not found. Continuing deletion flow. Initiate node object deletion"
     );
-    let (tr, quick) =
-        after_delete_vm::<()>(&Err(Status::new(Code::Unavailable, "x")), VmRecord::HasVm);
+    let tr = after_delete_vm::<()>(&Err(Status::new(Code::Unavailable, "x")), VmRecord::HasVm);
     assert!(tr.operation.description.ends_with("Initiate VM deletion"));
-    assert!(quick);
-    let (hard, quick) = after_delete_vm::<()>(
+    let hard = after_delete_vm::<()>(
         &Err(Status::new(Code::PermissionDenied, "x")),
         VmRecord::HasVm,
     );
     assert_eq!(hard.operation.state, OpState::Failed);
     assert!(hard.operation.description.ends_with("Initiate VM deletion"));
-    assert!(quick, "a blocked VM deletion is retried with backoff");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `AwsDriver`: the `Driver` implementation, one file per concern:
 //! `clients` (SDK clients and token buckets per account and region),
 //! `create`, `initialize`, `status` (look-ups and identities),
-//! `delete` and `list` (ListMachines and GetVolumeIDs).
+//! `delete` and `list` (ListMachines and GetVolumeIDs), `update` (hot update).
 
 mod clients;
 mod create;
@@ -10,11 +10,13 @@ mod initialize;
 mod list;
 mod recent;
 mod status;
+mod update;
 
 pub use create::client_token;
 pub use initialize::{init_plan, InitStep};
 pub use list::{ebs_volume_id, EBS_CSI_DRIVER};
 pub use status::{addresses, decode_provider_id, provider_id, provider_id_region};
+pub use update::{in_place_changes, update_plan, Actual, UpdateStep};
 
 use crate::calls::{ApiCallRecorder, ApiCalls};
 use crate::config::AwsDriverConfig;
@@ -34,8 +36,9 @@ use mcm_driver::keyed_lock::KeyedLocks;
 use mcm_driver::{
     CloudOp, Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
     DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
-    GetVolumeIdsRequest, GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse,
-    ListMachinesRequest, ListMachinesResponse, MachineRequest, Status,
+    GetVolumeIdsRequest, GetVolumeIdsResponse, InPlaceChanges, InitializeMachineRequest,
+    InitializeMachineResponse, ListMachinesRequest, ListMachinesResponse, MachineRequest, Status,
+    UpdateMachineRequest, UpdateMachineResponse,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -236,6 +239,24 @@ impl Driver for AwsDriver {
         r
     }
 
+    fn in_place_changes(
+        &self,
+        last_applied: &serde_json::Value,
+        current: &serde_json::Value,
+    ) -> InPlaceChanges {
+        update::in_place_changes(last_applied, current)
+    }
+
+    async fn update_machine(
+        &self,
+        req: &UpdateMachineRequest,
+    ) -> DriverResult<UpdateMachineResponse> {
+        let span = span("update_machine", Some(&req.machine), &req.machine_class);
+        let r = self.update(req).instrument(span.clone()).await;
+        span.in_scope(|| log_result("update_machine", &r));
+        r
+    }
+
     async fn delete_machine(
         &self,
         req: &DeleteMachineRequest,
@@ -283,6 +304,7 @@ impl Driver for AwsDriver {
         vec![
             (CloudOp::Create, l.run_instances),
             (CloudOp::Initialize, l.mutating),
+            (CloudOp::Update, l.mutating),
             (CloudOp::Delete, l.terminate_instances),
         ]
     }

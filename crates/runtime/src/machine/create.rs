@@ -2,7 +2,7 @@
 //! [`mcm_core::machine::CreationFlow`]; this file performs the one effect each
 //! step names and feeds the result back (see `docs/design/machine.md`, "Creation").
 
-use super::{Reconciler, Step, Stop};
+use super::{Reconciler, Step};
 use crate::pacing::Admission;
 use crate::status::machine::MachineStatusChange;
 use crate::Error;
@@ -81,26 +81,19 @@ impl Reconciler<'_> {
         };
         let mut flow = CreationFlow::new(self.target());
         let mut outcome = CreationOutcome::Start;
-        // Whether this reconcile already holds the machine's create turn.
-        let mut create_admitted = false;
         for _ in 0..MAX_STEPS {
             let view = self.view();
             let step = flow.next(&view, outcome, chrono::Utc::now());
             debug!(?step, "creation step");
             req.machine = self.machine.clone();
             outcome = match step {
-                CreationStep::Probe => {
-                    // A machine without a VM yet takes its create turn before
-                    // the probe, so that the probe and the create run back to
-                    // back: waiting between them would repeat the probe (and a
-                    // provider may rely on a fresh probe's answer).
-                    if self.machine.spec.provider_id.is_empty() && !create_admitted {
+                CreationStep::Probe { take_create_turn } => {
+                    if take_create_turn {
                         if let Some(wait) =
                             self.pace(&*driver, &provider, &req, CloudOp::Create).await
                         {
                             return Ok(Action::requeue(wait));
                         }
-                        create_admitted = true;
                     }
                     if let Some(wait) = self.pace(&*driver, &provider, &req, CloudOp::Status).await
                     {
@@ -111,18 +104,17 @@ impl Reconciler<'_> {
                         .await;
                     CreationOutcome::Probed(result)
                 }
-                CreationStep::Create => {
-                    if !create_admitted {
+                CreationStep::Create { turn_held } => {
+                    if !turn_held {
                         if let Some(wait) =
                             self.pace(&*driver, &provider, &req, CloudOp::Create).await
                         {
                             return Ok(Action::requeue(wait));
                         }
                     }
-                    create_admitted = false;
                     let create_req = match self.with_userdata(&req, &view).await? {
                         Ok(r) => r,
-                        Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+                        Err(d) => return Ok(Action::requeue(d)),
                     };
                     self.record_create_attempt().await?;
                     info!(init = flow.init_reason().map(|r| r.as_str()), "creating VM");
@@ -295,28 +287,20 @@ impl Reconciler<'_> {
 
     /// Persists providerID, node label and priority annotation.
     async fn persist_identity(&mut self, id: &MachineIdentity) -> Result<(), Error> {
+        let Some(w) = decide::identity_write(&self.view(), id, self.target()) else {
+            return Ok(());
+        };
         let mut labels = serde_json::Map::new();
         let mut annotations = serde_json::Map::new();
-        if self.target() && self.machine.labels().get(c::NODE_LABEL) != Some(&id.node_name) {
-            labels.insert(c::NODE_LABEL.into(), json!(id.node_name));
+        if let Some(node) = w.node_label {
+            labels.insert(c::NODE_LABEL.into(), json!(node));
         }
-        if !self
-            .machine
-            .annotations()
-            .contains_key(c::PRIORITY_ANNOTATION)
-        {
-            annotations.insert(
-                c::PRIORITY_ANNOTATION.into(),
-                json!(c::DEFAULT_MACHINE_PRIORITY),
-            );
-        }
-        let pid_changed = self.machine.spec.provider_id != id.provider_id;
-        if labels.is_empty() && annotations.is_empty() && !pid_changed {
-            return Ok(());
+        if let Some(priority) = w.priority {
+            annotations.insert(c::PRIORITY_ANNOTATION.into(), json!(priority));
         }
         let patch = json!({
             "metadata": {"labels": labels, "annotations": annotations},
-            "spec": {"providerID": id.provider_id},
+            "spec": {"providerID": w.provider_id},
         });
         self.machine = self
             .api

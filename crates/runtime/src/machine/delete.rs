@@ -1,7 +1,12 @@
-//! The deletion step machine's effects (decisions in `mcm_core::machine::deletion_step`).
+//! The deletion flow's effects, one per step (decisions in
+//! `mcm_core::machine::DeletionFlow`; whether DeleteMachine runs:
+//! `mcm_core::machine::vm_deletion`).
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use mcm_core::machine::{
+    DeletionFlow, DeletionOutcome, DeletionRecord, DeletionStep, Inputs, Retry, Write,
+};
 use mcm_driver::CloudOp;
 
 impl Reconciler<'_> {
@@ -19,84 +24,197 @@ impl Reconciler<'_> {
                 &[CloudOp::Create, CloudOp::Initialize, CloudOp::Status],
             )
             .await;
-        let inputs = match self.inputs().await? {
-            Ok(x) => Some(x),
-            // A machine whose creation never reached the cloud is deleted
-            // without its class, secret or driver (they may be gone or
-            // broken); one that may have a VM waits for them.
-            Err(Stop::After(_)) if VmRecord::of(&self.machine).no_vm_possible() => None,
-            Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+        let (inputs, provider) = match self.inputs().await? {
+            Ok(x) => (Inputs::Usable, Some(x)),
+            Err(retry_after) => (Inputs::Unusable { retry_after }, None),
         };
-        // Both paths stage their status transitions; what is staged is
-        // written once when the reconcile stops ([`super::staged`]).
-        let result = match inputs {
-            Some((class, secret, driver)) => self.delete_steps(class, secret, driver).await,
-            None => self.delete_without_provider().await,
-        };
+        let record = VmRecord::of(&self.machine);
+        debug!(
+            decision = decide::vm_deletion(record, inputs, None).as_str(),
+            "whether DeleteMachine runs"
+        );
+        // Records are staged or written as the flow says; what is staged
+        // is written once when the reconcile stops ([`super::staged`]).
+        let result = self
+            .deletion_flow(DeletionOutcome::Start { inputs, record }, provider)
+            .await;
         let flushed = self.flush().await;
         result.and_then(|action| flushed.map(|()| action))
     }
 
-    /// The deletion of a machine that never had a VM and whose inputs are
-    /// unusable: no provider call; drain and VM deletion are skipped.
-    async fn delete_without_provider(&mut self) -> Result<Action, Error> {
-        for _ in 0..8 {
+    /// Runs the deletion flow, one effect per step, until it says to wait
+    /// or the finalizer is gone.
+    async fn deletion_flow(
+        &mut self,
+        start: DeletionOutcome,
+        provider: Option<(MachineClass, Secret, Arc<dyn Driver>)>,
+    ) -> Result<Action, Error> {
+        let mut flow = DeletionFlow::new(self.target());
+        let mut outcome = start;
+        let mut req = provider.as_ref().map(|(class, secret, _)| MachineRequest {
+            machine: self.machine.clone(),
+            machine_class: class.clone(),
+            secret: secret.clone(),
+        });
+        loop {
             let view = self.view();
-            let step = decide::deletion_step(&view);
-            debug!(?step, "deletion step (no VM was ever created)");
-            match step {
-                DeletionStep::MissingFinalizer => return Ok(Action::await_change()),
-                DeletionStep::SetTerminating => {
-                    self.write(MachineStatusChange::of(&decide::set_terminating()))
-                        .await?;
+            let step = flow.next(&view, outcome, Utc::now());
+            debug!(?step, "deletion step");
+            outcome = match step {
+                DeletionStep::Record(r) => {
+                    self.record_deletion(*r).await?;
+                    DeletionOutcome::Recorded
                 }
-                DeletionStep::GetVmStatus
-                | DeletionStep::Drain
-                | DeletionStep::DeleteVolumeAttachments
-                | DeletionStep::DeleteVm => {
-                    let t = decide::no_vm_ever_created(
-                        "the machine's class, secret or provider is unusable, see the events",
-                    );
-                    self.event(
-                        EventType::Normal,
-                        "NoVmToDelete",
-                        t.operation.description.clone(),
+                DeletionStep::FindNode => {
+                    let me = self.name();
+                    DeletionOutcome::NodeFound(
+                        self.ctx
+                            .nodes
+                            .state()
+                            .into_iter()
+                            .find(|n| n.labels().get(c::MACHINE_NAME_NODE_LABEL) == Some(&me))
+                            .map(|n| n.name_any()),
                     )
-                    .await;
-                    self.write(MachineStatusChange::of(&t)).await?;
                 }
-                DeletionStep::DeleteNode | DeletionStep::RemoveFinalizer => {
-                    if let Some(a) = self.node_and_finalizer_steps(step, &view).await? {
-                        return Ok(a);
+                DeletionStep::Probe => {
+                    let (Some(req), Some((_, _, driver))) = (req.as_mut(), provider.as_ref())
+                    else {
+                        return Ok(Action::requeue(self.ctx.config.short_retry));
+                    };
+                    req.machine = self.machine.clone();
+                    DeletionOutcome::Probed(driver.get_machine_status(req).await)
+                }
+                DeletionStep::LabelNode(node) => {
+                    let patch = json!({"metadata": {"labels": {c::NODE_LABEL: node}}});
+                    self.machine = self
+                        .api
+                        .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+                        .await?;
+                    DeletionOutcome::NodeLabelled
+                }
+                DeletionStep::CheckDrain => DeletionOutcome::Drain(self.drain_progress()),
+                DeletionStep::StartDrain(plan) => {
+                    let (Some(target), Some(node), Some((_, _, driver))) = (
+                        self.ctx.target.clone(),
+                        view.node.clone(),
+                        provider.as_ref(),
+                    ) else {
+                        return Ok(Action::requeue(self.ctx.config.short_retry));
+                    };
+                    let uid = self.machine.uid().unwrap_or_default();
+                    self.start_drain(plan, target, node, driver.clone(), &uid);
+                    DeletionOutcome::DrainStarted
+                }
+                DeletionStep::ListAttachments => {
+                    let Some(target) = &self.ctx.target else {
+                        return Ok(Action::requeue(self.ctx.config.short_retry));
+                    };
+                    let vas: Api<VolumeAttachment> = Api::all(target.clone());
+                    let listed = vas.list(&ListParams::default()).await?.items;
+                    DeletionOutcome::Attachments(
+                        listed
+                            .iter()
+                            .map(|v| decide::AttachmentView {
+                                name: v.name_any(),
+                                node_name: v.spec.node_name.clone(),
+                                deleting: v.meta().deletion_timestamp.is_some(),
+                            })
+                            .collect(),
+                    )
+                }
+                DeletionStep::DeleteAttachments(names) => {
+                    if let Some(target) = &self.ctx.target {
+                        let vas: Api<VolumeAttachment> = Api::all(target.clone());
+                        for name in &names {
+                            if let Err(e) = vas.delete(name, &DeleteParams::default()).await {
+                                debug!(error = %e, "deleting VolumeAttachment");
+                            }
+                        }
+                    }
+                    DeletionOutcome::AttachmentsDeleted
+                }
+                DeletionStep::DeleteVm => {
+                    let (Some(req), Some((class, _, driver))) = (req.as_mut(), provider.as_ref())
+                    else {
+                        return Ok(Action::requeue(self.ctx.config.short_retry));
+                    };
+                    req.machine = self.machine.clone();
+                    let provider_name = &class.provider;
+                    match self
+                        .pace(&**driver, provider_name, req, CloudOp::Delete)
+                        .await
+                    {
+                        Some(wait) => DeletionOutcome::NotYourTurn(wait),
+                        None => {
+                            let result = driver.delete_machine(req).await;
+                            self.answered(&**driver, provider_name, req, CloudOp::Delete, &result)
+                                .await;
+                            match &result {
+                                Ok(_) => {
+                                    info!(provider_id = %self.machine.spec.provider_id, "VM deleted");
+                                    // From the deletion timestamp, as the reference.
+                                    let took = crate::metrics::durations::since(
+                                        self.machine.metadata.deletion_timestamp.as_ref(),
+                                    );
+                                    self.ctx.metrics.machine_duration(
+                                        crate::metrics::durations::Activity::Delete,
+                                        &self.machine,
+                                        Some(&req.machine_class),
+                                        took,
+                                    );
+                                }
+                                Err(e) => debug!(error = %e, "DeleteMachine failed"),
+                            }
+                            DeletionOutcome::VmDeleted(result)
+                        }
                     }
                 }
-            }
+                DeletionStep::DeleteNode => {
+                    DeletionOutcome::NodeDeleted(self.delete_node(&view).await?)
+                }
+                DeletionStep::RemoveFinalizer => {
+                    self.remove_machine_finalizer().await?;
+                    DeletionOutcome::FinalizerRemoved
+                }
+                DeletionStep::Wait(retry) => return Ok(Action::requeue(self.retry_delay(retry))),
+                DeletionStep::Done => return Ok(Action::await_change()),
+            };
         }
-        Ok(Action::requeue(self.ctx.config.short_retry))
     }
 
-    /// The last two steps, shared by both deletion paths. `Some` ends the reconcile.
-    async fn node_and_finalizer_steps(
-        &mut self,
-        step: DeletionStep,
-        view: &MachineView,
-    ) -> Result<Option<Action>, Error> {
-        if step == DeletionStep::DeleteNode {
-            let outcome = self.delete_node(view).await?;
-            let failed = matches!(outcome, NodeDeletion::Failed(..));
-            let t = decide::after_delete_node(&view.name, &outcome);
-            if failed {
-                self.write(MachineStatusChange::of(&t)).await?;
-            } else {
-                self.stage(MachineStatusChange::of(&t));
-            }
-            if failed {
-                return Ok(Some(Action::requeue(
-                    self.ctx.failure_delay(&self.key, FailureKind::Normal),
-                )));
-            }
-            return Ok(None);
+    /// Stages or writes a record of the deletion flow and publishes its Event.
+    async fn record_deletion(&mut self, r: DeletionRecord) -> Result<(), Error> {
+        let mut change = MachineStatusChange::of(&r.transition);
+        if let Some(state) = r.last_known_state {
+            change = change.with_last_known_state(state);
         }
+        match r.write {
+            Write::Stage => self.stage(change),
+            Write::Now => self.write(change).await?,
+        }
+        if let Some(e) = r.event {
+            let type_ = if e.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            self.event(type_, e.reason, e.note).await;
+        }
+        Ok(())
+    }
+
+    /// The delay of a [`Retry`] the flow asked for.
+    fn retry_delay(&self, retry: Retry) -> Duration {
+        match retry {
+            Retry::Short => self.ctx.config.short_retry,
+            Retry::Long => self.ctx.config.long_retry,
+            Retry::Backoff(class) => self.retry_after(class),
+            Retry::After(d) => d,
+        }
+    }
+
+    /// The last step: the machine's finalizer goes, and with it the object.
+    async fn remove_machine_finalizer(&mut self) -> Result<(), Error> {
         // The reconcile started from the cache and staged writes do not
         // refresh the copy; the removal is guarded by the finalizer list
         // only, and retried once on a fresh copy if that list changed.
@@ -112,191 +230,7 @@ impl Reconciler<'_> {
         self.ctx
             .metrics
             .forget_machine(&self.machine.namespace().unwrap_or_default(), &self.name());
-        Ok(Some(Action::await_change()))
-    }
-
-    async fn delete_steps(
-        &mut self,
-        class: MachineClass,
-        secret: Secret,
-        driver: Arc<dyn Driver>,
-    ) -> Result<Action, Error> {
-        let provider = class.provider.clone();
-        let mut req = MachineRequest {
-            machine: self.machine.clone(),
-            machine_class: class,
-            secret,
-        };
-        for _ in 0..12 {
-            let view = self.view();
-            let step = decide::deletion_step(&view);
-            debug!(?step, "deletion step");
-            match step {
-                DeletionStep::MissingFinalizer => return Ok(Action::await_change()),
-                DeletionStep::SetTerminating => {
-                    self.stage(MachineStatusChange::of(&decide::set_terminating()));
-                }
-                DeletionStep::GetVmStatus => {
-                    let t = self.get_vm_status_step(&view, &driver, &mut req).await?;
-                    let failed = t.operation.state == mcm_api::MachineState::Failed;
-                    if !failed {
-                        self.stage(MachineStatusChange::of(&t));
-                    } else {
-                        self.write(MachineStatusChange::of(&t)).await?;
-                        self.event(
-                            EventType::Warning,
-                            "DeletionBlocked",
-                            t.operation.description.clone(),
-                        )
-                        .await;
-                        return Ok(Action::requeue(
-                            self.ctx.failure_delay(&self.key, FailureKind::Normal),
-                        ));
-                    }
-                }
-                DeletionStep::Drain => {
-                    // Started as a task; a later reconcile consumes its outcome.
-                    if let Some(action) = self.drain_step(&view, &driver).await? {
-                        return Ok(action);
-                    }
-                }
-                DeletionStep::DeleteVolumeAttachments => {
-                    let node = view.node.clone().unwrap_or_default();
-                    if let Some(target) = &self.ctx.target {
-                        let vas: Api<VolumeAttachment> = Api::all(target.clone());
-                        let live: Vec<VolumeAttachment> = vas
-                            .list(&ListParams::default())
-                            .await?
-                            .items
-                            .into_iter()
-                            .filter(|v| {
-                                v.spec.node_name == node && v.meta().deletion_timestamp.is_none()
-                            })
-                            .collect();
-                        if !live.is_empty() {
-                            for v in &live {
-                                if let Err(e) =
-                                    vas.delete(&v.name_any(), &DeleteParams::default()).await
-                                {
-                                    debug!(error = %e, "deleting VolumeAttachment");
-                                }
-                            }
-                            return Ok(Action::requeue(self.ctx.config.short_retry));
-                        }
-                    }
-                    self.stage(MachineStatusChange::of(&decide::volume_attachments_gone(
-                        &node,
-                    )));
-                }
-                DeletionStep::DeleteVm => {
-                    req.machine = self.machine.clone();
-                    if let Some(wait) = self.pace(&*driver, &provider, &req, CloudOp::Delete).await
-                    {
-                        return Ok(Action::requeue(wait));
-                    }
-                    let result = driver.delete_machine(&req).await;
-                    self.answered(&*driver, &provider, &req, CloudOp::Delete, &result)
-                        .await;
-                    let (t, quick) = decide::after_delete_vm(&result, VmRecord::of(&self.machine));
-                    let state = result
-                        .as_ref()
-                        .map(|r| r.last_known_state.clone())
-                        .unwrap_or_default();
-                    self.stage(MachineStatusChange::of(&t).with_last_known_state(state));
-                    match result {
-                        Ok(_) => {
-                            info!(provider_id = %self.machine.spec.provider_id, "VM deleted");
-                            // From the deletion timestamp, as the reference.
-                            let took = crate::metrics::durations::since(
-                                self.machine.metadata.deletion_timestamp.as_ref(),
-                            );
-                            self.ctx.metrics.machine_duration(
-                                crate::metrics::durations::Activity::Delete,
-                                &self.machine,
-                                Some(&req.machine_class),
-                                took,
-                            );
-                        }
-                        Err(e) if e.code == Code::NotFound => {}
-                        Err(_) if t.operation.state != mcm_api::MachineState::Failed => {
-                            info!("no VM was ever created for this machine; nothing to delete");
-                        }
-                        Err(e) => {
-                            self.provider_failure("DeleteMachine", &e).await;
-                            let d = if quick {
-                                self.backoff_for(&e)
-                            } else {
-                                self.ctx.config.long_retry
-                            };
-                            return Ok(Action::requeue(d));
-                        }
-                    }
-                }
-                DeletionStep::DeleteNode | DeletionStep::RemoveFinalizer => {
-                    if let Some(a) = self.node_and_finalizer_steps(step, &view).await? {
-                        return Ok(a);
-                    }
-                }
-            }
-        }
-        Ok(Action::requeue(self.ctx.config.short_retry))
-    }
-
-    async fn get_vm_status_step(
-        &mut self,
-        view: &MachineView,
-        driver: &Arc<dyn Driver>,
-        req: &mut MachineRequest,
-    ) -> Result<Transition, Error> {
-        let record = VmRecord::of(&self.machine);
-        if !self.target() || view.node.is_some() {
-            return Ok(decide::after_get_vm_status(
-                self.target(),
-                view.node.is_some(),
-                None,
-                record,
-            ));
-        }
-        // A Node that names this machine?
-        let me = self.name();
-        let from_cache = self
-            .ctx
-            .nodes
-            .state()
-            .into_iter()
-            .find(|n| n.labels().get(c::MACHINE_NAME_NODE_LABEL) == Some(&me))
-            .map(|n| n.name_any());
-        let (node, status) = match from_cache {
-            Some(n) => (Some(n), None),
-            None => {
-                req.machine = self.machine.clone();
-                let r = driver.get_machine_status(req).await;
-                let node = match &r {
-                    Ok(resp) if !resp.node_name.is_empty() => Some(resp.node_name.clone()),
-                    Err(e) => e
-                        .machine
-                        .as_ref()
-                        .map(|m| m.node_name.clone())
-                        .filter(|n| !n.is_empty()),
-                    _ => None,
-                };
-                (node, Some(r))
-            }
-        };
-        if let Some(node) = &node {
-            let patch = json!({"metadata": {"labels": {c::NODE_LABEL: node}}});
-            self.machine = self
-                .api
-                .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
-        }
-        let record = VmRecord::of(&self.machine);
-        Ok(decide::after_get_vm_status(
-            true,
-            false,
-            status.as_ref(),
-            record,
-        ))
+        Ok(())
     }
 
     /// Deletes the machine's Node. The Node is read from the shared cache

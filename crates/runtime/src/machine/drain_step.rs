@@ -1,41 +1,40 @@
-//! The deletion flow's Drain step: starts the drain as a task beside the
-//! reconciles ([`crate::drain::tasks`]) and later consumes its outcome through
-//! `mcm_core::machine::after_drain`. No reconcile waits for a drain.
+//! The deletion flow's Drain effects: report the drain task's state and start
+//! the drain as a task beside the reconciles ([`crate::drain::tasks`]); the
+//! flow (`mcm_core::machine::DeletionFlow`) decides what follows. No
+//! reconcile waits for a drain.
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::drain::tasks::{DrainState, Finished};
+use crate::drain::tasks::DrainState;
+use mcm_core::machine::DrainProgress;
 use tracing::Instrument;
 
 impl Reconciler<'_> {
-    /// Runs the Drain step. `None`: the step is done (status written), go on
-    /// with the next one; `Some`: stop here with that action.
-    pub(super) async fn drain_step(
-        &mut self,
-        view: &MachineView,
-        driver: &Arc<dyn Driver>,
-    ) -> Result<Option<Action>, Error> {
-        let plan = decide::plan_drain(view, Utc::now());
-        let (Some(target), Some(node)) = (self.ctx.target.clone(), view.node.clone()) else {
-            self.write(MachineStatusChange::of(&decide::after_drain(
-                &plan,
-                false,
-                Ok(()),
-            )))
-            .await?;
-            return Ok(None);
-        };
+    /// What this machine's drain task is doing, for the deletion flow. A
+    /// finished drain's outcome is handed out once: its metric, log and
+    /// Event are done here.
+    pub(super) fn drain_progress(&self) -> DrainProgress {
         let uid = self.machine.uid().unwrap_or_default();
         match self.ctx.drains.state(&self.key, &uid) {
-            DrainState::Finished(done) => self.drain_finished(done).await,
-            // A forced drain supersedes a normal one still waiting on a budget.
-            DrainState::Running(running) if running.force || !plan.force => {
-                debug!(node, "drain still running");
-                Ok(Some(Action::requeue(self.ctx.config.long_retry)))
+            DrainState::Idle => DrainProgress::Idle,
+            DrainState::Running(plan) => {
+                debug!("drain still running");
+                DrainProgress::Running { force: plan.force }
             }
-            DrainState::Running(_) | DrainState::Idle => {
-                self.start_drain(plan, target, node, driver.clone(), &uid);
-                Ok(Some(Action::requeue(self.ctx.config.long_retry)))
+            DrainState::Finished(done) => {
+                match &done.result {
+                    Ok(()) => {
+                        info!(force = done.plan.force, elapsed = ?done.elapsed, "drain finished");
+                        self.ctx
+                            .metrics
+                            .machine_drain_duration(&self.machine, done.elapsed);
+                    }
+                    Err(e) => warn!(force = done.plan.force, error = %e, "drain failed"),
+                }
+                DrainProgress::Finished {
+                    plan: done.plan,
+                    result: done.result,
+                }
             }
         }
     }
@@ -77,33 +76,5 @@ impl Reconciler<'_> {
             work,
             still_wanted,
         );
-    }
-
-    async fn drain_finished(&mut self, done: Finished) -> Result<Option<Action>, Error> {
-        let ok = done.result.is_ok();
-        match &done.result {
-            Ok(()) => {
-                info!(force = done.plan.force, elapsed = ?done.elapsed, "drain finished");
-                self.ctx
-                    .metrics
-                    .machine_drain_duration(&self.machine, done.elapsed);
-            }
-            Err(e) => {
-                warn!(force = done.plan.force, error = %e, "drain failed");
-                self.event(EventType::Warning, "DrainFailed", e.clone())
-                    .await;
-            }
-        }
-        let t = decide::after_drain(&done.plan, true, done.result);
-        if ok || done.plan.force {
-            // The next steps follow in this reconcile; one write at its end.
-            self.stage(MachineStatusChange::of(&t));
-            Ok(None)
-        } else {
-            self.write(MachineStatusChange::of(&t)).await?;
-            Ok(Some(Action::requeue(
-                self.ctx.failure_delay(&self.key, FailureKind::Normal),
-            )))
-        }
     }
 }

@@ -1,4 +1,5 @@
-//! The health check of a created machine and the sync of its Node.
+//! The health check's effects, one per step (decisions in
+//! `mcm_core::machine::HealthFlow`).
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
@@ -7,84 +8,79 @@ impl Reconciler<'_> {
     // ------------------------------------------------------------------
     // Health
 
-    /// `startup_taint`: `Some(description)` while the Node's startup taint
-    /// holds the machine out of Running (design: startup-taint.md).
+    /// Runs the health check (`mcm_core::machine::HealthFlow`), one effect
+    /// per step. `startup_taint`: `Some(description)` while the Node's
+    /// startup taint holds the machine out of Running (design: startup-taint.md).
     pub(super) async fn health(
         &mut self,
         view: &MachineView,
         startup_taint: Option<String>,
     ) -> Step<Option<Duration>> {
         let node_name = view.node.clone().unwrap_or_default();
-        let node = self.ctx.nodes.get(&ObjectRef::new(&node_name));
-        if let Some(node) = &node {
-            if node.meta().deletion_timestamp.is_some() {
-                info!(node = %node_name, "node is being deleted; deleting its machine");
-                self.api
-                    .delete(&self.name(), &DeleteParams::default())
-                    .await?;
-                return Ok(Err(Stop::After(self.ctx.config.short_retry)));
-            }
-        }
-        let node_view = node.as_ref().map(|n| decide::NodeView {
-            conditions: n
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.clone())
-                .unwrap_or_default(),
-            critical_components_not_ready: n
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .is_some_and(|ts| {
-                    ts.iter().any(|t| {
-                        t.key == c::CRITICAL_COMPONENTS_NOT_READY_TAINT && t.effect == "NoSchedule"
-                    })
-                }),
-            startup_taint: startup_taint.clone(),
-        });
         let now = Utc::now();
-        let d = decide::health(view, node_view.as_ref(), now);
-        if d.held_for_initialization {
-            let msg = format!(
-                "Node {node_name} is Ready, but InitializeMachine has not succeeded; the machine stays {} until it does",
-                view.phase
-            );
-            let already = view.last_operation.as_ref().is_some_and(|(desc, _, _)| {
-                desc.ends_with(mcm_api::constants::INSTANCE_INITIALIZATION)
-            });
-            if already {
-                self.event(EventType::Warning, "InitializationPending", msg)
-                    .await;
-            }
+        let mut flow = decide::HealthFlow::new();
+        let mut outcome = decide::HealthOutcome::Start;
+        loop {
+            let step = flow.next(view, outcome, now);
+            debug!(?step, "health step");
+            outcome = match step {
+                decide::HealthStep::ReadNode => {
+                    let node = self.ctx.nodes.get(&ObjectRef::new(&node_name));
+                    decide::HealthOutcome::NodeRead(
+                        node.as_ref().map(|n| health_node(n, startup_taint.clone())),
+                    )
+                }
+                decide::HealthStep::DeleteMachine => {
+                    info!(node = %node_name, "node is being deleted; deleting its machine");
+                    self.api
+                        .delete(&self.name(), &DeleteParams::default())
+                        .await?;
+                    decide::HealthOutcome::MachineDeleted
+                }
+                decide::HealthStep::Warn { reason, note } => {
+                    self.event(EventType::Warning, reason, note).await;
+                    decide::HealthOutcome::Warned
+                }
+                decide::HealthStep::AskFailedMark => {
+                    let granted = self.may_mark_failed().await?;
+                    if !granted {
+                        info!("not marking Failed: another machine of the deployment is being replaced");
+                    }
+                    decide::HealthOutcome::FailedMark(granted)
+                }
+                decide::HealthStep::Write {
+                    transition,
+                    conditions,
+                    release_mark,
+                } => {
+                    let written = self
+                        .write(MachineStatusChange::of(&transition).with_conditions(conditions))
+                        .await;
+                    if written.is_err() && release_mark {
+                        self.release_failed_mark().await;
+                    }
+                    written?;
+                    decide::HealthOutcome::Written
+                }
+                decide::HealthStep::WriteConditions(c) => {
+                    self.write(MachineStatusChange::conditions(c)).await?;
+                    decide::HealthOutcome::Written
+                }
+                decide::HealthStep::CountFailedJoin => {
+                    let class = self.cached_class();
+                    self.ctx
+                        .metrics
+                        .machine_failed_join(&self.machine, class.as_deref());
+                    decide::HealthOutcome::Counted
+                }
+                decide::HealthStep::Joined => {
+                    self.joined(now).await?;
+                    decide::HealthOutcome::JoinRecorded
+                }
+                decide::HealthStep::Requeue => return Ok(Err(self.ctx.config.short_retry)),
+                decide::HealthStep::Continue(recheck) => return Ok(Ok(recheck)),
+            };
         }
-        let conditions = d.conditions.clone();
-        if let Some(t) = &d.transition {
-            if d.rate_limited && !self.may_mark_failed().await? {
-                info!("not marking Failed: another machine of the deployment is being replaced");
-                return Ok(Err(Stop::After(self.ctx.config.short_retry)));
-            }
-            let written = self
-                .write(MachineStatusChange::of(t).with_conditions(conditions))
-                .await;
-            if written.is_err() && d.rate_limited {
-                self.release_failed_mark().await;
-            }
-            written?;
-            if view.phase == Phase::Pending && t.phase == Some(Phase::Failed) {
-                let class = self.cached_class();
-                self.ctx
-                    .metrics
-                    .machine_failed_join(&self.machine, class.as_deref());
-            }
-            if d.joined {
-                self.joined(now).await?;
-            }
-            return Ok(Err(Stop::After(self.ctx.config.short_retry)));
-        }
-        if let Some(c) = conditions {
-            self.write(MachineStatusChange::conditions(c)).await?;
-        }
-        Ok(Ok(d.recheck_after))
     }
 
     /// Whether this machine may be marked Failed: at most one replacement
@@ -101,24 +97,13 @@ impl Reconciler<'_> {
             .api
             .list(&ListParams::default().labels(&format!("name={group}")))
             .await?;
-        let listed: Vec<(String, Phase)> = siblings
+        let defaults = self.ctx.config.default_settings();
+        let views: Vec<MachineView> = siblings
             .items
             .iter()
-            // A preserved machine is not a replacement in progress: a
-            // preserved Failed machine must not hold up the others for days
-            // (design: machine.md, "Preservation").
-            .filter(|m| {
-                m.status
-                    .as_ref()
-                    .is_none_or(|s| s.current_status.preserve_expiry_time.is_none())
-            })
-            .map(|m| {
-                (
-                    m.name_any(),
-                    m.status.clone().unwrap_or_default().current_status.phase,
-                )
-            })
+            .map(|m| MachineView::of(m, &defaults))
             .collect();
+        let listed = decide::limiter_siblings(&views);
         Ok(marks.grant(&group, &self.name(), &listed, Utc::now()))
     }
 
@@ -159,5 +144,29 @@ impl Reconciler<'_> {
     pub(super) fn cached_class(&self) -> Option<std::sync::Arc<mcm_api::MachineClass>> {
         let ns = self.machine.namespace().unwrap_or_default();
         self.ctx.caches.class(&ns, &self.machine.spec.class.name)
+    }
+}
+
+/// What the health check reads of a Node.
+fn health_node(n: &Node, startup_taint: Option<String>) -> decide::HealthNode {
+    decide::HealthNode {
+        deleting: n.meta().deletion_timestamp.is_some(),
+        view: decide::NodeView {
+            conditions: n
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.clone())
+                .unwrap_or_default(),
+            critical_components_not_ready: n
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|ts| {
+                    ts.iter().any(|t| {
+                        t.key == c::CRITICAL_COMPONENTS_NOT_READY_TAINT && t.effect == "NoSchedule"
+                    })
+                }),
+            startup_taint,
+        },
     }
 }

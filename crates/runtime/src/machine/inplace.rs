@@ -94,14 +94,14 @@ impl Reconciler<'_> {
                 self.set_in_place_condition(&nodes, &node_name, cond)
                     .await?;
             }
-            return Ok(Err(Stop::After(short)));
+            return Ok(Err(short));
         }
         let mut recheck = None;
         match ip::in_place_timeout(view, self.in_place_timeout(), Utc::now()) {
             Some(Ok(t)) => {
                 warn!(description = %t.operation.description, "in-place update timed out");
                 self.write(MachineStatusChange::of(&t)).await?;
-                return Ok(Err(Stop::After(short)));
+                return Ok(Err(short));
             }
             Some(Err(after)) => recheck = Some(after),
             None => {}
@@ -109,7 +109,7 @@ impl Reconciler<'_> {
         if let Some(cond) = ip::node_condition_step(&nv) {
             self.set_in_place_condition(&nodes, &node_name, cond)
                 .await?;
-            return Ok(Err(Stop::After(short)));
+            return Ok(Err(short));
         }
         let force_drain = self
             .machine
@@ -143,9 +143,7 @@ impl Reconciler<'_> {
                         let t = ip::after_in_place_drain(&self.name(), done.result);
                         self.write(MachineStatusChange::of(&t)).await?;
                         if !ok {
-                            return Ok(Err(Stop::After(
-                                self.ctx.failure_delay(&self.key, FailureKind::Normal),
-                            )));
+                            return Ok(Err(self.ctx.failure_delay(&self.key, FailureKind::Normal)));
                         }
                         self.set_in_place_condition(
                             &nodes,
@@ -153,7 +151,7 @@ impl Reconciler<'_> {
                             ip::drain_successful_condition(),
                         )
                         .await?;
-                        Ok(Err(Stop::After(short)))
+                        Ok(Err(short))
                     }
                     DrainState::Running(_) => Ok(Ok(Some(self.ctx.config.long_retry))),
                     DrainState::Idle => {

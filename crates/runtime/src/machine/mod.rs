@@ -44,10 +44,8 @@ use kube::{Resource, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachinePhase as Phase};
 use mcm_core::backoff::FailureKind;
-use mcm_core::machine::{
-    self as decide, DeletionStep, MachineView, NodeDeletion, RetryClass, Transition, VmRecord,
-};
-use mcm_driver::{Code, Driver, MachineRequest, Status};
+use mcm_core::machine::{self as decide, MachineView, NodeDeletion, RetryClass, VmRecord};
+use mcm_driver::{Driver, MachineRequest, Status};
 use serde_json::json;
 use std::future::Future;
 use std::sync::Arc;
@@ -158,10 +156,7 @@ impl Drop for AbortDrains {
 }
 
 fn error_policy(m: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Action {
-    crate::metrics::workqueue::retry("machine");
-    let key = key_of(&m);
-    warn!(machine = %m.name_any(), error = %err, "reconcile failed");
-    Action::requeue(ctx.failure_delay(&key, FailureKind::Normal))
+    ctx.requeue_after_error("machine", &key_of(&m), err)
 }
 
 fn key_of(m: &Machine) -> String {
@@ -187,12 +182,6 @@ pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Err
     Ok(action)
 }
 
-/// The outcome of a step that could not go on.
-enum Stop {
-    /// Requeue after this long.
-    After(Duration),
-}
-
 struct Reconciler<'a> {
     ctx: &'a Context,
     machine: Machine,
@@ -205,7 +194,9 @@ struct Reconciler<'a> {
     staged: Option<staged::Staged>,
 }
 
-type Step<T> = Result<Result<T, Stop>, Error>;
+/// A step's result: `Ok(Err(d))` when the reconcile stops there and
+/// requeues after `d`.
+type Step<T> = Result<Result<T, Duration>, Error>;
 
 impl<'a> Reconciler<'a> {
     fn new(m: &Machine, ctx: &'a Context) -> Self {
@@ -298,35 +289,13 @@ impl<'a> Reconciler<'a> {
 
     /// Records a problem with the machine's inputs (class, secret, driver) in
     /// status and as a Warning Event, without changing the phase.
-    async fn input_problem(&mut self, reason: &str, message: String) -> Result<Stop, Error> {
-        let view = self.view();
-        let already = view
-            .last_operation
-            .as_ref()
-            .is_some_and(|(d, _, _)| *d == message);
-        if !already {
+    async fn input_problem(&mut self, reason: &str, message: String) -> Result<Duration, Error> {
+        if let Some(t) = decide::input_problem(&self.view(), &message) {
             warn!(reason, %message, "machine cannot be reconciled");
-            let kind = if view.deleting_since.is_some() {
-                mcm_api::MachineOperationType::Delete
-            } else {
-                mcm_api::MachineOperationType::Create
-            };
-            let t = Transition {
-                phase: None,
-                operation: decide::Operation {
-                    description: message.clone(),
-                    error_code: Some(Code::InvalidArgument.name()),
-                    state: mcm_api::MachineState::Failed,
-                    kind,
-                },
-                timeout_active: None,
-            };
             self.write(MachineStatusChange::of(&t)).await?;
             self.event(EventType::Warning, reason, message).await;
         }
-        Ok(Stop::After(
-            self.ctx.failure_delay(&self.key, FailureKind::Normal),
-        ))
+        Ok(self.ctx.failure_delay(&self.key, FailureKind::Normal))
     }
 
     async fn provider_failure(&self, op: &str, err: &Status) {
@@ -342,10 +311,6 @@ impl<'a> Reconciler<'a> {
             RetryClass::Normal => FailureKind::Normal,
         };
         self.ctx.failure_delay(&self.key, kind)
-    }
-
-    fn backoff_for(&self, err: &Status) -> Duration {
-        self.retry_after(RetryClass::of(err))
     }
 
     // ------------------------------------------------------------------
@@ -379,13 +344,7 @@ impl<'a> Reconciler<'a> {
     async fn inputs(&mut self) -> Step<(MachineClass, Secret, Arc<dyn Driver>)> {
         let ns = self.machine.namespace().unwrap_or_default();
         let class_spec = &self.machine.spec.class;
-        if class_spec.name.is_empty()
-            || (!class_spec.kind.is_empty() && class_spec.kind != "MachineClass")
-        {
-            let msg = format!(
-                "Invalid machine: spec.class must name a MachineClass (kind {:?}, name {:?})",
-                class_spec.kind, class_spec.name
-            );
+        if let Some(msg) = decide::class_reference_problem(&class_spec.kind, &class_spec.name) {
             let stop = self.input_problem("InvalidMachine", msg).await?;
             return Ok(Err(stop));
         }
@@ -454,12 +413,12 @@ impl<'a> Reconciler<'a> {
         // the defaults (a `creationTimeout: 0s` would fail every new machine).
         if let Err(errs) = mcm_api::validation::validate_machine_timeouts(&self.machine) {
             let msg = format!("Invalid machine: {}", mcm_api::validation::aggregate(&errs));
-            let Stop::After(d) = self.input_problem("InvalidMachine", msg).await?;
+            let d = self.input_problem("InvalidMachine", msg).await?;
             return Ok(Action::requeue(d));
         }
         let (class, secret, driver) = match self.inputs().await? {
             Ok(x) => x,
-            Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+            Err(d) => return Ok(Action::requeue(d)),
         };
         let view = self.view();
         let mut recheck = None;
@@ -471,17 +430,17 @@ impl<'a> Reconciler<'a> {
             recheck = min_some(recheck, taint.retry);
             match self.health(&view, taint.held).await? {
                 Ok(r) => recheck = min_some(recheck, r),
-                Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+                Err(d) => return Ok(Action::requeue(d)),
             }
             match self.in_place(&self.view(), &driver).await? {
                 Ok(Some(r)) => recheck = Some(recheck.map_or(r, |x| x.min(r))),
                 Ok(None) => {}
-                Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+                Err(d) => return Ok(Action::requeue(d)),
             }
         }
         match self.preserve(&driver).await? {
             Ok(r) => recheck = min_some(recheck, r),
-            Err(Stop::After(d)) => return Ok(Action::requeue(d)),
+            Err(d) => return Ok(Action::requeue(d)),
         }
         if self.view().needs_creation_flow() {
             if let Some(wait) = self.ctx.creation_wait(&self.key) {

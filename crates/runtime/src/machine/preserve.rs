@@ -26,7 +26,7 @@ use tracing::Instrument;
 
 impl Reconciler<'_> {
     /// The preservation pass. `Ok(Some(d))`: reconcile again within `d` (the
-    /// expiry); `Err(Stop)`: end this reconcile there.
+    /// expiry); `Err(d)`: end this reconcile there, requeue after `d`.
     pub(super) async fn preserve(&mut self, driver: &Arc<dyn Driver>) -> Step<Option<Duration>> {
         let view = self.view();
         let node = match &view.node {
@@ -87,7 +87,7 @@ impl Reconciler<'_> {
                     let outcome =
                         self.preserve_drain(drain_plan, driver, &view, &value, expiry, &input);
                     let Some((result, cond)) = outcome else {
-                        return Ok(Err(Stop::After(self.ctx.config.long_retry)));
+                        return Ok(Err(self.ctx.config.long_retry));
                     };
                     if let Some(cond) = cond {
                         self.set_node_condition(cond).await?;
@@ -97,9 +97,7 @@ impl Reconciler<'_> {
                         Err(e) => {
                             self.event(EventType::Warning, "PreservedNodeDrainFailed", e)
                                 .await;
-                            return Ok(Err(Stop::After(
-                                self.ctx.failure_delay(&self.key, FailureKind::Normal),
-                            )));
+                            return Ok(Err(self.ctx.failure_delay(&self.key, FailureKind::Normal)));
                         }
                     }
                 }

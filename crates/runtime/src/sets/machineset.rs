@@ -54,10 +54,8 @@ fn key_of(ctx: &Ctx, name: &str) -> String {
 
 /// The controller's error policy: conflicts retry soon, other errors back off per set.
 pub(crate) fn error_policy(ms: Arc<MachineSet>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    crate::metrics::workqueue::retry("machineset");
-    let name = ms.name_any();
-    warn!(machineset = %name, namespace = %ctx.config.namespace, error = %err, "machineset reconcile failed");
-    Action::requeue(ctx.error_delay(&format!("ms/{}", key_of(&ctx, &name)), err))
+    let key = format!("ms/{}", key_of(&ctx, &ms.name_any()));
+    ctx.requeue_after_error("machineset", &key, err)
 }
 
 /// Why a set cannot be acted upon, if it cannot.
@@ -635,14 +633,7 @@ async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
     if m.phase() == mcm_api::MachinePhase::Terminating {
         return;
     }
-    let change = MachineStatusChange::entering(
-        mcm_api::MachinePhase::Terminating,
-        MachineStatusChange::operation(
-            "Deleting machine from cloud provider",
-            mcm_api::MachineState::Processing,
-            mcm_api::MachineOperationType::Delete,
-        ),
-    );
+    let change = MachineStatusChange::of(&mcm_core::machine::terminating_by_machine_set());
     let write = crate::status::machine::write;
     if let Err(e) = unless_gone(write(api, &m.name_any(), &change).await) {
         debug!(machine = %m.name_any(), error = %e, "phase Terminating not written");

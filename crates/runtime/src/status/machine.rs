@@ -114,7 +114,7 @@ impl MachineStatusChange {
 
     /// A phase and the operation that led to it (the phase's update time is
     /// the operation's), nothing else.
-    pub(crate) fn entering(phase: MachinePhase, operation: LastOperation) -> Self {
+    fn entering(phase: MachinePhase, operation: LastOperation) -> Self {
         MachineStatusChange {
             current_status: CurrentStatusChange {
                 phase: Some(phase),
@@ -123,21 +123,6 @@ impl MachineStatusChange {
             },
             last_operation: Some(operation),
             ..Default::default()
-        }
-    }
-
-    /// An operation written now.
-    pub(crate) fn operation(
-        description: &str,
-        state: MachineState,
-        kind: MachineOperationType,
-    ) -> LastOperation {
-        LastOperation {
-            description: description.to_string(),
-            error_code: String::new(),
-            last_update_time: Some(now()),
-            state,
-            type_: kind,
         }
     }
 

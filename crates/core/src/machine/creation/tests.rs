@@ -40,7 +40,9 @@ fn a_flow_starts_with_a_probe_never_with_a_create() {
     let mut f = CreationFlow::new(true);
     assert_eq!(
         f.next(&view(Phase::Empty), CreationOutcome::Start, t0()),
-        CreationStep::Probe
+        CreationStep::Probe {
+            take_create_turn: true
+        }
     );
 }
 
@@ -52,8 +54,43 @@ fn no_vm_and_no_provider_id_creates() {
         CreationOutcome::Probed(Err(Status::not_found("none"))),
         t0(),
     );
-    assert_eq!(step, CreationStep::Create);
+    assert_eq!(step, CreationStep::Create { turn_held: false });
     assert_eq!(f.init_reason(), Some(InitReason::FreshVm));
+}
+
+#[test]
+fn a_machine_without_a_provider_id_takes_its_create_turn_before_the_probe_and_keeps_it() {
+    let mut f = CreationFlow::new(true);
+    let m = view(Phase::Empty);
+    assert_eq!(
+        f.next(&m, CreationOutcome::Start, t0()),
+        CreationStep::Probe {
+            take_create_turn: true
+        }
+    );
+    assert_eq!(
+        f.next(
+            &m,
+            CreationOutcome::Probed(Err(Status::not_found("none"))),
+            t0()
+        ),
+        CreationStep::Create { turn_held: true }
+    );
+}
+
+#[test]
+fn a_machine_with_a_provider_id_probes_without_taking_a_create_turn() {
+    let mut f = CreationFlow::new(true);
+    let m = MachineView {
+        provider_id: "aws:///r/i-1".into(),
+        ..view(Phase::CrashLoopBackOff)
+    };
+    assert_eq!(
+        f.next(&m, CreationOutcome::Start, t0()),
+        CreationStep::Probe {
+            take_create_turn: false
+        }
+    );
 }
 
 #[test]
@@ -398,4 +435,35 @@ fn an_adopted_machine_that_already_has_a_phase_keeps_it() {
         f.next(&m, CreationOutcome::Persisted, t0()),
         CreationStep::Done
     );
+}
+
+#[test]
+fn persisting_the_identity_writes_the_provider_id_node_label_and_default_priority_once() {
+    use mcm_api::constants as c;
+    let id = MachineIdentity {
+        provider_id: "p1".into(),
+        node_name: "n1".into(),
+        addresses: Vec::new(),
+    };
+    let fresh = view(Phase::Empty);
+    assert_eq!(
+        identity_write(&fresh, &id, true),
+        Some(IdentityWrite {
+            provider_id: "p1".into(),
+            node_label: Some("n1".into()),
+            priority: Some(c::DEFAULT_MACHINE_PRIORITY.to_string()),
+        })
+    );
+    assert_eq!(
+        identity_write(&fresh, &id, false).and_then(|w| w.node_label),
+        None,
+        "no node label without a target cluster"
+    );
+    let done = MachineView {
+        provider_id: "p1".into(),
+        labels: [(c::NODE_LABEL.to_string(), "n1".to_string())].into(),
+        annotations: [(c::PRIORITY_ANNOTATION.to_string(), "1".to_string())].into(),
+        ..view(Phase::Pending)
+    };
+    assert_eq!(identity_write(&done, &id, true), None);
 }

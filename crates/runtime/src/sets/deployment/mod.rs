@@ -75,10 +75,8 @@ fn key_of(ctx: &Ctx, name: &str) -> String {
 
 /// The controller's error policy: conflicts retry soon, other errors back off per deployment.
 pub(crate) fn error_policy(d: Arc<MachineDeployment>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    crate::metrics::workqueue::retry("machinedeployment");
-    let name = d.name_any();
-    warn!(machinedeployment = %name, namespace = %ctx.config.namespace, error = %err, "machinedeployment reconcile failed");
-    Action::requeue(ctx.error_delay(&format!("mcd/{}", key_of(&ctx, &name)), err))
+    let key = format!("mcd/{}", key_of(&ctx, &d.name_any()));
+    ctx.requeue_after_error("machinedeployment", &key, err)
 }
 
 /// Why a deployment cannot be acted upon, if it cannot.

@@ -1,0 +1,527 @@
+//! Deletion as a step machine, in the shape of [`CreationFlow`](crate::machine::CreationFlow):
+//! Terminating → GetVmStatus → Drain → VolumeAttachments → DeleteMachine →
+//! Node → finalizer, with every decision made here and every effect done by
+//! the runtime, one per step.
+//!
+//! The runtime keeps a [`DeletionFlow`] for one reconcile, asks it for the
+//! next [`DeletionStep`], performs exactly that effect, and feeds the result
+//! back as a [`DeletionOutcome`]. Where the flow stands between reconciles is
+//! the [`DeletionStage`], read once from the status the previous step wrote
+//! (the reference's contract: the marker at the end of
+//! `lastOperation.description`). Whether DeleteMachine runs, and why, is
+//! answered by [`vm_deletion`] alone. A reconcile of a terminating machine
+//! always ends in [`DeletionStep::Wait`] unless the finalizer was removed
+//! (upstream #1157). See `docs/design/machine.md`, "Deletion".
+
+use super::super::{
+    after_delete_node, after_delete_vm, after_drain, after_get_vm_status, deletion_stage,
+    plan_drain, set_terminating, volume_attachments_gone, DeletionStage, DrainPlan, MachineView,
+    NodeDeletion, RetryClass, Transition,
+};
+use super::{no_vm_ever_created, VmRecord};
+use chrono::{DateTime, Utc};
+use mcm_api::MachineState as OpState;
+use mcm_driver::{Code, DeleteMachineResponse, GetMachineStatusResponse, Status};
+use std::time::Duration;
+
+/// Whether the machine's class, Secret and driver are usable for this reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inputs {
+    /// The provider can be called.
+    Usable,
+    /// They are not (the problem is recorded already); the input check asks
+    /// to look again after `retry_after`.
+    Unusable {
+        /// The input check's retry delay.
+        retry_after: Duration,
+    },
+}
+
+/// Why DeleteMachine runs for a machine being deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VmDeletion {
+    /// DeleteMachine runs once the flow reaches [`DeletionStage::DeleteVm`]:
+    /// the VM may exist, for the reason the record gives.
+    Runs(VmRecord),
+    /// Skipped: no VM was ever created for the machine and the provider
+    /// cannot be called (class, Secret or driver unusable).
+    SkippedInputsUnusable,
+    /// Skipped: no VM was ever created for the machine and GetMachineStatus
+    /// answered with an error that is not NotFound / Unimplemented /
+    /// Uninitialized.
+    SkippedProviderRefused,
+    /// Blocked: the VM may exist but the provider cannot be called or cannot
+    /// look the VM up; the deletion waits and retries (the finalizer stays).
+    Blocked(VmRecord),
+}
+
+impl VmDeletion {
+    /// A short text for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VmDeletion::Runs(_) => "the VM may exist: DeleteMachine runs",
+            VmDeletion::SkippedInputsUnusable => {
+                "no VM was ever created and the provider is unusable: DeleteMachine is skipped"
+            }
+            VmDeletion::SkippedProviderRefused => {
+                "no VM was ever created and the provider refused to look: DeleteMachine is skipped"
+            }
+            VmDeletion::Blocked(_) => {
+                "the VM may exist but the provider cannot be used: the deletion waits"
+            }
+        }
+    }
+}
+
+/// Whether DeleteMachine runs for a machine being deleted, and why: the one
+/// place that answers it (as [`initialization_reason`](crate::machine::initialization_reason)
+/// does for InitializeMachine). `probe` is the GetMachineStatus answer of
+/// the GetVmStatus step when one was made.
+pub fn vm_deletion(
+    record: VmRecord,
+    inputs: Inputs,
+    probe: Option<&Result<GetMachineStatusResponse, Status>>,
+) -> VmDeletion {
+    let refused = match probe {
+        Some(Err(e)) => !matches!(
+            e.code,
+            Code::NotFound | Code::Unimplemented | Code::Uninitialized
+        ),
+        _ => false,
+    };
+    match (inputs, refused, record.no_vm_possible()) {
+        (Inputs::Unusable { .. }, _, true) => VmDeletion::SkippedInputsUnusable,
+        (Inputs::Unusable { .. }, _, false) => VmDeletion::Blocked(record),
+        (Inputs::Usable, true, true) => VmDeletion::SkippedProviderRefused,
+        (Inputs::Usable, true, false) => VmDeletion::Blocked(record),
+        (Inputs::Usable, false, _) => VmDeletion::Runs(record),
+    }
+}
+
+/// How long to wait before the next reconcile of the terminating machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// The short retry period (progress is expected soon).
+    Short,
+    /// The long retry period (a drain task runs; its end wakes the machine).
+    Long,
+    /// The per-machine backoff for a failure of this class.
+    Backoff(RetryClass),
+    /// Exactly this long (the cloud pacer's or the input check's delay).
+    After(Duration),
+}
+
+/// How a [`DeletionRecord`] reaches the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write {
+    /// Staged: applied to the in-memory Machine and written once when the
+    /// reconcile stops (or never, when the finalizer is removed).
+    Stage,
+    /// Written now, with what was staged before (a failed step, whose text
+    /// must be seen even if the next step crashes).
+    Now,
+}
+
+/// An Event to publish with a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletionEvent {
+    /// Warning (else Normal).
+    pub warning: bool,
+    /// The Event's reason.
+    pub reason: &'static str,
+    /// The Event's note.
+    pub note: String,
+}
+
+/// A status change of the deletion flow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeletionRecord {
+    /// The status to record.
+    pub transition: Transition,
+    /// Stage it or write it now.
+    pub write: Write,
+    /// `status.lastKnownState` to write with it, when set.
+    pub last_known_state: Option<String>,
+    /// An Event to publish after it.
+    pub event: Option<DeletionEvent>,
+}
+
+/// What the drain task of this machine is doing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DrainProgress {
+    /// No drain runs and none finished unconsumed.
+    Idle,
+    /// A drain runs.
+    Running {
+        /// Whether it is a forced drain.
+        force: bool,
+    },
+    /// A drain finished; its outcome is consumed now.
+    Finished {
+        /// The plan it ran with.
+        plan: DrainPlan,
+        /// Its result.
+        result: Result<(), String>,
+    },
+}
+
+/// A VolumeAttachment as the deletion flow sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachmentView {
+    /// Its name.
+    pub name: String,
+    /// `spec.nodeName`.
+    pub node_name: String,
+    /// Whether it has a deletion timestamp.
+    pub deleting: bool,
+}
+
+/// The VolumeAttachments that still hold `node`: on it and not being deleted.
+pub fn live_attachments(node: &str, all: &[AttachmentView]) -> Vec<String> {
+    all.iter()
+        .filter(|v| v.node_name == node && !v.deleting)
+        .map(|v| v.name.clone())
+        .collect()
+}
+
+/// The next effect of the deletion flow.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeletionStep {
+    /// Record a status change (and its Event).
+    Record(Box<DeletionRecord>),
+    /// Find, in the Node cache, a Node labelled with this machine's name.
+    FindNode,
+    /// Call GetMachineStatus (no Node names the machine).
+    Probe,
+    /// Set the machine's `node` label to this Node name.
+    LabelNode(String),
+    /// Report what the machine's drain task is doing.
+    CheckDrain,
+    /// Start a drain task with this plan.
+    StartDrain(DrainPlan),
+    /// List the VolumeAttachments (report them all; [`live_attachments`] filters).
+    ListAttachments,
+    /// Delete these VolumeAttachments.
+    DeleteAttachments(Vec<String>),
+    /// Call DeleteMachine (after the cloud pacer's turn).
+    DeleteVm,
+    /// Delete the machine's Node.
+    DeleteNode,
+    /// Remove the MCM finalizer: the machine is gone.
+    RemoveFinalizer,
+    /// Stop this reconcile and reconcile the machine again after this.
+    Wait(Retry),
+    /// The finalizer is removed: nothing more to do.
+    Done,
+}
+
+/// The result of the previous step's effect.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeletionOutcome {
+    /// Nothing ran yet.
+    Start {
+        /// Whether the provider can be called.
+        inputs: Inputs,
+        /// What the machine records about its VM.
+        record: VmRecord,
+    },
+    /// The record is staged or written (the view shows it).
+    Recorded,
+    /// The Node cache lookup: the name of a Node labelled with the machine's name.
+    NodeFound(Option<String>),
+    /// GetMachineStatus answered.
+    Probed(Result<GetMachineStatusResponse, Status>),
+    /// The `node` label is written.
+    NodeLabelled,
+    /// The drain task's state.
+    Drain(DrainProgress),
+    /// A drain task started.
+    DrainStarted,
+    /// The VolumeAttachments listed.
+    Attachments(Vec<AttachmentView>),
+    /// Their deletion was requested.
+    AttachmentsDeleted,
+    /// The cloud pacer gave no turn: try again after this.
+    NotYourTurn(Duration),
+    /// DeleteMachine answered.
+    VmDeleted(Result<DeleteMachineResponse, Status>),
+    /// The Node deletion's outcome.
+    NodeDeleted(NodeDeletion),
+    /// The finalizer is removed.
+    FinalizerRemoved,
+}
+
+/// How many stages one reconcile may pass (each stage at most once, and
+/// GetVmStatus may restart once): a bound, never reached by a sound flow.
+const MAX_STAGES: u8 = 12;
+
+/// One reconcile's deletion flow: what it learned so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeletionFlow {
+    target_cluster: bool,
+    inputs: Inputs,
+    record: VmRecord,
+    /// The GetMachineStatus answer kept while the node label is written.
+    probe: Option<Result<GetMachineStatusResponse, Status>>,
+    /// Where the flow goes once the pending record is done; `None`: on to
+    /// the stage the view shows.
+    after_record: Option<Retry>,
+    stages: u8,
+}
+
+impl DeletionFlow {
+    /// A new flow; `target_cluster` is false in the mode without Nodes.
+    pub fn new(target_cluster: bool) -> Self {
+        DeletionFlow {
+            target_cluster,
+            inputs: Inputs::Usable,
+            record: VmRecord::Unknown,
+            probe: None,
+            after_record: None,
+            stages: 0,
+        }
+    }
+
+    /// The next step, from the machine as it is now and the last step's outcome.
+    pub fn next(
+        &mut self,
+        m: &MachineView,
+        outcome: DeletionOutcome,
+        now: DateTime<Utc>,
+    ) -> DeletionStep {
+        match outcome {
+            DeletionOutcome::Start { inputs, record } => {
+                self.inputs = inputs;
+                self.record = record;
+                match (inputs, vm_deletion(record, inputs, None)) {
+                    (Inputs::Unusable { retry_after }, VmDeletion::Blocked(_)) => {
+                        DeletionStep::Wait(Retry::After(retry_after))
+                    }
+                    _ => self.stage(m, now),
+                }
+            }
+            DeletionOutcome::Recorded => match self.after_record.take() {
+                Some(retry) => DeletionStep::Wait(retry),
+                None => self.stage(m, now),
+            },
+            DeletionOutcome::NodeFound(Some(node)) => DeletionStep::LabelNode(node),
+            DeletionOutcome::NodeFound(None) => DeletionStep::Probe,
+            DeletionOutcome::Probed(result) => {
+                let node = match &result {
+                    Ok(resp) => Some(resp.node_name.clone()),
+                    Err(e) => e.machine.as_ref().map(|id| id.node_name.clone()),
+                }
+                .filter(|n| !n.is_empty());
+                self.probe = Some(result);
+                match node {
+                    Some(node) => DeletionStep::LabelNode(node),
+                    None => self.vm_status_known(),
+                }
+            }
+            DeletionOutcome::NodeLabelled => {
+                // A node label records that a VM was made for the machine.
+                self.record = VmRecord::HasVm;
+                self.vm_status_known()
+            }
+            DeletionOutcome::Drain(progress) => self.drain(m, progress, now),
+            DeletionOutcome::DrainStarted => DeletionStep::Wait(Retry::Long),
+            DeletionOutcome::Attachments(all) => {
+                let node = m.node.clone().unwrap_or_default();
+                let live = live_attachments(&node, &all);
+                if live.is_empty() {
+                    record(volume_attachments_gone(&node), Write::Stage)
+                } else {
+                    DeletionStep::DeleteAttachments(live)
+                }
+            }
+            DeletionOutcome::AttachmentsDeleted => DeletionStep::Wait(Retry::Short),
+            DeletionOutcome::NotYourTurn(wait) => DeletionStep::Wait(Retry::After(wait)),
+            DeletionOutcome::VmDeleted(result) => {
+                let t = after_delete_vm(&result, self.record);
+                let state = result
+                    .as_ref()
+                    .map(|r| r.last_known_state.clone())
+                    .unwrap_or_default();
+                let event = match &result {
+                    Err(e) if t.operation.state == OpState::Failed => {
+                        self.after_record = Some(Retry::Backoff(RetryClass::of(e)));
+                        Some(DeletionEvent {
+                            warning: true,
+                            reason: "DeleteMachineFailed",
+                            note: e.to_string(),
+                        })
+                    }
+                    _ => None,
+                };
+                DeletionStep::Record(Box::new(DeletionRecord {
+                    transition: t,
+                    write: Write::Stage,
+                    last_known_state: Some(state),
+                    event,
+                }))
+            }
+            DeletionOutcome::NodeDeleted(outcome) => {
+                let t = after_delete_node(&m.name, &outcome);
+                if matches!(outcome, NodeDeletion::Failed(..)) {
+                    self.after_record = Some(Retry::Backoff(RetryClass::Normal));
+                    record(t, Write::Now)
+                } else {
+                    record(t, Write::Stage)
+                }
+            }
+            DeletionOutcome::FinalizerRemoved => DeletionStep::Done,
+        }
+    }
+
+    /// The effect of the stage the machine is in.
+    fn stage(&mut self, m: &MachineView, now: DateTime<Utc>) -> DeletionStep {
+        self.stages += 1;
+        if self.stages > MAX_STAGES {
+            return DeletionStep::Wait(Retry::Short);
+        }
+        let provider = self.inputs == Inputs::Usable;
+        match deletion_stage(m) {
+            // Upstream #1157: a terminating machine is always reconciled again.
+            DeletionStage::MissingFinalizer => DeletionStep::Wait(Retry::Long),
+            DeletionStage::SetTerminating => record(
+                set_terminating(),
+                if provider { Write::Stage } else { Write::Now },
+            ),
+            DeletionStage::GetVmStatus
+            | DeletionStage::Drain
+            | DeletionStage::DeleteVolumeAttachments
+            | DeletionStage::DeleteVm
+                if !provider =>
+            {
+                self.skip_without_provider()
+            }
+            DeletionStage::GetVmStatus => {
+                self.probe = None;
+                if !self.target_cluster || m.node.is_some() {
+                    record(
+                        after_get_vm_status(
+                            self.target_cluster,
+                            m.node.is_some(),
+                            None,
+                            self.record,
+                        ),
+                        Write::Stage,
+                    )
+                } else {
+                    DeletionStep::FindNode
+                }
+            }
+            DeletionStage::Drain => {
+                if self.target_cluster && m.node.is_some() {
+                    DeletionStep::CheckDrain
+                } else {
+                    record(after_drain(&plan_drain(m, now), false, Ok(())), Write::Now)
+                }
+            }
+            DeletionStage::DeleteVolumeAttachments => {
+                if self.target_cluster {
+                    DeletionStep::ListAttachments
+                } else {
+                    let node = m.node.clone().unwrap_or_default();
+                    record(volume_attachments_gone(&node), Write::Stage)
+                }
+            }
+            DeletionStage::DeleteVm => DeletionStep::DeleteVm,
+            DeletionStage::DeleteNode => DeletionStep::DeleteNode,
+            DeletionStage::RemoveFinalizer => DeletionStep::RemoveFinalizer,
+        }
+    }
+
+    /// A machine that never had a VM and whose inputs are unusable skips
+    /// the provider steps.
+    fn skip_without_provider(&mut self) -> DeletionStep {
+        let t = no_vm_ever_created(
+            "the machine's class, secret or provider is unusable, see the events",
+        );
+        let note = t.operation.description.clone();
+        DeletionStep::Record(Box::new(DeletionRecord {
+            transition: t,
+            write: Write::Now,
+            last_known_state: None,
+            event: Some(DeletionEvent {
+                warning: false,
+                reason: "NoVmToDelete",
+                note,
+            }),
+        }))
+    }
+
+    /// GetVmStatus learned what it could: record where the flow goes next.
+    fn vm_status_known(&mut self) -> DeletionStep {
+        let probe = self.probe.take();
+        let t = after_get_vm_status(true, false, probe.as_ref(), self.record);
+        if t.operation.state != OpState::Failed {
+            return record(t, Write::Stage);
+        }
+        self.after_record = Some(Retry::Backoff(RetryClass::Normal));
+        let note = t.operation.description.clone();
+        DeletionStep::Record(Box::new(DeletionRecord {
+            transition: t,
+            write: Write::Now,
+            last_known_state: None,
+            event: Some(DeletionEvent {
+                warning: true,
+                reason: "DeletionBlocked",
+                note,
+            }),
+        }))
+    }
+
+    /// The Drain stage, from what the machine's drain task is doing. A
+    /// forced drain supersedes a normal one still waiting on a budget; a
+    /// failed normal drain is written now and retried with backoff; a forced
+    /// one goes on.
+    fn drain(
+        &mut self,
+        m: &MachineView,
+        progress: DrainProgress,
+        now: DateTime<Utc>,
+    ) -> DeletionStep {
+        let plan = plan_drain(m, now);
+        match progress {
+            DrainProgress::Finished { plan, result } => {
+                let event = result.as_ref().err().map(|e| DeletionEvent {
+                    warning: true,
+                    reason: "DrainFailed",
+                    note: e.clone(),
+                });
+                let goes_on = result.is_ok() || plan.force;
+                let t = after_drain(&plan, true, result);
+                let write = if goes_on {
+                    Write::Stage
+                } else {
+                    self.after_record = Some(Retry::Backoff(RetryClass::Normal));
+                    Write::Now
+                };
+                DeletionStep::Record(Box::new(DeletionRecord {
+                    transition: t,
+                    write,
+                    last_known_state: None,
+                    event,
+                }))
+            }
+            DrainProgress::Running { force } if force || !plan.force => {
+                DeletionStep::Wait(Retry::Long)
+            }
+            DrainProgress::Running { .. } | DrainProgress::Idle => DeletionStep::StartDrain(plan),
+        }
+    }
+}
+
+fn record(transition: Transition, write: Write) -> DeletionStep {
+    DeletionStep::Record(Box::new(DeletionRecord {
+        transition,
+        write,
+        last_known_state: None,
+        event: None,
+    }))
+}
+
+#[cfg(test)]
+#[path = "flow_tests.rs"]
+mod tests;

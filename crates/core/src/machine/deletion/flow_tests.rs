@@ -1,0 +1,710 @@
+//! One test per transition of [`DeletionFlow::next`].
+
+use super::*;
+use crate::machine::markers::*;
+use mcm_api::{MachineOperationType as OpType, MachinePhase as Phase};
+use mcm_driver::MachineIdentity;
+
+fn at(marker: &str) -> MachineView {
+    MachineView {
+        name: "m1".into(),
+        has_finalizer: true,
+        phase: Phase::Terminating,
+        node: Some("n1".into()),
+        last_operation: Some((marker.into(), OpState::Processing, OpType::Delete)),
+        ..MachineView::default()
+    }
+}
+
+fn now() -> DateTime<Utc> {
+    DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default()
+}
+
+fn start(flow: &mut DeletionFlow, m: &MachineView, record: VmRecord) -> DeletionStep {
+    flow.next(
+        m,
+        DeletionOutcome::Start {
+            inputs: Inputs::Usable,
+            record,
+        },
+        now(),
+    )
+}
+
+fn unusable() -> Inputs {
+    Inputs::Unusable {
+        retry_after: Duration::from_secs(7),
+    }
+}
+
+fn recorded(step: &DeletionStep) -> &DeletionRecord {
+    match step {
+        DeletionStep::Record(r) => r,
+        other => panic!("expected a record, got {other:?}"),
+    }
+}
+
+fn ends_with(step: &DeletionStep, marker: &str) -> bool {
+    recorded(step)
+        .transition
+        .operation
+        .description
+        .ends_with(marker)
+}
+
+// --- vm_deletion: whether DeleteMachine runs
+
+#[test]
+fn delete_machine_runs_when_the_provider_is_usable_and_answers() {
+    for record in [VmRecord::HasVm, VmRecord::NeverCreated, VmRecord::Unknown] {
+        assert_eq!(
+            vm_deletion(record, Inputs::Usable, None),
+            VmDeletion::Runs(record)
+        );
+        let nf = Err(Status::not_found("x"));
+        assert_eq!(
+            vm_deletion(record, Inputs::Usable, Some(&nf)),
+            VmDeletion::Runs(record)
+        );
+    }
+}
+
+#[test]
+fn delete_machine_is_skipped_only_for_a_machine_that_never_had_a_vm() {
+    assert_eq!(
+        vm_deletion(VmRecord::NeverCreated, unusable(), None),
+        VmDeletion::SkippedInputsUnusable
+    );
+    let refused = Err(Status::invalid_argument("cannot decode"));
+    assert_eq!(
+        vm_deletion(VmRecord::NeverCreated, Inputs::Usable, Some(&refused)),
+        VmDeletion::SkippedProviderRefused
+    );
+    for record in [
+        VmRecord::HasVm,
+        VmRecord::CreateAttempted,
+        VmRecord::Unknown,
+    ] {
+        assert_eq!(
+            vm_deletion(record, unusable(), None),
+            VmDeletion::Blocked(record)
+        );
+        assert_eq!(
+            vm_deletion(record, Inputs::Usable, Some(&refused)),
+            VmDeletion::Blocked(record)
+        );
+    }
+}
+
+// --- Start
+
+#[test]
+fn unusable_inputs_with_a_possible_vm_wait_for_the_input_check() {
+    let mut flow = DeletionFlow::new(true);
+    let step = flow.next(
+        &at(GET_VM_STATUS),
+        DeletionOutcome::Start {
+            inputs: unusable(),
+            record: VmRecord::Unknown,
+        },
+        now(),
+    );
+    assert_eq!(
+        step,
+        DeletionStep::Wait(Retry::After(Duration::from_secs(7)))
+    );
+}
+
+#[test]
+fn unusable_inputs_without_a_vm_skip_the_provider_steps_with_a_written_note() {
+    for marker in [
+        GET_VM_STATUS,
+        INITIATE_DRAIN,
+        DELETE_VOLUME_ATTACHMENTS,
+        INITIATE_VM_DELETION,
+    ] {
+        let mut flow = DeletionFlow::new(true);
+        let step = flow.next(
+            &at(marker),
+            DeletionOutcome::Start {
+                inputs: unusable(),
+                record: VmRecord::NeverCreated,
+            },
+            now(),
+        );
+        let r = recorded(&step);
+        assert_eq!(r.write, Write::Now, "{marker}");
+        assert!(ends_with(&step, INITIATE_NODE_DELETION), "{marker}");
+        assert_eq!(r.event.as_ref().map(|e| e.reason), Some("NoVmToDelete"));
+    }
+}
+
+#[test]
+fn a_machine_not_yet_terminating_is_set_terminating_first() {
+    let mut flow = DeletionFlow::new(true);
+    let m = MachineView {
+        phase: Phase::Running,
+        ..at("")
+    };
+    let step = start(&mut flow, &m, VmRecord::HasVm);
+    assert_eq!(recorded(&step).transition, set_terminating());
+    assert_eq!(recorded(&step).write, Write::Stage);
+    // Without a usable provider the write is immediate.
+    let mut flow = DeletionFlow::new(true);
+    let step = flow.next(
+        &m,
+        DeletionOutcome::Start {
+            inputs: unusable(),
+            record: VmRecord::NeverCreated,
+        },
+        now(),
+    );
+    assert_eq!(recorded(&step).write, Write::Now);
+}
+
+#[test]
+fn a_terminating_machine_without_the_finalizer_is_requeued() {
+    // Upstream #1157: no reconcile of a terminating machine ends without a requeue.
+    let mut flow = DeletionFlow::new(true);
+    let m = MachineView {
+        has_finalizer: false,
+        ..at(INITIATE_DRAIN)
+    };
+    assert_eq!(
+        start(&mut flow, &m, VmRecord::HasVm),
+        DeletionStep::Wait(Retry::Long)
+    );
+}
+
+#[test]
+fn a_recorded_step_goes_on_with_the_stage_the_view_shows() {
+    let mut flow = DeletionFlow::new(true);
+    assert_eq!(
+        flow.next(&at(INITIATE_VM_DELETION), DeletionOutcome::Recorded, now()),
+        DeletionStep::DeleteVm
+    );
+    assert_eq!(
+        flow.next(
+            &at(INITIATE_NODE_DELETION),
+            DeletionOutcome::Recorded,
+            now()
+        ),
+        DeletionStep::DeleteNode
+    );
+    assert_eq!(
+        flow.next(
+            &at(INITIATE_FINALIZER_REMOVAL),
+            DeletionOutcome::Recorded,
+            now()
+        ),
+        DeletionStep::RemoveFinalizer
+    );
+}
+
+#[test]
+fn a_flow_that_does_not_advance_stops_with_a_short_requeue() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(GET_VM_STATUS);
+    let mut last = start(&mut flow, &m, VmRecord::HasVm);
+    for _ in 0..MAX_STAGES {
+        last = flow.next(&m, DeletionOutcome::Recorded, now());
+    }
+    assert_eq!(last, DeletionStep::Wait(Retry::Short));
+}
+
+// --- GetVmStatus: cache, probe or skip
+
+#[test]
+fn get_vm_status_with_a_node_label_goes_to_the_drain_without_a_call() {
+    let mut flow = DeletionFlow::new(true);
+    let step = start(&mut flow, &at(GET_VM_STATUS), VmRecord::HasVm);
+    assert!(ends_with(&step, INITIATE_DRAIN));
+    assert_eq!(recorded(&step).write, Write::Stage);
+}
+
+#[test]
+fn get_vm_status_without_a_target_cluster_goes_to_vm_deletion() {
+    let mut flow = DeletionFlow::new(false);
+    let step = start(&mut flow, &at(GET_VM_STATUS), VmRecord::HasVm);
+    assert!(ends_with(&step, INITIATE_VM_DELETION));
+}
+
+#[test]
+fn get_vm_status_without_a_node_label_looks_in_the_node_cache_first() {
+    let mut flow = DeletionFlow::new(true);
+    let m = MachineView {
+        node: None,
+        ..at(GET_VM_STATUS)
+    };
+    assert_eq!(
+        start(&mut flow, &m, VmRecord::HasVm),
+        DeletionStep::FindNode
+    );
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::NodeFound(Some("n9".into())), now()),
+        DeletionStep::LabelNode("n9".into())
+    );
+    let step = flow.next(&m, DeletionOutcome::NodeLabelled, now());
+    assert!(ends_with(&step, INITIATE_DRAIN));
+}
+
+#[test]
+fn get_vm_status_probes_when_no_node_names_the_machine() {
+    let mut flow = DeletionFlow::new(true);
+    let m = MachineView {
+        node: None,
+        ..at(GET_VM_STATUS)
+    };
+    start(&mut flow, &m, VmRecord::HasVm);
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::NodeFound(None), now()),
+        DeletionStep::Probe
+    );
+    let answer = GetMachineStatusResponse {
+        provider_id: "p".into(),
+        node_name: "n2".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::Probed(Ok(answer)), now()),
+        DeletionStep::LabelNode("n2".into())
+    );
+}
+
+#[test]
+fn an_uninitialized_vm_names_its_node_and_the_flow_drains_it() {
+    let mut flow = DeletionFlow::new(true);
+    let m = MachineView {
+        node: None,
+        ..at(GET_VM_STATUS)
+    };
+    start(&mut flow, &m, VmRecord::Unknown);
+    flow.next(&m, DeletionOutcome::NodeFound(None), now());
+    let mut e = Status::new(Code::Uninitialized, "x");
+    e.machine = Some(Box::new(MachineIdentity {
+        provider_id: "p".into(),
+        node_name: "n3".into(),
+        addresses: Vec::new(),
+    }));
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::Probed(Err(e)), now()),
+        DeletionStep::LabelNode("n3".into())
+    );
+    let step = flow.next(&m, DeletionOutcome::NodeLabelled, now());
+    assert!(ends_with(&step, INITIATE_DRAIN));
+    assert_eq!(recorded(&step).write, Write::Stage);
+}
+
+#[test]
+fn a_vm_not_found_goes_on_to_the_drain() {
+    let mut flow = DeletionFlow::new(true);
+    let m = MachineView {
+        node: None,
+        ..at(GET_VM_STATUS)
+    };
+    start(&mut flow, &m, VmRecord::HasVm);
+    let step = flow.next(
+        &m,
+        DeletionOutcome::Probed(Err(Status::not_found("gone"))),
+        now(),
+    );
+    assert!(ends_with(&step, INITIATE_DRAIN));
+}
+
+#[test]
+fn a_probe_refused_for_a_possible_vm_is_written_now_and_backs_off() {
+    let mut flow = DeletionFlow::new(true);
+    let m = MachineView {
+        node: None,
+        ..at(GET_VM_STATUS)
+    };
+    start(&mut flow, &m, VmRecord::CreateAttempted);
+    let step = flow.next(
+        &m,
+        DeletionOutcome::Probed(Err(Status::invalid_argument("cannot decode"))),
+        now(),
+    );
+    let r = recorded(&step);
+    assert_eq!(r.write, Write::Now);
+    assert_eq!(r.transition.operation.state, OpState::Failed);
+    assert_eq!(r.event.as_ref().map(|e| e.reason), Some("DeletionBlocked"));
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::Recorded, now()),
+        DeletionStep::Wait(Retry::Backoff(RetryClass::Normal))
+    );
+}
+
+#[test]
+fn a_probe_refused_for_a_never_created_machine_skips_to_the_node() {
+    let mut flow = DeletionFlow::new(true);
+    let m = MachineView {
+        node: None,
+        ..at(GET_VM_STATUS)
+    };
+    start(&mut flow, &m, VmRecord::NeverCreated);
+    let step = flow.next(
+        &m,
+        DeletionOutcome::Probed(Err(Status::invalid_argument("cannot decode"))),
+        now(),
+    );
+    assert!(ends_with(&step, INITIATE_NODE_DELETION));
+    assert_eq!(recorded(&step).write, Write::Stage);
+}
+
+// --- Drain
+
+#[test]
+fn the_drain_stage_asks_for_the_drain_task_and_starts_one_when_idle() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_DRAIN);
+    assert_eq!(
+        start(&mut flow, &m, VmRecord::HasVm),
+        DeletionStep::CheckDrain
+    );
+    let step = flow.next(&m, DeletionOutcome::Drain(DrainProgress::Idle), now());
+    assert_eq!(step, DeletionStep::StartDrain(plan_drain(&m, now())));
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::DrainStarted, now()),
+        DeletionStep::Wait(Retry::Long)
+    );
+}
+
+#[test]
+fn a_running_drain_is_waited_for() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_DRAIN);
+    start(&mut flow, &m, VmRecord::HasVm);
+    assert_eq!(
+        flow.next(
+            &m,
+            DeletionOutcome::Drain(DrainProgress::Running { force: false }),
+            now()
+        ),
+        DeletionStep::Wait(Retry::Long)
+    );
+}
+
+#[test]
+fn a_forced_drain_supersedes_a_running_normal_one() {
+    let mut flow = DeletionFlow::new(true);
+    let m = MachineView {
+        force_deletion: true,
+        ..at(INITIATE_DRAIN)
+    };
+    start(&mut flow, &m, VmRecord::HasVm);
+    let step = flow.next(
+        &m,
+        DeletionOutcome::Drain(DrainProgress::Running { force: false }),
+        now(),
+    );
+    assert!(matches!(step, DeletionStep::StartDrain(p) if p.force));
+}
+
+#[test]
+fn a_finished_drain_is_staged_and_the_flow_goes_on() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_DRAIN);
+    start(&mut flow, &m, VmRecord::HasVm);
+    let plan = plan_drain(&m, now());
+    let step = flow.next(
+        &m,
+        DeletionOutcome::Drain(DrainProgress::Finished {
+            plan,
+            result: Ok(()),
+        }),
+        now(),
+    );
+    assert!(ends_with(&step, INITIATE_VM_DELETION));
+    assert_eq!(recorded(&step).write, Write::Stage);
+    assert_eq!(recorded(&step).event, None);
+}
+
+#[test]
+fn a_failed_normal_drain_is_written_now_and_backs_off() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_DRAIN);
+    start(&mut flow, &m, VmRecord::HasVm);
+    let plan = plan_drain(&m, now());
+    let step = flow.next(
+        &m,
+        DeletionOutcome::Drain(DrainProgress::Finished {
+            plan,
+            result: Err("pdb".into()),
+        }),
+        now(),
+    );
+    assert_eq!(recorded(&step).write, Write::Now);
+    assert_eq!(
+        recorded(&step).event.as_ref().map(|e| e.reason),
+        Some("DrainFailed")
+    );
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::Recorded, now()),
+        DeletionStep::Wait(Retry::Backoff(RetryClass::Normal))
+    );
+}
+
+#[test]
+fn a_failed_forced_drain_goes_on_to_the_volume_attachments() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_DRAIN);
+    start(&mut flow, &m, VmRecord::HasVm);
+    let plan = DrainPlan {
+        force: true,
+        timeout: Duration::from_secs(60),
+        max_evict_retries: 1,
+    };
+    let step = flow.next(
+        &m,
+        DeletionOutcome::Drain(DrainProgress::Finished {
+            plan,
+            result: Err("x".into()),
+        }),
+        now(),
+    );
+    assert!(ends_with(&step, DELETE_VOLUME_ATTACHMENTS));
+    assert_eq!(recorded(&step).write, Write::Stage);
+    assert!(recorded(&step).event.is_some());
+}
+
+#[test]
+fn a_machine_without_a_node_skips_the_drain_with_a_written_note() {
+    let mut flow = DeletionFlow::new(true);
+    let m = MachineView {
+        node: None,
+        ..at(INITIATE_DRAIN)
+    };
+    let step = start(&mut flow, &m, VmRecord::HasVm);
+    assert!(ends_with(&step, INITIATE_VM_DELETION));
+    assert_eq!(recorded(&step).write, Write::Now);
+}
+
+// --- VolumeAttachments
+
+#[test]
+fn live_attachments_are_those_on_the_node_and_not_being_deleted() {
+    let va = |name: &str, node: &str, deleting| AttachmentView {
+        name: name.into(),
+        node_name: node.into(),
+        deleting,
+    };
+    let all = [
+        va("a", "n1", false),
+        va("b", "n1", true),
+        va("c", "n2", false),
+    ];
+    assert_eq!(live_attachments("n1", &all), vec!["a".to_string()]);
+}
+
+#[test]
+fn live_attachments_are_deleted_and_the_machine_requeued_soon() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(DELETE_VOLUME_ATTACHMENTS);
+    assert_eq!(
+        start(&mut flow, &m, VmRecord::HasVm),
+        DeletionStep::ListAttachments
+    );
+    let listed = vec![AttachmentView {
+        name: "a".into(),
+        node_name: "n1".into(),
+        deleting: false,
+    }];
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::Attachments(listed), now()),
+        DeletionStep::DeleteAttachments(vec!["a".into()])
+    );
+    // Without error and without progress: requeued all the same (#1157).
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::AttachmentsDeleted, now()),
+        DeletionStep::Wait(Retry::Short)
+    );
+}
+
+#[test]
+fn no_live_attachments_go_on_to_vm_deletion() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(DELETE_VOLUME_ATTACHMENTS);
+    start(&mut flow, &m, VmRecord::HasVm);
+    let step = flow.next(&m, DeletionOutcome::Attachments(Vec::new()), now());
+    assert!(ends_with(&step, INITIATE_VM_DELETION));
+    // Without a target cluster there is nothing to list.
+    let mut flow = DeletionFlow::new(false);
+    let step = start(&mut flow, &m, VmRecord::HasVm);
+    assert!(ends_with(&step, INITIATE_VM_DELETION));
+}
+
+// --- DeleteVm
+
+#[test]
+fn a_paced_vm_deletion_waits_for_its_turn() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_VM_DELETION);
+    start(&mut flow, &m, VmRecord::HasVm);
+    assert_eq!(
+        flow.next(
+            &m,
+            DeletionOutcome::NotYourTurn(Duration::from_secs(3)),
+            now()
+        ),
+        DeletionStep::Wait(Retry::After(Duration::from_secs(3)))
+    );
+}
+
+#[test]
+fn a_deleted_vm_is_staged_with_its_last_known_state() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_VM_DELETION);
+    start(&mut flow, &m, VmRecord::HasVm);
+    let step = flow.next(
+        &m,
+        DeletionOutcome::VmDeleted(Ok(DeleteMachineResponse {
+            last_known_state: "s".into(),
+        })),
+        now(),
+    );
+    let r = recorded(&step);
+    assert_eq!(r.write, Write::Stage);
+    assert_eq!(r.last_known_state.as_deref(), Some("s"));
+    assert!(ends_with(&step, INITIATE_NODE_DELETION));
+    assert_eq!(
+        flow.next(
+            &at(INITIATE_NODE_DELETION),
+            DeletionOutcome::Recorded,
+            now()
+        ),
+        DeletionStep::DeleteNode
+    );
+}
+
+#[test]
+fn a_failed_vm_deletion_backs_off_by_the_error_class() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_VM_DELETION);
+    start(&mut flow, &m, VmRecord::HasVm);
+    let step = flow.next(
+        &m,
+        DeletionOutcome::VmDeleted(Err(Status::new(Code::ResourceExhausted, "slow down"))),
+        now(),
+    );
+    assert_eq!(
+        recorded(&step).event.as_ref().map(|e| e.reason),
+        Some("DeleteMachineFailed")
+    );
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::Recorded, now()),
+        DeletionStep::Wait(Retry::Backoff(RetryClass::Throttled))
+    );
+}
+
+#[test]
+fn a_vm_deletion_refused_for_a_never_created_machine_goes_on() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_VM_DELETION);
+    start(&mut flow, &m, VmRecord::NeverCreated);
+    let step = flow.next(
+        &m,
+        DeletionOutcome::VmDeleted(Err(Status::invalid_argument("x"))),
+        now(),
+    );
+    assert!(ends_with(&step, INITIATE_NODE_DELETION));
+    assert_eq!(recorded(&step).event, None);
+}
+
+// --- Node and finalizer
+
+#[test]
+fn a_deleted_node_is_staged_and_the_finalizer_removed_next() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_NODE_DELETION);
+    assert_eq!(
+        start(&mut flow, &m, VmRecord::HasVm),
+        DeletionStep::DeleteNode
+    );
+    let step = flow.next(
+        &m,
+        DeletionOutcome::NodeDeleted(NodeDeletion::Deleted("n1".into())),
+        now(),
+    );
+    assert_eq!(recorded(&step).write, Write::Stage);
+    assert!(ends_with(&step, INITIATE_FINALIZER_REMOVAL));
+}
+
+#[test]
+fn a_failed_node_deletion_is_written_now_and_backs_off() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_NODE_DELETION);
+    start(&mut flow, &m, VmRecord::HasVm);
+    let step = flow.next(
+        &m,
+        DeletionOutcome::NodeDeleted(NodeDeletion::Failed("n1".into(), "e".into())),
+        now(),
+    );
+    assert_eq!(recorded(&step).write, Write::Now);
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::Recorded, now()),
+        DeletionStep::Wait(Retry::Backoff(RetryClass::Normal))
+    );
+}
+
+#[test]
+fn only_a_removed_finalizer_ends_the_flow_without_a_requeue() {
+    let mut flow = DeletionFlow::new(true);
+    let m = at(INITIATE_FINALIZER_REMOVAL);
+    assert_eq!(
+        start(&mut flow, &m, VmRecord::HasVm),
+        DeletionStep::RemoveFinalizer
+    );
+    assert_eq!(
+        flow.next(&m, DeletionOutcome::FinalizerRemoved, now()),
+        DeletionStep::Done
+    );
+}
+
+/// Upstream #1157: whatever a step answers, a reconcile of a terminating
+/// machine ends in `Wait` (a requeue) unless the finalizer was removed. The
+/// flow is driven to its end from every stage with every answer that makes
+/// no progress.
+#[test]
+fn a_terminating_machine_is_always_requeued_unless_its_finalizer_is_gone() {
+    let stuck = [
+        DeletionOutcome::NodeFound(None),
+        DeletionOutcome::Probed(Err(Status::new(Code::Unavailable, "x"))),
+        DeletionOutcome::Drain(DrainProgress::Running { force: true }),
+        DeletionOutcome::DrainStarted,
+        DeletionOutcome::AttachmentsDeleted,
+        DeletionOutcome::NotYourTurn(Duration::ZERO),
+        DeletionOutcome::VmDeleted(Err(Status::new(Code::Unavailable, "x"))),
+        DeletionOutcome::NodeDeleted(NodeDeletion::Failed("n1".into(), "e".into())),
+    ];
+    for marker in [
+        "",
+        GET_VM_STATUS,
+        INITIATE_DRAIN,
+        DELETE_VOLUME_ATTACHMENTS,
+        INITIATE_VM_DELETION,
+        INITIATE_NODE_DELETION,
+    ] {
+        for answer in &stuck {
+            let m = at(marker);
+            let mut flow = DeletionFlow::new(true);
+            let mut step = start(&mut flow, &m, VmRecord::HasVm);
+            // The first effect answers without progress; every record after it
+            // is recorded without moving the view.
+            let mut outcome = answer.clone();
+            for _ in 0..64 {
+                step = match step {
+                    DeletionStep::Wait(_) | DeletionStep::Done => break,
+                    DeletionStep::Record(_) => flow.next(&m, DeletionOutcome::Recorded, now()),
+                    _ => {
+                        let o = std::mem::replace(&mut outcome, DeletionOutcome::Recorded);
+                        flow.next(&m, o, now())
+                    }
+                };
+            }
+            assert!(
+                matches!(step, DeletionStep::Wait(_)),
+                "{marker:?} / {answer:?} ended in {step:?}"
+            );
+        }
+    }
+}
