@@ -8,7 +8,9 @@
 //! [`UpdateFixture`] and calls [`run_update_checks`]; one that does not can
 //! run [`update_unimplemented_claims_nothing_in_place`].
 
-use crate::{Code, Driver, ListMachinesRequest, MachineOwner, MachineRequest, UpdateMachineRequest};
+use crate::{
+    Code, Driver, ListMachinesRequest, MachineOwner, MachineRequest, UpdateMachineRequest,
+};
 use k8s_openapi::api::core::v1::Secret;
 use mcm_api::{Machine, MachineClass};
 use std::future::Future;
@@ -269,7 +271,11 @@ pub struct UpdateFixture {
     pub converged: Box<dyn Fn(String) -> HookFuture<Result<(), String>> + Send + Sync>,
 }
 
-fn update_request(req: &MachineRequest, class: &MachineClass, last: &MachineClass) -> UpdateMachineRequest {
+fn update_request(
+    req: &MachineRequest,
+    class: &MachineClass,
+    last: &MachineClass,
+) -> UpdateMachineRequest {
     let mut machine = req.machine.clone();
     machine.spec.class.name = class.metadata.name.clone().unwrap_or_default();
     UpdateMachineRequest {
@@ -372,7 +378,12 @@ pub async fn failed_update_then_retry_converges(
         (u.heal)().await;
         match failed {
             Err(e) if e.code != Code::Unimplemented => {}
-            other => return Err(fail("UpdateMachine under an injected fault must fail", other)),
+            other => {
+                return Err(fail(
+                    "UpdateMachine under an injected fault must fail",
+                    other,
+                ))
+            }
         }
         if status_provider_id(d, &req).await? != provider_id {
             return Err("a failed UpdateMachine replaced the VM".into());
@@ -401,7 +412,12 @@ pub async fn update_unimplemented_claims_nothing_in_place(
     let up = update_request(&req, &f.other_class, &f.class);
     match d.update_machine(&up).await {
         Err(e) if e.code == Code::Unimplemented => {}
-        other => return Err(fail("expected UpdateMachine to answer Unimplemented", other)),
+        other => {
+            return Err(fail(
+                "expected UpdateMachine to answer Unimplemented",
+                other,
+            ))
+        }
     }
     let c = d.in_place_changes(&f.class.provider_spec, &f.other_class.provider_spec);
     if c.in_place.is_empty() {
@@ -500,7 +516,10 @@ mod tests {
         ) -> DriverResult<GetMachineStatusResponse> {
             Err(Status::not_found("x"))
         }
-        async fn list_machines(&self, _: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        async fn list_machines(
+            &self,
+            _: &ListMachinesRequest,
+        ) -> DriverResult<ListMachinesResponse> {
             Ok(ListMachinesResponse::default())
         }
         async fn get_volume_ids(

@@ -84,7 +84,13 @@ impl World {
         eprintln!("controllers' log: {}", log_path.display());
         let controllers = KillOnDrop(
             Command::new(env!("CARGO_BIN_EXE_mcm"))
-                .args(["run", "--control-kubeconfig", &kc, "--target-kubeconfig", &kc])
+                .args([
+                    "run",
+                    "--control-kubeconfig",
+                    &kc,
+                    "--target-kubeconfig",
+                    &kc,
+                ])
                 .args(["--namespace", &ns, "--local-cloud-url", &url])
                 .args(["--leader-elect=false", "--address", "127.0.0.1"])
                 .args(["--port", &free_port().to_string()])
@@ -101,7 +107,10 @@ impl World {
             "stringData": {"userData": "#cloud-config\n"}
         }))
         .expect("Secret");
-        env.api::<Secret>().create(&pp, &secret).await.expect("Secret");
+        env.api::<Secret>()
+            .create(&pp, &secret)
+            .await
+            .expect("Secret");
         let class: MachineClass = serde_json::from_value(json!({
             "apiVersion": "machine.sapcloud.io/v1alpha1",
             "kind": "MachineClass",
@@ -255,8 +264,12 @@ async fn class_edits_update_running_machines_in_place_without_replacing_any() {
     let started = Instant::now();
     w.deploy().await;
     let original = spec(&w.ns, "image-1", "a");
-    w.converged(&original, "a", "every machine records the spec it was created with")
-        .await;
+    w.converged(
+        &original,
+        "a",
+        "every machine records the spec it was created with",
+    )
+    .await;
     let vms = ids(&w.instances().await);
     assert_eq!(vms.len(), REPLICAS);
     eprintln!("20 Running machines after {:.1?}", started.elapsed());
@@ -266,8 +279,12 @@ async fn class_edits_update_running_machines_in_place_without_replacing_any() {
     w.fault_rate(0.3).await;
     let tags_b = spec(&w.ns, "image-1", "b");
     w.set_spec(&tags_b).await;
-    w.converged(&tags_b, "b", "every machine updated in place despite the faults")
-        .await;
+    w.converged(
+        &tags_b,
+        "b",
+        "every machine updated in place despite the faults",
+    )
+    .await;
     let after = w.instances().await;
     assert_eq!(ids(&after), vms, "the same VMs: none created, none deleted");
     assert!(after.iter().all(|i| i.image == "image-1"));
@@ -276,7 +293,10 @@ async fn class_edits_update_running_machines_in_place_without_replacing_any() {
         "tags converged in {:.1?} with {calls} UpdateMachine calls (30 % failing)",
         t1.elapsed()
     );
-    assert!(calls >= REPLICAS as u64, "at least one call per machine: {calls}");
+    assert!(
+        calls >= REPLICAS as u64,
+        "at least one call per machine: {calls}"
+    );
     let list = w.list().await;
     assert!(list.iter().all(|m| phase(m) == MachinePhase::Running));
     assert!(
@@ -305,7 +325,10 @@ async fn class_edits_update_running_machines_in_place_without_replacing_any() {
         "no fast retry loop: {during} calls in {window:?} exceed the backoff's {bound}"
     );
     let list = w.list().await;
-    assert!(list.iter().all(|m| phase(m) == MachinePhase::Running), "still Running");
+    assert!(
+        list.iter().all(|m| phase(m) == MachinePhase::Running),
+        "still Running"
+    );
     let failed = list
         .iter()
         .filter(|m| {
@@ -317,47 +340,66 @@ async fn class_edits_update_running_machines_in_place_without_replacing_any() {
         .count();
     assert!(failed > 0, "the failure is visible in lastOperation");
     w.fault_rate(0.0).await;
-    w.converged(&tags_c, "c", "every machine converges once the fault is gone")
-        .await;
+    w.converged(
+        &tags_c,
+        "c",
+        "every machine converges once the fault is gone",
+    )
+    .await;
     assert_eq!(ids(&w.instances().await), vms, "still the same VMs");
 
     // 3. A new image: the local cloud cannot change it live.
     let image_2 = spec(&w.ns, "image-2", "c");
     w.set_spec(&image_2).await;
-    must_eventually(STEP, "every machine says the image needs a new VM", || async {
-        let list = w.list().await;
-        let all = list.len() == REPLICAS
-            && list.iter().all(|m| {
-                m.status
-                    .clone()
-                    .unwrap_or_default()
-                    .conditions
-                    .iter()
-                    .any(|x| {
-                        x.type_ == c::HOT_UPDATE_CONDITION
-                            && x.status == "False"
-                            && x.message.as_deref().is_some_and(|t| t.contains("image"))
-                    })
-            });
-        all.then_some(())
-    })
+    must_eventually(
+        STEP,
+        "every machine says the image needs a new VM",
+        || async {
+            let list = w.list().await;
+            let all = list.len() == REPLICAS
+                && list.iter().all(|m| {
+                    m.status
+                        .clone()
+                        .unwrap_or_default()
+                        .conditions
+                        .iter()
+                        .any(|x| {
+                            x.type_ == c::HOT_UPDATE_CONDITION
+                                && x.status == "False"
+                                && x.message.as_deref().is_some_and(|t| t.contains("image"))
+                        })
+                });
+            all.then_some(())
+        },
+    )
     .await;
-    must_eventually(STEP, "an UpdateNeedsReplacement Event naming image", || async {
-        let events: Api<Event> = w.env.api();
-        let list = events.list(&ListParams::default()).await.ok()?.items;
-        list.iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("UpdateNeedsReplacement")
-                    && e.note.as_deref().is_some_and(|n| n.contains("image"))
-            })
-            .then_some(())
-    })
+    must_eventually(
+        STEP,
+        "an UpdateNeedsReplacement Event naming image",
+        || async {
+            let events: Api<Event> = w.env.api();
+            let list = events.list(&ListParams::default()).await.ok()?.items;
+            list.iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("UpdateNeedsReplacement")
+                        && e.note.as_deref().is_some_and(|n| n.contains("image"))
+                })
+                .then_some(())
+        },
+    )
     .await;
     // Give a wrong create/delete the time to show.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let now = w.instances().await;
-    assert_eq!(ids(&now), vms, "no VM created or deleted for the image change");
-    assert!(now.iter().all(|i| i.image == "image-1"), "nothing changed on the VMs");
+    assert_eq!(
+        ids(&now),
+        vms,
+        "no VM created or deleted for the image change"
+    );
+    assert!(
+        now.iter().all(|i| i.image == "image-1"),
+        "nothing changed on the VMs"
+    );
     let names: BTreeSet<String> = w.list().await.iter().map(|m| m.name_any()).collect();
     assert_eq!(names.len(), REPLICAS, "no machine replaced");
     eprintln!("scenario done in {:.1?}", started.elapsed());

@@ -418,8 +418,10 @@ impl Driver for LocalDriver {
     ) -> DriverResult<UpdateMachineResponse> {
         // A spec that no longer validates is refused before the cloud sees it.
         class_spec(&req.machine_class)?;
-        let changes =
-            crate::update::in_place_changes(&req.last_applied_provider_spec, &req.machine_class.provider_spec);
+        let changes = crate::update::in_place_changes(
+            &req.last_applied_provider_spec,
+            &req.machine_class.provider_spec,
+        );
         if !changes.need_replacement.is_empty() {
             return Err(Status::new(
                 Code::FailedPrecondition,

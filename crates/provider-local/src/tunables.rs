@@ -435,8 +435,11 @@ mod tests {
 
     #[test]
     fn update_faults_are_configured_like_the_other_operations() {
-        let t = Tunables::merged(&Tunables::unlimited(), &json!({"update": {"errorRate": 0.3}}))
-            .expect("valid");
+        let t = Tunables::merged(
+            &Tunables::unlimited(),
+            &json!({"update": {"errorRate": 0.3}}),
+        )
+        .expect("valid");
         assert_eq!(t.op(Op::Update).error_rate, 0.3);
         assert_eq!(t.op(Op::Update).error_code, "Internal");
         assert_eq!(

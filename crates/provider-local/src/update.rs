@@ -114,7 +114,10 @@ mod tests {
         let c = in_place_changes(&a, &b);
         assert_eq!(
             c.need_replacement,
-            vec!["tags.kubernetes.io/cluster/c1", "tags.kubernetes.io/cluster/c2"]
+            vec![
+                "tags.kubernetes.io/cluster/c1",
+                "tags.kubernetes.io/cluster/c2"
+            ]
         );
     }
 

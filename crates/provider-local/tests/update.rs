@@ -85,7 +85,10 @@ async fn the_conformance_kits_update_checks_pass() {
     };
     let u = update_fixture(&cloud.admin, "upd-a");
     let failures = run_update_checks(&cloud.driver, &fixture, &u).await;
-    assert!(failures.is_empty(), "update conformance failures: {failures:#?}");
+    assert!(
+        failures.is_empty(),
+        "update conformance failures: {failures:#?}"
+    );
     let mut failures = run_all(&cloud.driver, &fixture).await;
     // The kit's invalid-class check needs invalid classes; cloud.rs runs it.
     failures.retain(|f| !f.starts_with("invalid_provider_spec"));
@@ -127,7 +130,11 @@ async fn an_update_sets_the_new_tags_removes_the_dropped_ones_and_keeps_the_iden
         .keys()
         .filter(|k| k.starts_with("machine.sapcloud.io/"))
         .collect();
-    assert!(!identity.is_empty(), "the VM carries the machine's identity: {:?}", before.tags);
+    assert!(
+        !identity.is_empty(),
+        "the VM carries the machine's identity: {:?}",
+        before.tags
+    );
     let mut next = spec("c1");
     next["tags"]["team"] = json!("blue");
     next["instanceType"] = json!("local.large");
@@ -136,13 +143,22 @@ async fn an_update_sets_the_new_tags_removes_the_dropped_ones_and_keeps_the_iden
         .update_machine(&update(&req, &last, next))
         .await
         .expect("update");
-    let after = instance(&cloud.admin, &pid).await.expect("the same instance");
+    let after = instance(&cloud.admin, &pid)
+        .await
+        .expect("the same instance");
     assert_eq!(after.id, before.id);
     assert_eq!(after.instance_type, "local.large");
     assert_eq!(after.tags.get("team").map(String::as_str), Some("blue"));
-    assert!(!after.tags.contains_key("old"), "dropped from the class: removed");
+    assert!(
+        !after.tags.contains_key("old"),
+        "dropped from the class: removed"
+    );
     for k in identity {
-        assert_eq!(after.tags.get(k), before.tags.get(k), "identity tag {k} kept");
+        assert_eq!(
+            after.tags.get(k),
+            before.tags.get(k),
+            "identity tag {k} kept"
+        );
     }
     assert_eq!(after.hot_updates, 1);
     assert_eq!(after.image, before.image, "the image is not touched");
@@ -218,7 +234,11 @@ async fn update_faults_and_rate_limits_apply_to_update_machine() {
         .patch_tunables(&json!({"update": {"errorRate": 1.0, "errorCode": "Unavailable"}}))
         .await
         .expect("faults");
-    let err = cloud.driver.update_machine(&up).await.expect_err("injected");
+    let err = cloud
+        .driver
+        .update_machine(&up)
+        .await
+        .expect_err("injected");
     assert_eq!(err.code, Code::Unavailable);
     assert!(err.message.contains("injected fault"), "{err}");
     cloud
@@ -227,8 +247,16 @@ async fn update_faults_and_rate_limits_apply_to_update_machine() {
             "rateLimit": {"capacity": 1, "refillPerSecond": 0.001}}}))
         .await
         .expect("limits");
-    cloud.driver.update_machine(&up).await.expect("the one token");
-    let err = cloud.driver.update_machine(&up).await.expect_err("throttled");
+    cloud
+        .driver
+        .update_machine(&up)
+        .await
+        .expect("the one token");
+    let err = cloud
+        .driver
+        .update_machine(&up)
+        .await
+        .expect_err("throttled");
     assert_eq!(err.code, Code::ResourceExhausted);
     let stats = cloud.admin.stats().await.expect("stats");
     let s = stats.operations.get("update").expect("update counted");

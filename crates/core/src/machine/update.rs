@@ -438,9 +438,10 @@ impl UpdateFlow {
             return UpdateStep::Nothing;
         }
         let changes = match (&last.spec, &input.class.spec) {
-            (Some(a), Some(b)) => input.changes.clone().unwrap_or_else(|| {
-                InPlaceChanges::all_need_replacement(changed_fields(a, b))
-            }),
+            (Some(a), Some(b)) => input
+                .changes
+                .clone()
+                .unwrap_or_else(|| InPlaceChanges::all_need_replacement(changed_fields(a, b))),
             // Without both specs nothing can be compared field by field.
             _ => InPlaceChanges::all_need_replacement(vec![WHOLE_SPEC.into()]),
         };

@@ -28,7 +28,7 @@ fn running() -> MachineView {
 /// classified as a driver that changes tags in place would.
 fn input(last: Option<&Value>, class: &Value) -> UpdateInput {
     let last_applied = last.map(|s| AppliedSpec::of("c1", s));
-    let class_rec = AppliedSpec::of(class);
+    let class_rec = AppliedSpec::of("c1", class);
     let changes = last.map(|a| {
         let mut c = InPlaceChanges::default();
         for f in changed_fields(a, class) {
@@ -57,7 +57,10 @@ fn start(m: &MachineView, i: &UpdateInput) -> UpdateStep {
 fn the_record_hash_is_the_same_for_the_same_spec_whatever_the_key_order() {
     let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":2,"x":3}}"#).expect("json");
     let b: Value = serde_json::from_str(r#"{"a":{"x":3,"y":2},"b":1}"#).expect("json");
-    assert_eq!(AppliedSpec::of("c1", &a).hash, AppliedSpec::of("c1", &b).hash);
+    assert_eq!(
+        AppliedSpec::of("c1", &a).hash,
+        AppliedSpec::of("c1", &b).hash
+    );
     assert_eq!(canonical_json(&a), r#"{"a":{"x":3,"y":2},"b":1}"#);
     assert!(AppliedSpec::of("c1", &a).hash.starts_with("sha256:"));
     assert_eq!(AppliedSpec::of("c1", &a).hash.len(), 7 + 64);
@@ -77,7 +80,11 @@ fn a_spec_above_the_size_bound_is_recorded_by_its_hash_only() {
     let rec = AppliedSpec::of("c1", &big);
     assert_eq!(rec.spec, None);
     let ann = rec.annotations();
-    assert_eq!(ann[c::LAST_APPLIED_PROVIDER_SPEC_ANNOTATION], None, "the stale spec is removed");
+    assert_eq!(
+        ann[c::LAST_APPLIED_PROVIDER_SPEC_ANNOTATION],
+        None,
+        "the stale spec is removed"
+    );
     assert_eq!(
         ann[c::LAST_APPLIED_PROVIDER_SPEC_HASH_ANNOTATION].as_deref(),
         Some(rec.hash.as_str())
@@ -123,7 +130,10 @@ fn an_unreadable_spec_annotation_leaves_a_record_with_the_hash_only() {
 #[test]
 fn a_machine_without_a_record_is_adopted_from_its_class_without_a_driver_call() {
     let i = input(None, &new_tags());
-    assert_eq!(start(&running(), &i), UpdateStep::Adopt(AppliedSpec::of("c1", &new_tags())));
+    assert_eq!(
+        start(&running(), &i),
+        UpdateStep::Adopt(AppliedSpec::of("c1", &new_tags()))
+    );
 }
 
 #[test]
@@ -142,7 +152,10 @@ fn a_record_without_a_class_name_is_compared_with_the_current_class() {
     if let Some(l) = i.last_applied.as_mut() {
         l.class = String::new();
     }
-    assert!(matches!(start(&running(), &i), UpdateStep::ReportNeedsReplacement { .. }));
+    assert!(matches!(
+        start(&running(), &i),
+        UpdateStep::ReportNeedsReplacement { .. }
+    ));
 }
 
 #[test]
@@ -184,7 +197,10 @@ fn a_machine_being_deleted_is_never_updated_so_an_update_cannot_hold_up_its_dele
         last_operation: Some(("Updating".into(), OpState::Processing, OpType::Update)),
         ..running()
     };
-    assert_eq!(start(&m, &input(Some(&old_spec()), &new_tags())), UpdateStep::Nothing);
+    assert_eq!(
+        start(&m, &input(Some(&old_spec()), &new_tags())),
+        UpdateStep::Nothing
+    );
 }
 
 #[test]
@@ -262,14 +278,21 @@ fn the_drivers_last_known_state_is_recorded_with_the_update() {
         })),
         t0(),
     );
-    assert!(matches!(step, UpdateStep::RecordApplied { last_known_state: Some(ref s), .. } if s == "s1"));
+    assert!(
+        matches!(step, UpdateStep::RecordApplied { last_known_state: Some(ref s), .. } if s == "s1")
+    );
 }
 
 #[test]
 fn a_failed_update_is_recorded_with_the_clouds_message_and_keeps_the_machine_running() {
     let i = input(Some(&old_spec()), &new_tags());
     let err = Status::new(Code::InvalidArgument, "iops 99999 is out of range");
-    let step = UpdateFlow::new().next(&running(), &i, UpdateOutcome::Updated(Err(err.clone())), t0());
+    let step = UpdateFlow::new().next(
+        &running(),
+        &i,
+        UpdateOutcome::Updated(Err(err.clone())),
+        t0(),
+    );
     let UpdateStep::Failed {
         transition,
         error,
@@ -281,8 +304,14 @@ fn a_failed_update_is_recorded_with_the_clouds_message_and_keeps_the_machine_run
     assert_eq!(transition.phase, None, "stays Running");
     assert_eq!(transition.operation.kind, OpType::Update);
     assert_eq!(transition.operation.state, OpState::Failed);
-    assert!(transition.operation.description.contains("iops 99999 is out of range"));
-    assert_eq!(transition.operation.error_code.as_deref(), Some("InvalidArgument"));
+    assert!(transition
+        .operation
+        .description
+        .contains("iops 99999 is out of range"));
+    assert_eq!(
+        transition.operation.error_code.as_deref(),
+        Some("InvalidArgument")
+    );
     assert_eq!(error, err);
     assert_eq!(retry, RetryClass::Normal);
 }
@@ -292,7 +321,13 @@ fn a_throttled_update_is_retried_as_throttled() {
     let i = input(Some(&old_spec()), &new_tags());
     let err = Status::new(Code::ResourceExhausted, "slow down");
     let step = UpdateFlow::new().next(&running(), &i, UpdateOutcome::Updated(Err(err)), t0());
-    assert!(matches!(step, UpdateStep::Failed { retry: RetryClass::Throttled, .. }));
+    assert!(matches!(
+        step,
+        UpdateStep::Failed {
+            retry: RetryClass::Throttled,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -525,7 +560,8 @@ fn an_update_left_processing_is_closed_when_the_class_now_needs_a_new_vm() {
 
 #[test]
 fn different_hashes_without_a_changed_field_only_refresh_the_record() {
-    let with_null = json!({"image": "img-1", "instanceType": "small", "tags": {"team": "a"}, "zone": null});
+    let with_null =
+        json!({"image": "img-1", "instanceType": "small", "tags": {"team": "a"}, "zone": null});
     let i = input(Some(&old_spec()), &with_null);
     let step = start(&running(), &i);
     assert!(
@@ -569,5 +605,8 @@ fn the_health_check_keeps_the_hot_update_condition_when_it_copies_the_nodes() {
     };
     let d = crate::machine::health(&m, Some(&node), t0());
     let written = d.conditions.expect("the Node's new conditions");
-    assert!(written.contains(&hot), "the hot-update condition is kept: {written:?}");
+    assert!(
+        written.contains(&hot),
+        "the hot-update condition is kept: {written:?}"
+    );
 }

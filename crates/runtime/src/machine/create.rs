@@ -297,7 +297,9 @@ impl Reconciler<'_> {
         let view = self.view();
         let applied = decide::update::AppliedSpec::from_annotations(&view.annotations)
             .is_none()
-            .then(|| decide::update::AppliedSpec::of(&self.machine.spec.class.name, &class.provider_spec));
+            .then(|| {
+                decide::update::AppliedSpec::of(&self.machine.spec.class.name, &class.provider_spec)
+            });
         let write = decide::identity_write(&view, id, self.target());
         if write.is_none() && applied.is_none() {
             return Ok(());

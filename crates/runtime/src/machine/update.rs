@@ -153,15 +153,14 @@ impl Reconciler<'_> {
         let last_applied = AppliedSpec::from_annotations(&view.annotations);
         let class_record = AppliedSpec::of(&self.machine.spec.class.name, &class.provider_spec);
         let changes = match (&last_applied, &class_record.spec) {
-            (Some(AppliedSpec {
+            (
+                Some(AppliedSpec {
                     spec: Some(a),
                     hash,
                     ..
                 }),
                 Some(b),
-            ) if *hash != class_record.hash => {
-                Some(driver.in_place_changes(a, b))
-            }
+            ) if *hash != class_record.hash => Some(driver.in_place_changes(a, b)),
             _ => None,
         };
         let last_operation_at = self

@@ -354,11 +354,7 @@ mod tests {
         fn rate_limit_scope(&self, _: &MachineRequest) -> String {
             String::new()
         }
-        fn in_place_changes(
-            &self,
-            _: &serde_json::Value,
-            _: &serde_json::Value,
-        ) -> InPlaceChanges {
+        fn in_place_changes(&self, _: &serde_json::Value, _: &serde_json::Value) -> InPlaceChanges {
             InPlaceChanges {
                 in_place: vec!["tags.a".into()],
                 need_replacement: Vec::new(),
