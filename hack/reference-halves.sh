@@ -66,6 +66,7 @@ t=$SECONDS
 REF_BIN=$(bash hack/build-reference.sh 2> "$WORK/logs/build-reference.log" | tail -n1) \
   || { cat "$WORK/logs/build-reference.log" >&2; die "hack/build-reference.sh"; }
 BUILD_REF_S=$((SECONDS - t))
+if grep -q "reusing cached" "$WORK/logs/build-reference.log"; then BUILD_REF="cached binaries"; else BUILD_REF="built in ${BUILD_REF_S} s"; fi
 say "building mcm (debug, local provider only)"
 cargo build -p mcm --no-default-features --quiet
 cp "$CARGO_TARGET_DIR/debug/mcm" "$WORK/mcm"
@@ -231,9 +232,9 @@ if [ "$REPORT" != none ]; then
   cat > "$REPORT" <<EOF
 # mcm-rs next to the real Go halves
 
-Written by \`bash hack/reference-halves.sh\` on $(date -u +%Y-%m-%d) (debug build of mcm-rs,
-Gardener machine-controller-manager v0.62.1 and its provider library built from the Go
-module proxy in ${BUILD_REF_S} s, 2 cores). What the scenarios are and why:
+Written by \`bash hack/reference-halves.sh\` on $(date -u +%Y-%m-%d) in $((SECONDS - T0)) s (debug build of
+mcm-rs; Gardener machine-controller-manager v0.62.1 and its provider library built from the Go
+module proxy, $BUILD_REF; 2 cores). What the scenarios are and why:
 [docs/design/reference-halves.md](design/reference-halves.md).
 
 | scenario | result | detail |
