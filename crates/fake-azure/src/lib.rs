@@ -11,7 +11,9 @@
 //! Like ARM: names are case-insensitive; deleting a VM cascades to the NIC and
 //! disks whose `deleteOption` is `Delete` and detaches the others; a NIC or
 //! disk still attached cannot be deleted; DELETE of a missing resource answers
-//! 204; PUT is create-or-update by name; `customData` is never returned.
+//! 204; PUT is create-or-update by name; PATCH with `tags` replaces a VM's,
+//! NIC's or disk's tags after ARM's tag-name and -value checks; `customData`
+//! is never returned.
 //! Errors use ARM's envelope `{"error": {"code", "message"}}`.
 //!
 //! Faults are injected per operation ([`Fault`]): an HTTP error (404, 409,
