@@ -86,6 +86,9 @@ impl AzureDriver {
         req: &UpdateMachineRequest,
     ) -> DriverResult<UpdateMachineResponse> {
         let vm = req.machine.metadata.name.clone().unwrap_or_default();
+        // A class that no longer validates is reported, not applied
+        // (context makes no cloud call).
+        let ctx = self.context(&req.machine_class, &req.secret)?;
         let changes = in_place_changes(
             &req.last_applied_provider_spec,
             &req.machine_class.provider_spec,
@@ -99,7 +102,6 @@ impl AzureDriver {
                 ),
             ));
         }
-        let ctx = self.context(&req.machine_class, &req.secret)?;
         // A last-applied spec that no longer decodes manages no tag: the
         // class's are set, none removed.
         let last: AzureProviderSpec =

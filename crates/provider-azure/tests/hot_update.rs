@@ -200,3 +200,19 @@ async fn a_vm_size_change_is_refused_without_a_call() {
     assert!(e.message.contains("vmSize"), "{e}");
     assert!(f.requests().is_empty(), "no call: {:?}", f.requests());
 }
+
+#[tokio::test]
+async fn a_class_that_no_longer_validates_is_reported_and_not_applied() {
+    let f = fake().await;
+    let d = driver(&f);
+    let (req, _, before, mut after) = created(&f).await;
+    after["location"] = json!("");
+    f.clear_requests();
+    let e = d
+        .update_machine(&update(&req, &after, &before))
+        .await
+        .expect_err("invalid");
+    assert_eq!(e.code, Code::InvalidArgument, "{e}");
+    assert!(e.message.contains("location"), "{e}");
+    assert!(f.requests().is_empty(), "no call: {:?}", f.requests());
+}

@@ -300,3 +300,19 @@ async fn a_machine_type_change_is_refused_without_a_call() {
     assert!(e.message.contains("machineType"), "{e}");
     assert_eq!(env.fake.requests(), before, "no call at all");
 }
+
+#[tokio::test]
+async fn a_class_that_no_longer_validates_is_reported_and_not_applied() {
+    let env = created().await;
+    let mut want = changed();
+    want["machineType"] = json!("");
+    let before = env.fake.requests();
+    let e = env
+        .driver
+        .update_machine(&env.update(&want))
+        .await
+        .expect_err("invalid");
+    assert_eq!(e.code, Code::InvalidArgument, "{e}");
+    assert!(e.message.contains("machineType"), "{e}");
+    assert_eq!(env.fake.requests(), before, "no call at all");
+}

@@ -174,3 +174,23 @@ async fn a_flavor_change_is_refused_and_changes_nothing() {
     assert_eq!(env.fake.calls(), calls, "no call at all");
     assert!(!metadata_of(&env, &id).contains_key("team"));
 }
+
+#[tokio::test]
+async fn a_class_that_no_longer_validates_is_reported_and_not_applied() {
+    let env = env().await;
+    let before = env.spec();
+    let (m, id) = created(&env, &before).await;
+    let mut after = before.clone();
+    after["spec"]["region"] = json!("");
+    after["spec"]["tags"]["team"] = json!("b");
+    let calls = env.fake.calls();
+    let e = env
+        .driver
+        .update_machine(&update(&env, &m, &after, &before))
+        .await
+        .expect_err("invalid");
+    assert_eq!(e.code, Code::InvalidArgument, "{e}");
+    assert!(e.message.contains("spec.region"), "{e}");
+    assert_eq!(env.fake.calls(), calls, "no call at all");
+    assert!(!metadata_of(&env, &id).contains_key("team"));
+}

@@ -29,6 +29,11 @@ impl GcpDriver {
     ) -> DriverResult<UpdateMachineResponse> {
         let name = machine_name(&req.machine)?;
         let ctx = format!("Update machine {name:?}");
+        // A class that no longer validates is reported, not applied
+        // (prepare makes no cloud call).
+        let p = self
+            .prepare(&ctx, &req.machine_class, &req.secret, Check::Full)
+            .await?;
         let changes = in_place_changes(
             &req.last_applied_provider_spec,
             &req.machine_class.provider_spec,
@@ -42,9 +47,6 @@ impl GcpDriver {
                 ),
             ));
         }
-        let p = self
-            .prepare(&ctx, &req.machine_class, &req.secret, Check::Full)
-            .await?;
         // A last-applied spec that no longer decodes manages nothing: the
         // class's values are set, nothing is removed.
         let last = GcpProviderSpec::from_json(&req.last_applied_provider_spec).unwrap_or_default();

@@ -201,3 +201,28 @@ fn a_disk_larger_than_the_class_asks_is_refused() {
     let e = update_plan(&decoded(&want), &decoded(&spec()), &instance()).expect_err("refused");
     assert!(e.contains("smaller disk needs a new instance"), "{e}");
 }
+
+#[test]
+fn a_rejected_value_is_invalid_argument_and_a_stale_fingerprint_aborted() {
+    use crate::errors::GceError;
+    let api = |status: u16, reason: &str| GceError::Api {
+        method: "instances.setLabels",
+        status,
+        reason: Some(reason.into()),
+        message: "Compute's own words".into(),
+    };
+    let s = update_status("Update machine \"m\"", &api(400, "invalid"));
+    assert_eq!(s.code, mcm_driver::Code::InvalidArgument);
+    assert!(s.message.contains("Compute's own words"), "{s}");
+    assert_eq!(
+        update_status("u", &api(412, "conditionNotMet")).code,
+        mcm_driver::Code::Aborted
+    );
+    let op = GceError::Operation {
+        method: "disks.resize",
+        operation: "operation-1".into(),
+        code: "INTERNAL_ERROR".into(),
+        message: "m".into(),
+    };
+    assert_eq!(update_status("u", &op).code, mcm_driver::Code::Internal);
+}
