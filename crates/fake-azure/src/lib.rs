@@ -128,6 +128,11 @@ impl FakeAzure {
         self.with(|s| s.faults.push(fault));
     }
 
+    /// Drops every fault still pending.
+    pub fn clear_faults(&self) {
+        self.with(|s| s.faults.clear());
+    }
+
     /// Names of the VMs of a resource group → their JSON as GET returns it.
     pub fn vms(&self, rg: &str) -> BTreeMap<String, serde_json::Value> {
         self.with(|s| s.resources_of("virtualmachines", rg))

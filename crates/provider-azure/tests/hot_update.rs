@@ -216,3 +216,59 @@ async fn a_class_that_no_longer_validates_is_reported_and_not_applied() {
     assert!(e.message.contains("location"), "{e}");
     assert!(f.requests().is_empty(), "no call: {:?}", f.requests());
 }
+
+#[tokio::test]
+async fn the_conformance_kits_update_checks_pass() {
+    use mcm_driver::conformance::{run_update_checks, Fixture, UpdateFixture};
+    use std::sync::Arc;
+    let f = Arc::new(fake().await);
+    let d = driver(&f);
+    let mut updated = spec(CLUSTER_TAG);
+    updated["tags"]["team"] = json!("blue");
+    let fixture = Fixture {
+        class: class(),
+        other_class: class_with("other", spec("kubernetes.io-cluster-other")),
+        secret: secret(),
+        new_machine: Box::new(machine),
+        invalid_classes: Vec::new(),
+    };
+    let (a, b, c) = (f.clone(), f.clone(), f.clone());
+    let u = UpdateFixture {
+        updated_class: class_with("azure-class", updated),
+        break_updates: Box::new(move || {
+            a.inject(Fault {
+                method: "PATCH".into(),
+                kind: "virtualMachines".into(),
+                name: None,
+                times: 1000,
+                response: FaultResponse::Http {
+                    status: 500,
+                    code: "InternalServerError".into(),
+                    message: "Internal error".into(),
+                    retry_after: None,
+                },
+            });
+            Box::pin(async {})
+        }),
+        heal: Box::new(move || {
+            b.clear_faults();
+            Box::pin(async {})
+        }),
+        converged: Box::new(move |provider_id| {
+            let vm = provider_id
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            let team = c.vms(RG).get(&vm).map(|v| tags(v).get("team").cloned());
+            Box::pin(async move {
+                match team {
+                    Some(Some(t)) if t == "blue" => Ok(()),
+                    other => Err(format!("VM {vm}: team is {other:?}")),
+                }
+            })
+        }),
+    };
+    let failures = run_update_checks(&d, &fixture, &u).await;
+    assert!(failures.is_empty(), "{failures:#?}");
+}

@@ -316,3 +316,68 @@ async fn a_class_that_no_longer_validates_is_reported_and_not_applied() {
     assert!(e.message.contains("machineType"), "{e}");
     assert_eq!(env.fake.requests(), before, "no call at all");
 }
+
+#[tokio::test]
+async fn the_conformance_kits_update_checks_pass() {
+    use mcm_driver::conformance::{run_update_checks, Fixture, UpdateFixture};
+    use std::sync::Arc;
+    let fake = Arc::new(FakeGce::start().await.expect("fake"));
+    fake.set_polls_until_done(1);
+    let d = driver(&fake);
+    let mut updated = spec();
+    updated["labels"]["team"] = json!("blue");
+    let mut other = spec();
+    other["tags"] = json!(["kubernetes-io-cluster-other", "kubernetes-io-role-node"]);
+    let fixture = Fixture {
+        class: class(spec()),
+        other_class: class(other),
+        secret: secret(),
+        new_machine: Box::new(|_| {
+            let n = SEQ.fetch_add(1, Ordering::SeqCst);
+            let mut m = Machine::new(&format!("shoot--conf-{n}"), MachineSpec::default());
+            m.metadata.namespace = Some("default".into());
+            m.metadata.uid = Some(format!("00000000-0000-4000-8000-{n:012x}"));
+            m
+        }),
+        invalid_classes: Vec::new(),
+    };
+    let (a, b, c) = (fake.clone(), fake.clone(), fake.clone());
+    let u = UpdateFixture {
+        updated_class: class(updated),
+        break_updates: Box::new(move || {
+            a.inject(
+                Method::InstancesSetLabels,
+                Fault::Http {
+                    status: 500,
+                    reason: "backendError".into(),
+                    message: "Internal error".into(),
+                },
+                1000,
+            );
+            Box::pin(async {})
+        }),
+        heal: Box::new(move || {
+            b.clear_faults();
+            Box::pin(async {})
+        }),
+        converged: Box::new(move |provider_id| {
+            let name = provider_id
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            let team = c
+                .instances(PROJECT, ZONE)
+                .get(&name)
+                .map(|i| i["labels"]["team"].clone());
+            Box::pin(async move {
+                match team {
+                    Some(t) if t == json!("blue") => Ok(()),
+                    other => Err(format!("instance {name}: team is {other:?}")),
+                }
+            })
+        }),
+    };
+    let failures = run_update_checks(&d, &fixture, &u).await;
+    assert!(failures.is_empty(), "{failures:#?}");
+}

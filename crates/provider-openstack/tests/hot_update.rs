@@ -194,3 +194,58 @@ async fn a_class_that_no_longer_validates_is_reported_and_not_applied() {
     assert_eq!(env.fake.calls(), calls, "no call at all");
     assert!(!metadata_of(&env, &id).contains_key("team"));
 }
+
+#[tokio::test]
+async fn the_conformance_kits_update_checks_pass() {
+    use mcm_driver::conformance::{run_update_checks, Fixture, UpdateFixture};
+    use std::sync::Arc;
+    let env = env().await;
+    let (spec, secret) = (env.spec(), env.secret());
+    let mut updated = spec.clone();
+    updated["spec"]["tags"]["team"] = json!("blue");
+    let other = common::spec_for(&env.network, &env.subnet, "kubernetes.io-cluster-other");
+    let Env { fake, driver, .. } = env;
+    let fake = Arc::new(fake);
+    let (a, b, c) = (fake.clone(), fake.clone(), fake.clone());
+    let fixture = Fixture {
+        class: class("mine", spec),
+        other_class: class("theirs", other),
+        secret,
+        new_machine: Box::new(|_| machine("upd")),
+        invalid_classes: Vec::new(),
+    };
+    let u = UpdateFixture {
+        updated_class: class("mine", updated),
+        break_updates: Box::new(move || {
+            a.inject(
+                Op::UpdateServerMetadata,
+                Fault::new(500, "Unexpected API Error.", 1000),
+            );
+            Box::pin(async {})
+        }),
+        heal: Box::new(move || {
+            b.inject(Op::UpdateServerMetadata, Fault::new(500, "", 0));
+            Box::pin(async {})
+        }),
+        converged: Box::new(move |provider_id| {
+            let id = provider_id
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            let team = c
+                .servers()
+                .into_iter()
+                .find(|s| s["id"] == json!(id))
+                .map(|s| s["metadata"]["team"].clone());
+            Box::pin(async move {
+                match team {
+                    Some(t) if t == json!("blue") => Ok(()),
+                    other => Err(format!("server {id}: team is {other:?}")),
+                }
+            })
+        }),
+    };
+    let failures = run_update_checks(&driver, &fixture, &u).await;
+    assert!(failures.is_empty(), "{failures:#?}");
+}
