@@ -360,10 +360,13 @@ pub fn failed(err: &Status) -> Transition {
     )
 }
 
-/// Whether the update flow looks at this machine at all: Running, not
-/// being deleted, with a VM.
+/// Whether the update flow looks at this machine at all: Running (or
+/// Available, the steady phase without a target cluster), not being
+/// deleted, with a VM.
 pub fn applies_to(m: &MachineView) -> bool {
-    m.phase == Phase::Running && !m.is_deleting() && !m.provider_id.is_empty()
+    matches!(m.phase, Phase::Running | Phase::Available)
+        && !m.is_deleting()
+        && !m.provider_id.is_empty()
 }
 
 impl UpdateFlow {

@@ -172,7 +172,18 @@ fn a_machine_whose_record_matches_its_class_needs_nothing() {
 }
 
 #[test]
-fn only_running_machines_are_updated() {
+fn an_available_machine_without_a_target_cluster_is_updated_like_a_running_one() {
+    let i = input(Some(&old_spec()), &new_tags());
+    let m = MachineView {
+        phase: Phase::Available,
+        ..running()
+    };
+    assert_eq!(start(&m, &i), start(&running(), &i));
+    assert_ne!(start(&m, &i), UpdateStep::Nothing);
+}
+
+#[test]
+fn only_running_or_available_machines_are_updated() {
     let i = input(Some(&old_spec()), &new_tags());
     for phase in [
         Phase::Pending,

@@ -1,0 +1,381 @@
+//! Shared by the AWS end-to-end tests (`aws_e2e.rs`, `aws_hot_update.rs`):
+//! moto set-up for the example MachineClass, `mcm run` as a child process,
+//! and reading Machines and instances back.
+#![allow(dead_code)] // each test binary uses a part
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::ByteString;
+use kube::api::{Api, ListParams};
+use kube::ResourceExt;
+use mcm_api::{Machine, MachineClass};
+use mcm_provider_aws::{AwsDriver, AwsDriverConfig};
+use mcm_testenv::eventually;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The region of `examples/aws-machine-class.yaml`.
+pub const REGION: &str = "eu-west-1";
+const EXAMPLE: &str = include_str!("../../../../examples/aws-machine-class.yaml");
+
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+/// An unsigned IAM Query call to moto (RunInstances needs an existing
+/// instance profile, and the IAM SDK is not worth its build time for one call).
+pub fn moto_iam(endpoint: &str, body: &str) -> String {
+    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(host).expect("connect to moto");
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    out
+}
+
+/// What the test creates in moto for the MachineClass, and a driver whose
+/// SDK client (`ec2_client`) the test uses to look at moto. The SDK's types
+/// are never named: `aws-sdk-ec2` as a dev-dependency would make
+/// `cargo test -p mcm --no-default-features` build the SDK.
+pub struct Cloud {
+    pub driver: AwsDriver,
+    pub secret: Secret,
+    pub ami: String,
+    pub subnet: String,
+    pub sg: String,
+    pub profile: String,
+}
+
+pub async fn moto_setup(endpoint: &str) -> Cloud {
+    let driver = AwsDriver::new(AwsDriverConfig::with_endpoint(endpoint));
+    let secret = Secret {
+        data: Some(
+            [
+                ("providerAccessKeyId", "testing"),
+                ("providerSecretAccessKey", "testing"),
+                ("userData", "#cloud-config\n"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+            .collect(),
+        ),
+        ..Default::default()
+    };
+    let ec2 = driver.ec2_client(REGION, &secret).expect("EC2 client");
+    let vpc = ec2
+        .create_vpc()
+        .cidr_block("10.0.0.0/16")
+        .amazon_provided_ipv6_cidr_block(true)
+        .send()
+        .await
+        .expect("CreateVpc");
+    let vpc = vpc.vpc().expect("vpc");
+    let vpc_id = vpc.vpc_id().expect("vpc id").to_string();
+    let v6 = vpc
+        .ipv6_cidr_block_association_set()
+        .iter()
+        .find_map(|a| a.ipv6_cidr_block())
+        .expect("the VPC has an IPv6 block")
+        .replace("/56", "/64");
+    let subnet = ec2
+        .create_subnet()
+        .vpc_id(&vpc_id)
+        .cidr_block("10.0.1.0/24")
+        .ipv6_cidr_block(v6)
+        .availability_zone(format!("{REGION}a"))
+        .send()
+        .await
+        .expect("CreateSubnet")
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .expect("subnet id")
+        .to_string();
+    let sg = ec2
+        .create_security_group()
+        .group_name(unique("mcm-e2e"))
+        .description("mcm e2e")
+        .vpc_id(&vpc_id)
+        .send()
+        .await
+        .expect("CreateSecurityGroup")
+        .group_id()
+        .expect("sg id")
+        .to_string();
+    let ami = ec2
+        .register_image()
+        .name(unique("mcm-e2e-ami"))
+        .root_device_name("/dev/xvda")
+        .send()
+        .await
+        .expect("RegisterImage")
+        .image_id()
+        .expect("ami id")
+        .to_string();
+    let profile = unique("mcm-e2e-nodes");
+    let answer = moto_iam(
+        endpoint,
+        &format!("Action=CreateInstanceProfile&InstanceProfileName={profile}&Version=2010-05-08"),
+    );
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "CreateInstanceProfile: {answer}"
+    );
+    Cloud {
+        driver,
+        secret,
+        ami,
+        subnet,
+        sg,
+        profile,
+    }
+}
+
+/// The documents of `examples/aws-machine-class.yaml`.
+pub fn example_documents() -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(EXAMPLE)
+        .map(|doc| Value::deserialize(doc).expect("examples/aws-machine-class.yaml parses"))
+        .collect()
+}
+
+/// The example's MachineClass pointed at `cloud`, in namespace `ns`, tagged
+/// with `cluster_tag` instead of the example's cluster, and with the subnet
+/// under `subnetId`, a spelling that only Go's case-insensitive key matching
+/// accepts (the canonical key is `subnetID`).
+pub fn example_class(doc: &Value, cloud: &Cloud, ns: &str, cluster_tag: &str) -> MachineClass {
+    let mut doc = doc.clone();
+    doc["metadata"]["namespace"] = json!(ns);
+    doc["secretRef"]["namespace"] = json!(ns);
+    doc["credentialsSecretRef"]["namespace"] = json!(ns);
+    let spec = &mut doc["providerSpec"];
+    assert_eq!(spec["region"], json!(REGION), "the example's region");
+    spec["ami"] = json!(cloud.ami);
+    spec["iam"] = json!({"name": cloud.profile});
+    let nic = &mut spec["networkInterfaces"][0];
+    let obj = nic.as_object_mut().expect("network interface");
+    obj.remove("subnetID");
+    obj.insert("subnetId".into(), json!(cloud.subnet));
+    nic["securityGroupIDs"] = json!([cloud.sg]);
+    nic.as_object_mut()
+        .expect("network interface")
+        .remove("ipv6PrefixCount");
+    assert!(
+        nic["ipv6AddressCount"].as_i64().unwrap_or(0) >= 1,
+        "the example asks for IPv6 addresses"
+    );
+    assert_eq!(spec["srcAndDstChecksEnabled"], json!(false));
+    let tags = spec["tags"].as_object_mut().expect("tags");
+    tags.retain(|k, _| !k.starts_with("kubernetes.io/cluster/"));
+    tags.insert(cluster_tag.to_string(), json!("1"));
+    assert!(tags.contains_key("kubernetes.io/role/node"));
+    serde_json::from_value(doc).expect("the example's MachineClass")
+}
+
+/// `mcm run`, stopped (SIGTERM, then SIGKILL) when dropped. When the test
+/// panics, the end of its log is printed.
+pub struct McmRun {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl McmRun {
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    pub fn assert_alive(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!(
+                "mcm run exited with {status}; its log ({}):\n{}",
+                self.log.display(),
+                self.log_tail(60)
+            );
+        }
+    }
+}
+
+impl Drop for McmRun {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(15);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- the last lines of the mcm run log ({}) ---\n{}",
+                self.log.display(),
+                self.log_tail(80)
+            );
+        }
+    }
+}
+
+pub fn mcm_run(ns: &str, moto: &str, port: u16) -> McmRun {
+    let log = std::env::temp_dir().join(format!("mcm-aws-e2e-{ns}.log"));
+    let file = std::fs::File::create(&log).expect("log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_mcm"))
+        .arg("run")
+        .arg("--control-kubeconfig")
+        .arg(mcm_testenv::kubeconfig_path())
+        .args(["--target-kubeconfig", "none", "--namespace", ns])
+        .args(["--aws-endpoint", moto])
+        .args(["--leader-elect=false", "--address", "127.0.0.1"])
+        .args(["--port", &port.to_string()])
+        .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
+        .env("NO_COLOR", "1")
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn,hyper=warn".into()),
+        )
+        .stdout(Stdio::from(file.try_clone().expect("log file")))
+        .stderr(Stdio::from(file))
+        .spawn()
+        .expect("spawn mcm run");
+    McmRun { child, log }
+}
+
+/// The phase and last operation of every Machine in the namespace.
+pub async fn machine_states(machines: &Api<Machine>) -> BTreeMap<String, (String, String)> {
+    machines
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            let (phase, op) = m
+                .status
+                .as_ref()
+                .map(|s| {
+                    (
+                        s.current_status.phase.as_str().to_string(),
+                        s.last_operation.description.clone(),
+                    )
+                })
+                .unwrap_or_default();
+            (m.name_any(), (phase, op))
+        })
+        .collect()
+}
+
+/// Waits until `done` holds for the Machines' phases (name → phase); on
+/// timeout, fails with every Machine's phase and last operation.
+pub async fn wait_for_machines(
+    machines: &Api<Machine>,
+    timeout: Duration,
+    what: &str,
+    done: impl Fn(&BTreeMap<String, String>) -> bool,
+) {
+    let done = &done;
+    let reached = eventually(timeout, what, || async move {
+        let phases: BTreeMap<String, String> = machine_states(machines)
+            .await
+            .into_iter()
+            .map(|(name, (phase, _))| (name, phase))
+            .collect();
+        done(&phases).then_some(())
+    })
+    .await;
+    if let Err(e) = reached {
+        panic!(
+            "{e}; the machines (phase, last operation): {:#?}",
+            machine_states(machines).await
+        );
+    }
+}
+
+impl Cloud {
+    /// Live (pending or running) instances carrying `cluster_tag`: instance ID → `Name` tag.
+    pub async fn live_instances(&self, cluster_tag: &str) -> BTreeMap<String, String> {
+        let ec2 = self
+            .driver
+            .ec2_client(REGION, &self.secret)
+            .expect("client");
+        let mut out = BTreeMap::new();
+        let mut token: Option<String> = None;
+        loop {
+            let page = ec2
+                .describe_instances()
+                .set_next_token(token.clone())
+                .send()
+                .await
+                .expect("DescribeInstances");
+            for i in page.reservations().iter().flat_map(|r| r.instances()) {
+                let tag = |k: &str| {
+                    i.tags()
+                        .iter()
+                        .find(|t| t.key() == Some(k))
+                        .map(|t| t.value().unwrap_or_default().to_string())
+                };
+                let state = i.state().and_then(|s| s.name()).map(|s| s.as_str());
+                if tag(cluster_tag).is_some() && matches!(state, Some("pending" | "running")) {
+                    out.insert(
+                        i.instance_id().unwrap_or_default().to_string(),
+                        tag("Name").unwrap_or_default(),
+                    );
+                }
+            }
+            token = page.next_token().map(str::to_string);
+            if token.is_none() {
+                return out;
+            }
+        }
+    }
+
+    /// The network interfaces attached to an instance.
+    pub async fn interfaces_of(&self, instance_id: &str) -> Vec<Nic> {
+        let ec2 = self
+            .driver
+            .ec2_client(REGION, &self.secret)
+            .expect("client");
+        let out = ec2
+            .describe_network_interfaces()
+            .send()
+            .await
+            .expect("DescribeNetworkInterfaces");
+        out.network_interfaces()
+            .iter()
+            .filter(|n| n.attachment().and_then(|a| a.instance_id()) == Some(instance_id))
+            .map(|n| Nic {
+                id: n.network_interface_id().unwrap_or_default().to_string(),
+                source_dest_check: n.source_dest_check(),
+                ipv6: n
+                    .ipv6_addresses()
+                    .iter()
+                    .filter_map(|a| a.ipv6_address())
+                    .map(str::to_string)
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+#[derive(Debug)]
+pub struct Nic {
+    pub id: String,
+    pub source_dest_check: Option<bool>,
+    pub ipv6: Vec<String>,
+}
