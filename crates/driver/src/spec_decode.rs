@@ -17,8 +17,9 @@
 //! document order, so the last one wins. The API server stores the
 //! providerSpec with its keys sorted (byte order), which is the order every
 //! Go provider reads them in; here too the key that sorts last wins, exact
-//! or not. Go would merge two spellings of an object-valued field; here the
-//! winner alone is read (the loser is reported either way).
+//! or not, except that a `null` (a no-op in Go) loses to any other value.
+//! Go would merge two spellings of an object-valued field; here the winner
+//! alone is read (the loser is reported either way).
 //!
 //! A `null` value of a struct field is dropped before serde sees it: Go
 //! leaves the field at its zero value, and serde's `default` gives the same.
@@ -249,9 +250,18 @@ impl<'a> At<'a> {
         }
         let mut entries = Vec::new();
         for (i, keys) in spellings.iter().enumerate() {
-            let Some(winner) = keys.last() else { continue };
+            // A null is a no-op in Go (for a field that is no pointer): it
+            // wins only when every spelling is null.
+            let Some(winner) = keys
+                .iter()
+                .rev()
+                .find(|k| map.get(k.as_str()).is_some_and(|v| !v.is_null()))
+                .or(keys.last())
+            else {
+                continue;
+            };
             let name = fields[i];
-            for other in &keys[..keys.len() - 1] {
+            for other in keys.iter().filter(|k| *k != winner) {
                 self.warn(
                     other,
                     format!(

@@ -157,6 +157,19 @@ fn among_spellings_of_one_field_the_key_that_sorts_last_wins_as_in_go() {
 }
 
 #[test]
+fn a_null_spelling_loses_to_a_value_as_go_leaves_the_field_alone() {
+    // "Scheduling" < "scheduling": the null sorts last but is a no-op in Go.
+    let d = decode::<Spec>(
+        &json!({"Scheduling": {"preemptible": true}, "scheduling": null}),
+        "p",
+    )
+    .expect("decodes");
+    assert_eq!(d.value.scheduling, Some(Scheduling { preemptible: true }));
+    assert_eq!(fields(&d.warnings), ["p.Scheduling", "p.scheduling"]);
+    assert!(d.warnings[1].message.starts_with("ignored"));
+}
+
+#[test]
 fn go_folds_the_kelvin_sign_and_the_long_s_onto_ascii() {
     let d =
         decode::<Spec>(&json!({"di\u{17F}k\u{17F}": [{"\u{17F}izeGb": 7}]}), "p").expect("decodes");
