@@ -3,8 +3,8 @@
 //!
 //! The JSON keys are the ones users already write for Gardener's AWS provider
 //! (`ami`, `blockDevices`, `networkInterfaces`, `srcAndDstChecksEnabled`, ...).
-//! Unknown keys are tolerated so that classes written for newer provider
-//! versions still decode.
+//! Unknown keys are tolerated (with a warning) so that classes written for
+//! newer provider versions still decode.
 //!
 //! Files: the types here, `decode` (key matching as Go's `encoding/json`
 //! does it), `validate` (the spec's rules) and `secret` (credentials and
