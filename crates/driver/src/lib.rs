@@ -19,6 +19,7 @@
 
 pub mod bounded;
 pub mod budget;
+pub mod class_check;
 pub mod cloud_api;
 pub mod codes;
 pub mod conformance;
@@ -27,10 +28,12 @@ pub mod in_place;
 pub mod keyed_lock;
 #[cfg(test)]
 mod redaction_tests;
+pub mod spec_decode;
 pub mod status;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use class_check::{ClassCheck, Finding};
 pub use codes::Code;
 pub use identity::{MachineOwner, TagStyle};
 pub use in_place::{changed_fields, InPlaceChanges, UpdateMachineRequest, UpdateMachineResponse};
@@ -372,5 +375,21 @@ pub trait Driver: Send + Sync {
     /// when the class changes. Makes no cloud call. Default: none.
     fn provider_spec_warnings(&self, _provider_spec: &serde_json::Value) -> Vec<String> {
         Vec::new()
+    }
+
+    /// Decodes and validates a MachineClass and its (merged) Secret as
+    /// CreateMachine would, offline: no cloud call. Each error and warning
+    /// names the field it concerns and never carries a Secret value
+    /// (`mcm validate` prints them). Default: the
+    /// [`Driver::provider_spec_warnings`] of the class, no error.
+    fn check_class(&self, class: &MachineClass, _secret: &Secret) -> ClassCheck {
+        ClassCheck {
+            errors: Vec::new(),
+            warnings: self
+                .provider_spec_warnings(&class.provider_spec)
+                .into_iter()
+                .map(|w| Finding::new("providerSpec", w))
+                .collect(),
+        }
     }
 }

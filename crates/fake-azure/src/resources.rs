@@ -478,6 +478,11 @@ fn put_vm(
     let os_id = s.id(rg, "Microsoft.Compute", "disks", &os_name);
     props["storageProfile"]["osDisk"]["managedDisk"]["id"] = json!(os_id);
     let mut attach = Vec::new();
+    // ARM answers a VM without data disks with an empty list (indexing a
+    // missing key mutably would write a null).
+    if props["storageProfile"].get("dataDisks").is_none() {
+        props["storageProfile"]["dataDisks"] = json!([]);
+    }
     for d in props["storageProfile"]["dataDisks"]
         .as_array_mut()
         .into_iter()

@@ -13,6 +13,8 @@
 //! - `mcm up`: a complete local environment (control plane, local cloud,
 //!   controllers, an example MachineDeployment) with a live summary.
 //! - `mcm local-cloud ...`: the simulated cloud and its operator commands.
+//! - `mcm validate -f <files…>`: decode and validate MachineClasses and
+//!   their Secrets offline, as the drivers do (check before you swap).
 //! - `mcm crds`, `mcm version`.
 
 mod drivers;
@@ -23,6 +25,7 @@ mod kubeclient;
 mod rest_metrics;
 mod run;
 mod up;
+mod validate;
 
 use clap::{Parser, Subcommand};
 
@@ -52,10 +55,23 @@ enum Command {
     /// The simulated local cloud.
     #[command(subcommand)]
     LocalCloud(mcm_provider_local::LocalCloudCommand),
+    /// Decode and validate MachineClasses and their Secrets from YAML files,
+    /// offline, with the drivers' own code (exit code 1 on errors).
+    Validate(ValidateCli),
     /// Print the CustomResourceDefinitions as YAML.
     Crds,
     /// Print the version.
     Version,
+}
+
+/// `mcm validate`'s flags with the providers' (endpoint overrides are not
+/// used: nothing is contacted).
+#[derive(clap::Args)]
+struct ValidateCli {
+    #[command(flatten)]
+    args: validate::ValidateArgs,
+    #[command(flatten)]
+    providers: drivers::ProviderArgs,
 }
 
 /// `machine-controller-manager` as its own program.
@@ -138,6 +154,7 @@ async fn dispatch() -> anyhow::Result<()> {
                 .await
                 .map_err(anyhow::Error::from)
         }
+        Command::Validate(cli) => validate::run(&cli.args, &cli.providers),
         Command::Crds => {
             print!("{}", mcm_api::crds_yaml());
             Ok(())

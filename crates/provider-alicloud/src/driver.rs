@@ -177,7 +177,14 @@ impl AlicloudDriver {
                 "providerSpec: cannot decode the Alicloud providerSpec: {e}"
             ))
         })?;
-        let mut errs = validate_spec(&spec);
+        // Only creation validates the spec: a class that no longer validates
+        // (a newer disk category, more tags than allowed) still lets its
+        // machines be found and deleted (docs/design/driver.md, "Decoding").
+        let mut errs = if creating {
+            validate_spec(&spec)
+        } else {
+            Vec::new()
+        };
         errs.extend(validate_secret(secret, creating));
         if !errs.is_empty() {
             return Err(Status::invalid_argument(format!(
@@ -539,6 +546,19 @@ impl Driver for AlicloudDriver {
                     .unwrap_or_default()
             ))
             .await
+    }
+
+    /// Keys read under another spelling than their canonical one, or unknown.
+    fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
+        match crate::spec::decode(provider_spec) {
+            Ok(d) => d.warnings.iter().map(ToString::to_string).collect(),
+            Err(e) => e.warnings.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// What CreateMachine would refuse, and the decoder's warnings.
+    fn check_class(&self, class: &MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
+        crate::spec::check_class(class, secret)
     }
 
     async fn get_volume_ids(

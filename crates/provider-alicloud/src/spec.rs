@@ -152,12 +152,10 @@ pub struct DataDisk {
 }
 
 impl AlicloudProviderSpec {
-    /// Decodes a providerSpec (unknown keys ignored).
+    /// Decodes a providerSpec, keys matched as Go's `encoding/json` matches
+    /// them ([`decode`]).
     pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
-        if !value.is_object() {
-            return Err(format!("expected a JSON object, got {value}"));
-        }
-        serde_json::from_value(value.clone()).map_err(|e| e.to_string())
+        decode(value).map(|d| d.value).map_err(|e| e.to_string())
     }
 
     /// The cluster tag key and value.
@@ -423,6 +421,56 @@ pub fn credentials(secret: &Secret) -> Credentials {
         access_key_id: first(SECRET_ACCESS_KEY_ID, SECRET_ALT_ACCESS_KEY_ID),
         access_key_secret: first(SECRET_ACCESS_KEY_SECRET, SECRET_ALT_ACCESS_KEY_SECRET),
     }
+}
+
+/// Decodes a providerSpec as the reference's `json.Unmarshal` does: keys
+/// matched case-insensitively, each key read under another spelling and each
+/// unknown key reported (design: docs/design/driver.md, "Decoding").
+pub fn decode(
+    value: &serde_json::Value,
+) -> Result<
+    mcm_driver::spec_decode::Decoded<AlicloudProviderSpec>,
+    mcm_driver::spec_decode::DecodeError,
+> {
+    if !value.is_object() {
+        return Err(mcm_driver::spec_decode::DecodeError {
+            field: "providerSpec".into(),
+            message: format!("expected a JSON object, got {value}"),
+            warnings: Vec::new(),
+        });
+    }
+    mcm_driver::spec_decode::decode(value, "providerSpec")
+}
+
+/// Decodes and validates a class and its secret as CreateMachine does,
+/// offline ([`mcm_driver::Driver::check_class`]). Messages never carry a
+/// secret value.
+pub fn check_class(class: &mcm_api::MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
+    use mcm_driver::Finding;
+    let mut check = mcm_driver::ClassCheck::default();
+    if class.provider != PROVIDER_NAME {
+        check.errors.push(Finding::new(
+            "provider",
+            format!("{:?}: this driver serves {PROVIDER_NAME:?}", class.provider),
+        ));
+    }
+    match decode(&class.provider_spec) {
+        Ok(d) => {
+            check.warn(d.warnings);
+            check.errors.extend(
+                validate_spec(&d.value)
+                    .into_iter()
+                    .map(|e| Finding::new(e.field, format!("{}: {}", e.kind, e.detail))),
+            );
+        }
+        Err(e) => check.decode_failed(e),
+    }
+    check.errors.extend(
+        validate_secret(secret, true)
+            .into_iter()
+            .map(|e| Finding::new(e.field, format!("{}: {}", e.kind, e.detail))),
+    );
+    check
 }
 
 /// Findings of the secret: the access key pair (either spelling) and, when

@@ -23,11 +23,12 @@
 //!   `tags` (must contain a `kubernetes.io/cluster/…` and a `kubernetes.io/role/…`
 //!   key), `keyName`, `spotPrice`, `instanceMarketOptions`, `capacityReservation`,
 //!   `placement`, `instanceMetadataOptions`, `cpuOptions`, `ebsOptimized`,
-//!   `monitoring`, `srcAndDstChecksEnabled`. Unknown keys are ignored. Keys
-//!   are matched as Go's `encoding/json` matches them: exactly, else
-//!   case-insensitively (`subnetId` fills `subnetID`), each such key a warning
-//!   naming the canonical key ([`spec::canonical_keys`],
-//!   `Driver::provider_spec_warnings`; the exact key wins). Invalid
+//!   `monitoring`, `srcAndDstChecksEnabled`. Unknown keys are ignored with a
+//!   warning. Keys are matched as Go's `encoding/json` matches them: exactly,
+//!   else case-insensitively (`subnetId` fills `subnetID`), each such key a
+//!   warning naming the canonical key ([`spec::decode`],
+//!   `Driver::provider_spec_warnings`; the spelling that sorts last wins, as
+//!   in Go after the API server). Invalid
 //!   specs fail with `InvalidArgument` listing every finding, e.g.
 //!   `providerSpec.ami: Required value: AMI is required`.
 //! - **Secret**: `providerAccessKeyId`/`accessKeyID` and

@@ -77,7 +77,7 @@ impl AzureDriver {
         &self,
         req: &DeleteMachineRequest,
     ) -> DriverResult<DeleteMachineResponse> {
-        let ctx = self.context(&req.machine_class, &req.secret)?;
+        let ctx = self.existing_context(&req.machine_class, &req.secret)?;
         let vm = req
             .machine
             .metadata

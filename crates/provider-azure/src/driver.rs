@@ -5,7 +5,7 @@ use crate::auth::{Cloud, IdentityTokens, ReqwestTransport, TokenSource};
 use crate::config::AzureDriverConfig;
 use crate::names::{self, DATA_DISK_SUFFIX, NIC_SUFFIX, OS_DISK_SUFFIX};
 use crate::secret::{credentials, Credentials};
-use crate::spec::{decode_and_validate, AzureProviderSpec};
+use crate::spec::{decode_and_validate, decode_class, AzureProviderSpec};
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use mcm_api::MachineClass;
@@ -151,6 +151,26 @@ impl AzureDriver {
 
     pub(crate) fn context(&self, class: &MachineClass, secret: &Secret) -> Result<Ctx, Status> {
         let spec = decode_and_validate(class)?;
+        let creds = credentials(secret)?;
+        let arm = self.client(&spec, &creds)?;
+        Ok(Ctx { spec, creds, arm })
+    }
+
+    /// The context of a call on existing VMs (DeleteMachine,
+    /// GetMachineStatus, ListMachines): the class is decoded but not
+    /// validated, so that a class that no longer validates still lets its
+    /// machines be found and deleted; only the resource group is required.
+    pub(crate) fn existing_context(
+        &self,
+        class: &MachineClass,
+        secret: &Secret,
+    ) -> Result<Ctx, Status> {
+        let spec = decode_class(class)?;
+        if spec.resource_group.trim().is_empty() {
+            return Err(Status::invalid_argument(
+                "providerSpec.resourceGroup: Required value: resourceGroup is required",
+            ));
+        }
         let creds = credentials(secret)?;
         let arm = self.client(&spec, &creds)?;
         Ok(Ctx { spec, creds, arm })
@@ -374,7 +394,7 @@ impl Driver for AzureDriver {
         &self,
         req: &GetMachineStatusRequest,
     ) -> DriverResult<GetMachineStatusResponse> {
-        let ctx = self.context(&req.machine_class, &req.secret)?;
+        let ctx = self.existing_context(&req.machine_class, &req.secret)?;
         let rg = &ctx.spec.resource_group;
         let vm = req.machine.metadata.name.clone().unwrap_or_default();
         match ctx.arm.get_vm(rg, &vm).await {
@@ -399,7 +419,7 @@ impl Driver for AzureDriver {
     }
 
     async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
-        let ctx = self.context(&req.machine_class, &req.secret)?;
+        let ctx = self.existing_context(&req.machine_class, &req.secret)?;
         let resources = self.list_resources(&ctx).await?;
         let rg = &ctx.spec.resource_group;
         let mut resp = ListMachinesResponse::default();
@@ -419,6 +439,19 @@ impl Driver for AzureDriver {
         }
         info!(resource_group = %rg, machines = resp.machine_list.len(), "listed machines");
         Ok(resp)
+    }
+
+    /// Keys read under another spelling than their canonical one, or unknown.
+    fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
+        match crate::spec::decode(provider_spec) {
+            Ok(d) => d.warnings.iter().map(ToString::to_string).collect(),
+            Err(e) => e.warnings.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// What CreateMachine would refuse, and the decoder's warnings.
+    fn check_class(&self, class: &MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
+        crate::spec::check_class(class, secret)
     }
 
     async fn get_volume_ids(

@@ -384,6 +384,39 @@ impl AzureProviderSpec {
 /// deprecated `machineSet`) and validates it; `InvalidArgument` with the
 /// reference's messages otherwise.
 pub fn decode_and_validate(class: &MachineClass) -> Result<AzureProviderSpec, Status> {
+    let spec = decode_class(class)?;
+    let errors = validate(&spec);
+    if !errors.is_empty() {
+        return Err(Status::invalid_argument(format!(
+            "error in validation of AzureProviderSpec: {}",
+            format_list(&errors)
+        )));
+    }
+    Ok(spec)
+}
+
+/// Decodes a providerSpec as the reference's `json.Unmarshal` does: keys
+/// matched case-insensitively (`machineSet.Kind`), each key read under
+/// another spelling and each unknown key reported (design:
+/// docs/design/driver.md, "Decoding").
+pub fn decode(
+    value: &serde_json::Value,
+) -> Result<mcm_driver::spec_decode::Decoded<AzureProviderSpec>, mcm_driver::spec_decode::DecodeError>
+{
+    if value.is_null() {
+        return Ok(mcm_driver::spec_decode::Decoded {
+            value: AzureProviderSpec::default(),
+            warnings: Vec::new(),
+        });
+    }
+    mcm_driver::spec_decode::decode(value, "providerSpec")
+}
+
+/// Checks the class's provider and decodes its providerSpec, translating the
+/// deprecated `machineSet`, without validating the rest: what the calls on
+/// existing VMs need (only CreateMachine refuses a class that no longer
+/// validates).
+pub fn decode_class(class: &MachineClass) -> Result<AzureProviderSpec, Status> {
     if class.provider != PROVIDER_NAME {
         let e = FieldError::invalid_str(
             "provider",
@@ -397,8 +430,9 @@ pub fn decode_and_validate(class: &MachineClass) -> Result<AzureProviderSpec, St
             "error validating provider {e}"
         )));
     }
-    let mut spec: AzureProviderSpec = serde_json::from_value(class.provider_spec.clone())
-        .map_err(|e| Status::invalid_argument(format!("providerSpec: {e}")))?;
+    let mut spec = decode(&class.provider_spec)
+        .map_err(|e| Status::invalid_argument(e.to_string()))?
+        .value;
     if let Some(ms) = spec.properties.machine_set.clone() {
         if ms.kind != "availabilityset" && ms.kind != "vmo" {
             let e = FieldError::invalid_str(
@@ -418,14 +452,39 @@ pub fn decode_and_validate(class: &MachineClass) -> Result<AzureProviderSpec, St
             spec.properties.availability_set = sub;
         }
     }
-    let errors = validate(&spec);
-    if !errors.is_empty() {
-        return Err(Status::invalid_argument(format!(
-            "error in validation of AzureProviderSpec: {}",
-            format_list(&errors)
-        )));
-    }
     Ok(spec)
+}
+
+/// Decodes and validates a class and its Secret as CreateMachine does,
+/// offline ([`mcm_driver::Driver::check_class`]). Messages never carry a
+/// Secret value.
+pub fn check_class(
+    class: &MachineClass,
+    secret: &k8s_openapi::api::core::v1::Secret,
+) -> mcm_driver::ClassCheck {
+    use mcm_driver::Finding;
+    let mut check = mcm_driver::ClassCheck::default();
+    match decode(&class.provider_spec) {
+        Ok(d) => check.warn(d.warnings),
+        Err(e) => {
+            check.decode_failed(e);
+            return check;
+        }
+    }
+    match decode_class(class) {
+        Ok(spec) => check.errors.extend(
+            validate(&spec)
+                .iter()
+                .map(|e| Finding::from_field_error(&e.to_string(), "providerSpec")),
+        ),
+        Err(s) => check
+            .errors
+            .push(Finding::from_field_error(&s.message, "providerSpec")),
+    }
+    if let Err(s) = crate::secret::credentials(secret) {
+        check.errors.push(Finding::new("secretRef", s.message));
+    }
+    check
 }
 
 mod validate;

@@ -94,6 +94,55 @@ pub struct GcpCredentials {
     pub project: String,
     /// A hash of the credentials (for client caches; not reversible to the key).
     pub fingerprint: u64,
+    /// Keys of the JSON read under another spelling, ignored or unknown
+    /// (key names only, never values).
+    pub warnings: Vec<mcm_driver::spec_decode::KeyWarning>,
+}
+
+/// The fields of a credentials JSON that the reference's Go code decodes
+/// with `encoding/json` (keys matched case-insensitively): a service-account
+/// key's and an external-account configuration's.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct KeyFields {
+    #[serde(rename = "type")]
+    kind: String,
+    project_id: String,
+    client_email: String,
+    client_id: String,
+    private_key_id: String,
+    private_key: String,
+    auth_uri: String,
+    token_uri: String,
+    auth_provider_x509_cert_url: String,
+    client_x509_cert_url: String,
+    universe_domain: String,
+    audience: String,
+    subject_token_type: String,
+    token_url: String,
+    token_info_url: String,
+    service_account_impersonation_url: String,
+    service_account_impersonation: Option<Value>,
+    credential_source: Option<CredentialSource>,
+    quota_project_id: String,
+    workforce_pool_user_project: String,
+    client_secret: String,
+}
+
+/// An external account's credential source (only `file` is accepted).
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct CredentialSource {
+    file: String,
+    url: String,
+    headers: std::collections::BTreeMap<String, String>,
+    format: Option<Value>,
+    environment_id: String,
+    region_url: String,
+    regional_cred_verification_url: String,
+    imdsv2_session_token_url: String,
+    executable: Option<Value>,
+    certificate: Option<Value>,
 }
 
 impl std::fmt::Debug for GcpCredentials {
@@ -141,8 +190,20 @@ pub fn from_secret(secret: &Secret) -> Result<GcpCredentials, CredentialsError> 
             reason: "not a JSON object".into(),
         });
     };
-    let field = |name: &str| obj.get(name).and_then(Value::as_str).unwrap_or_default();
-    let kind = match field("type") {
+    // Keys as the reference's `json.Unmarshal` matches them; the auth
+    // library reads the canonical spelling, so that is what it is given.
+    let root = format!("secretRef.{key}");
+    let fields = mcm_driver::spec_decode::decode::<KeyFields>(&json, &root).map_err(|e| {
+        // serde's message may quote the value: name the field only.
+        CredentialsError::Unreadable {
+            key,
+            reason: format!("{} has the wrong type", e.field),
+        }
+    })?;
+    let (canonical, _) = mcm_driver::spec_decode::canonical_keys::<KeyFields>(&json, &root);
+    let warnings = fields.warnings;
+    let fields = fields.value;
+    let kind = match fields.kind.as_str() {
         "service_account" => {
             if obj
                 .keys()
@@ -153,19 +214,19 @@ pub fn from_secret(secret: &Secret) -> Result<GcpCredentials, CredentialsError> 
             CredentialsKind::ServiceAccount
         }
         "external_account" => {
-            check_external_account(obj)?;
+            check_external_account(&fields)?;
             CredentialsKind::ExternalAccount
         }
         other => return Err(CredentialsError::ForbiddenType(other.to_string())),
     };
-    let project = match field("project_id") {
+    let project = match fields.project_id.as_str() {
         "" => secret_value(secret, SECRET_PROJECT_ID).unwrap_or_default(),
         p => p.to_string(),
     };
     let mut h = DefaultHasher::new();
     raw.hash(&mut h);
     project.hash(&mut h);
-    let mut json = json;
+    let mut json = canonical;
     if kind == CredentialsKind::ServiceAccount && field_missing(&json, "project_id") {
         // The auth library wants a project in the key; the reference takes
         // the Secret's `projectID` for a key without one.
@@ -179,6 +240,7 @@ pub fn from_secret(secret: &Secret) -> Result<GcpCredentials, CredentialsError> 
         kind,
         project,
         fingerprint: h.finish(),
+        warnings,
     })
 }
 
@@ -188,15 +250,14 @@ fn field_missing(json: &Value, name: &str) -> bool {
         .is_none_or(str::is_empty)
 }
 
-fn check_external_account(obj: &serde_json::Map<String, Value>) -> Result<(), CredentialsError> {
-    let field = |name: &str| obj.get(name).and_then(Value::as_str).unwrap_or_default();
+fn check_external_account(fields: &KeyFields) -> Result<(), CredentialsError> {
     let bad = |m: String| Err(CredentialsError::InvalidExternalAccount(m));
-    if field("token_url").trim() != ALLOWED_TOKEN_URL {
+    if fields.token_url.trim() != ALLOWED_TOKEN_URL {
         return bad(format!(
             "invalid token_url: should equal {ALLOWED_TOKEN_URL}"
         ));
     }
-    let imp = field("service_account_impersonation_url");
+    let imp = fields.service_account_impersonation_url.as_str();
     if !imp.is_empty() {
         let ok = imp
             .strip_prefix(IMPERSONATION_PREFIX)
@@ -210,15 +271,15 @@ fn check_external_account(obj: &serde_json::Map<String, Value>) -> Result<(), Cr
             ));
         }
     }
-    if field("subject_token_type").trim() != ALLOWED_SUBJECT_TOKEN_TYPE {
+    if fields.subject_token_type.trim() != ALLOWED_SUBJECT_TOKEN_TYPE {
         return bad(format!(
             "invalid subject_token_type: should equal {ALLOWED_SUBJECT_TOKEN_TYPE}"
         ));
     }
-    let file = obj
-        .get("credential_source")
-        .and_then(|c| c.get("file"))
-        .and_then(Value::as_str)
+    let file = fields
+        .credential_source
+        .as_ref()
+        .map(|c| c.file.as_str())
         .unwrap_or_default();
     if file.trim() != ALLOWED_TOKEN_FILE {
         return bad(format!(

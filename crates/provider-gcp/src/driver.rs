@@ -94,10 +94,26 @@ pub(crate) struct Prepared {
 
 /// How much of the spec an operation checks (the reference validates the
 /// whole spec only on create; the other calls need just the zone).
+/// Calls on existing VMs never validate the rest of the spec: a class that
+/// no longer validates still lets its machines be found and deleted
+/// (docs/design/driver.md, "Decoding").
 #[derive(Clone, Copy, PartialEq)]
 pub(crate) enum Check {
     Full,
     ZoneOnly,
+    /// The machine's providerID names its project and zone: the spec's are not needed.
+    Known,
+}
+
+impl Check {
+    /// `Known` when the providerID names the VM's zone, else `ZoneOnly`.
+    fn existing(provider_id: &str) -> Check {
+        if parse_provider_id(provider_id).is_some() {
+            Check::Known
+        } else {
+            Check::ZoneOnly
+        }
+    }
 }
 
 impl GcpDriver {
@@ -210,6 +226,7 @@ impl GcpDriver {
                     )));
                 }
             }
+            Check::Known => {}
             Check::ZoneOnly => {
                 if spec.zone.is_empty() {
                     return Err(Status::invalid_argument(format!(
@@ -218,7 +235,11 @@ impl GcpDriver {
                 }
             }
         }
-        let errs = validate_secret(secret);
+        let mut errs = validate_secret(secret);
+        if check != Check::Full {
+            // User data only matters to a new VM.
+            errs.retain(|e| !e.to_string().contains(SECRET_USER_DATA));
+        }
         if !errs.is_empty() {
             return Err(Status::invalid_argument(format!(
                 "{ctx} failed on validateSecret: error while validating Secret {}",
@@ -379,8 +400,9 @@ impl GcpDriver {
     ) -> DriverResult<GetMachineStatusResponse> {
         let name = machine_name(&req.machine)?;
         let ctx = format!("Machine status {name:?}");
+        let check = Check::existing(&req.machine.spec.provider_id);
         let p = self
-            .prepare(&ctx, &req.machine_class, &req.secret, Check::ZoneOnly)
+            .prepare(&ctx, &req.machine_class, &req.secret, check)
             .await?;
         let at = Location::of(&p, &req.machine.spec.provider_id);
         let found = self
@@ -402,8 +424,9 @@ impl GcpDriver {
     async fn delete(&self, req: &DeleteMachineRequest) -> DriverResult<DeleteMachineResponse> {
         let name = machine_name(&req.machine)?;
         let ctx = format!("Delete machine {name:?}");
+        let check = Check::existing(&req.machine.spec.provider_id);
         let p = self
-            .prepare(&ctx, &req.machine_class, &req.secret, Check::ZoneOnly)
+            .prepare(&ctx, &req.machine_class, &req.secret, check)
             .await?;
         // An existing VM is deleted where its providerID says it lives, not
         // where the class points now (issue 17, finding 3).
@@ -624,6 +647,16 @@ impl Driver for GcpDriver {
         Err(Status::unimplemented(
             "GCP Provider does not yet implement InitializeMachine",
         ))
+    }
+
+    /// Keys read under another spelling than their canonical one, or unknown.
+    fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
+        crate::validation::spec_warnings(provider_spec)
+    }
+
+    /// What CreateMachine would refuse, and the decoder's warnings.
+    fn check_class(&self, class: &MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
+        crate::validation::check_class(class, secret)
     }
 
     async fn get_volume_ids(

@@ -1,6 +1,6 @@
 //! The GCP `providerSpec` of a MachineClass, field for field as Gardener's
-//! GCP provider reads it (unknown keys are ignored, missing ones take their
-//! zero value).
+//! GCP provider reads it (keys matched case-insensitively, unknown keys
+//! ignored with a warning, missing ones take their zero value).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -188,12 +188,10 @@ pub struct GcpGpu {
 }
 
 impl GcpProviderSpec {
-    /// Decodes a providerSpec (null = all zero values).
+    /// Decodes a providerSpec (null = all zero values), keys matched as Go's
+    /// `encoding/json` matches them ([`decode`]).
     pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
-        if value.is_null() {
-            return Ok(Self::default());
-        }
-        serde_json::from_value(value.clone()).map_err(|e| e.to_string())
+        decode(value).map(|d| d.value).map_err(|e| e.to_string())
     }
 
     /// The network tags that mark the VM's cluster and role (the last tag
@@ -201,6 +199,23 @@ impl GcpProviderSpec {
     pub fn membership_tags(&self) -> (Option<&str>, Option<&str>) {
         membership(self.tags.iter().map(String::as_str))
     }
+}
+
+/// Decodes a providerSpec (null = all zero values) as the reference's
+/// `json.Unmarshal` does: keys matched case-insensitively (`sizeGB`,
+/// `minCPUPlatform`, `canIPForward`), each key read under another spelling
+/// and each unknown key reported (design: docs/design/driver.md, "Decoding").
+pub fn decode(
+    value: &serde_json::Value,
+) -> Result<mcm_driver::spec_decode::Decoded<GcpProviderSpec>, mcm_driver::spec_decode::DecodeError>
+{
+    if value.is_null() {
+        return Ok(mcm_driver::spec_decode::Decoded {
+            value: GcpProviderSpec::default(),
+            warnings: Vec::new(),
+        });
+    }
+    mcm_driver::spec_decode::decode(value, "providerSpec")
 }
 
 /// The cluster and role tags among `tags` (the last tag containing each marker).

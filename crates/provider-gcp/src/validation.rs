@@ -315,5 +315,58 @@ pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
     errs
 }
 
+/// The decoder's warnings about a providerSpec, as sentences.
+pub fn spec_warnings(provider_spec: &serde_json::Value) -> Vec<String> {
+    match crate::spec::decode(provider_spec) {
+        Ok(d) => d.warnings.iter().map(ToString::to_string).collect(),
+        Err(e) => e.warnings.iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// Decodes and validates a class and its Secret as CreateMachine does,
+/// offline ([`mcm_driver::Driver::check_class`]). Messages never carry a
+/// Secret value.
+pub fn check_class(class: &mcm_api::MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
+    use mcm_driver::Finding;
+    let mut check = mcm_driver::ClassCheck::default();
+    if class.provider != crate::spec::PROVIDER_NAME {
+        check.errors.push(Finding::new(
+            "provider",
+            format!(
+                "{:?}: this driver serves {:?}",
+                class.provider,
+                crate::spec::PROVIDER_NAME
+            ),
+        ));
+    }
+    match crate::spec::decode(&class.provider_spec) {
+        Ok(d) => {
+            check.warn(d.warnings);
+            check.errors.extend(
+                validate_spec(&d.value)
+                    .iter()
+                    .map(|e| Finding::from_field_error(&e.to_string(), "providerSpec")),
+            );
+        }
+        Err(e) => check.decode_failed(e),
+    }
+    let secret_errors = validate_secret(secret);
+    let credentials_present = !secret_errors
+        .iter()
+        .any(|e| e.to_string().contains(SECRET_CREDENTIALS_CONFIG));
+    check.errors.extend(
+        secret_errors
+            .iter()
+            .map(|e| Finding::new("secretRef", e.to_string())),
+    );
+    if credentials_present {
+        match crate::credentials::from_secret(secret) {
+            Ok(c) => check.warn(c.warnings),
+            Err(e) => check.errors.push(Finding::new("secretRef", e.to_string())),
+        }
+    }
+    check
+}
+
 #[cfg(test)]
 mod tests;

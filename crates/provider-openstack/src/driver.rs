@@ -173,15 +173,61 @@ impl OpenStackDriver {
         class: &MachineClass,
         secret: &Secret,
     ) -> Result<Prepared, Status> {
+        self.prepare_checked(class, secret, None).await
+    }
+
+    /// The session of a call on existing servers (DeleteMachine,
+    /// GetMachineStatus, ListMachines): the spec is decoded but not
+    /// validated, so that a class that no longer validates still lets its
+    /// machines be found and deleted (docs/design/driver.md, "Decoding").
+    /// A class without a region takes the one `provider_id` names.
+    pub(crate) async fn prepare_existing(
+        &self,
+        class: &MachineClass,
+        secret: &Secret,
+        provider_id: &str,
+    ) -> Result<Prepared, Status> {
+        self.prepare_checked(class, secret, Some(provider_id)).await
+    }
+
+    /// `existing`: `None` validates everything, `Some(providerID)` only what
+    /// finding the machine's servers needs.
+    async fn prepare_checked(
+        &self,
+        class: &MachineClass,
+        secret: &Secret,
+        existing: Option<&str>,
+    ) -> Result<Prepared, Status> {
         if class.provider != PROVIDER_NAME {
             return Err(Status::invalid_argument(format!(
                 "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
                 class.provider
             )));
         }
-        let spec = decode(&class.provider_spec).map_err(Status::invalid_argument)?;
-        let mut errs = validate_spec(&spec);
-        errs.extend(validate_secret(secret));
+        let mut spec = decode(&class.provider_spec).map_err(Status::invalid_argument)?;
+        let mut errs = match existing {
+            None => validate_spec(&spec),
+            Some(pid) => {
+                if spec.region.trim().is_empty() {
+                    spec.region = region_of(pid.trim()).unwrap_or_default().to_string();
+                }
+                let mut errs = Vec::new();
+                if spec.region.trim().is_empty() {
+                    errs.push(crate::spec::FieldError {
+                        field: "spec.region".into(),
+                        kind: "Required value".into(),
+                        detail: "region is required".into(),
+                    });
+                }
+                errs
+            }
+        };
+        errs.extend(
+            validate_secret(secret)
+                .into_iter()
+                // User data only matters to a new server.
+                .filter(|e| existing.is_none() || !e.field.contains("userData")),
+        );
         if !errs.is_empty() {
             return Err(Status::invalid_argument(aggregate(&errs)));
         }
@@ -302,8 +348,10 @@ impl Driver for OpenStackDriver {
         &self,
         req: &DeleteMachineRequest,
     ) -> DriverResult<DeleteMachineResponse> {
-        let mut p = self.prepare(&req.machine_class, &req.secret).await?;
         let pid = req.machine.spec.provider_id.clone();
+        let mut p = self
+            .prepare_existing(&req.machine_class, &req.secret, &pid)
+            .await?;
         // An existing server is deleted in the region its providerID names,
         // where it was created, not in the class's current region: there it
         // would look gone (issue 17, finding 3).
@@ -319,7 +367,13 @@ impl Driver for OpenStackDriver {
         &self,
         req: &GetMachineStatusRequest,
     ) -> DriverResult<GetMachineStatusResponse> {
-        let p = self.prepare(&req.machine_class, &req.secret).await?;
+        let p = self
+            .prepare_existing(
+                &req.machine_class,
+                &req.secret,
+                &req.machine.spec.provider_id,
+            )
+            .await?;
         let name = machine_name(req);
         match self.find(&p, req).await.map_err(status)? {
             Some(s) => Ok(GetMachineStatusResponse {
@@ -334,7 +388,9 @@ impl Driver for OpenStackDriver {
     }
 
     async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
-        let p = self.prepare(&req.machine_class, &req.secret).await?;
+        let p = self
+            .prepare_existing(&req.machine_class, &req.secret, "")
+            .await?;
         let servers = api::list_servers(&p.cloud, None).await.map_err(|e| {
             let class = req
                 .machine_class
@@ -357,6 +413,19 @@ impl Driver for OpenStackDriver {
             resp.insert(provider_id(&p.spec.region, &s.id), s.name, s.id, owner);
         }
         Ok(resp)
+    }
+
+    /// Keys read under another spelling than their canonical one, or unknown.
+    fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
+        match crate::spec::decode_warned(provider_spec) {
+            Ok(d) => d.warnings.iter().map(ToString::to_string).collect(),
+            Err(e) => e.warnings.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// What CreateMachine would refuse, and the decoder's warnings.
+    fn check_class(&self, class: &MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
+        crate::spec::check_class(class, secret)
     }
 
     async fn get_volume_ids(

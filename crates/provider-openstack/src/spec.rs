@@ -164,6 +164,15 @@ impl OpenStackSpec {
 
 /// Decodes a providerSpec: `apiVersion` and `kind` must be the reference's.
 pub fn decode(raw: &serde_json::Value) -> Result<OpenStackSpec, String> {
+    check_type_meta(raw)?;
+    decode_warned(raw)
+        .map(|d| d.value)
+        .map_err(|e| format!("failed to decode provider spec: {e}"))
+}
+
+/// `apiVersion` and `kind` must be the reference's (spelled exactly, as the
+/// reference's scheme reads them).
+fn check_type_meta(raw: &serde_json::Value) -> Result<(), String> {
     let obj = raw
         .as_object()
         .ok_or_else(|| format!("failed to decode provider spec: expected an object, got {raw}"))?;
@@ -182,9 +191,65 @@ pub fn decode(raw: &serde_json::Value) -> Result<OpenStackSpec, String> {
             "failed to decode provider spec: no kind \"{kind}\" is registered for version \"{version}\" (expected apiVersion {API_VERSION}, kind {KIND})"
         ));
     }
-    let cfg: MachineProviderConfig = serde_json::from_value(raw.clone())
-        .map_err(|e| format!("failed to decode provider spec: {e}"))?;
-    Ok(cfg.spec)
+    Ok(())
+}
+
+/// Decodes the whole providerSpec object with the drivers' shared decoder
+/// (design: docs/design/driver.md, "Decoding"): keys in another case fill
+/// their fields and unknown keys are ignored, each with a warning. The
+/// reference decodes with apimachinery's strict, case-sensitive decoder and
+/// refuses such classes; here they work and the warnings say what to fix.
+pub fn decode_warned(
+    raw: &serde_json::Value,
+) -> Result<mcm_driver::spec_decode::Decoded<OpenStackSpec>, mcm_driver::spec_decode::DecodeError> {
+    let d = mcm_driver::spec_decode::decode::<MachineProviderConfig>(raw, "providerSpec")?;
+    Ok(mcm_driver::spec_decode::Decoded {
+        value: d.value.spec,
+        warnings: d.warnings,
+    })
+}
+
+/// Decodes and validates a class and its Secret as CreateMachine does,
+/// offline ([`mcm_driver::Driver::check_class`]). Messages never carry a
+/// Secret value.
+pub fn check_class(
+    class: &mcm_api::MachineClass,
+    secret: &k8s_openapi::api::core::v1::Secret,
+) -> mcm_driver::ClassCheck {
+    use mcm_driver::Finding;
+    let mut check = mcm_driver::ClassCheck::default();
+    if class.provider != PROVIDER_NAME {
+        check.errors.push(Finding::new(
+            "provider",
+            format!("{:?}: this driver serves {PROVIDER_NAME:?}", class.provider),
+        ));
+    }
+    if let Err(e) = check_type_meta(&class.provider_spec) {
+        check.errors.push(Finding::new("providerSpec", e));
+    }
+    match decode_warned(&class.provider_spec) {
+        Ok(d) => {
+            check.warn(d.warnings);
+            let spec = d.value;
+            check.errors.extend(
+                validate_spec(&spec)
+                    .iter()
+                    .map(|e| Finding::new(e.field.clone(), format!("{}: {}", e.kind, e.detail))),
+            );
+            if spec.membership_keys().is_none() {
+                check
+                    .errors
+                    .push(Finding::new("spec.tags", "cluster/role tags are missing"));
+            }
+        }
+        Err(e) => check.decode_failed(e),
+    }
+    check.errors.extend(
+        crate::secret::validate_secret(secret)
+            .iter()
+            .map(|e| Finding::new(e.field.clone(), format!("{}: {}", e.kind, e.detail))),
+    );
+    check
 }
 
 /// One finding, printed like a Kubernetes `field.Error`.

@@ -14,7 +14,11 @@ impl AwsDriver {
         &self,
         req: &DeleteMachineRequest,
     ) -> DriverResult<DeleteMachineResponse> {
-        let p = self.prepare(&req.machine_class, &req.secret, true)?;
+        let p = self.prepare_existing(
+            &req.machine_class,
+            &req.secret,
+            &req.machine.spec.provider_id,
+        )?;
         let name = machine_name(&req.machine)?;
         let (cluster, role) = tag_keys(&p.spec)?;
         let pid = &req.machine.spec.provider_id;

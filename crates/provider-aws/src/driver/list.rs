@@ -18,7 +18,7 @@ impl AwsDriver {
         &self,
         req: &ListMachinesRequest,
     ) -> DriverResult<ListMachinesResponse> {
-        let p = self.prepare(&req.machine_class, &req.secret, true)?;
+        let p = self.prepare_existing(&req.machine_class, &req.secret, "")?;
         let (cluster, role) = tag_keys(&p.spec)?;
         let instances = p
             .ec2

@@ -149,6 +149,55 @@ impl AwsDriver {
         Ok(Prepared { spec, ec2, creds })
     }
 
+    /// Decodes the class and checks the secret's credentials for a call on
+    /// existing VMs (DeleteMachine, GetMachineStatus, ListMachines): the
+    /// spec is not validated, so that a class that no longer validates
+    /// (a newer volume type, more tags than allowed) still lets its
+    /// machines be found and deleted; only CreateMachine refuses it
+    /// (docs/design/driver.md, "Decoding"). The region is the class's or,
+    /// when it names none, the one of `provider_id`.
+    fn prepare_existing(
+        &self,
+        class: &MachineClass,
+        secret: &Secret,
+        provider_id: &str,
+    ) -> Result<Prepared, Status> {
+        if class.provider != PROVIDER_NAME {
+            return Err(Status::invalid_argument(format!(
+                "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
+                class.provider
+            )));
+        }
+        let mut spec = AwsProviderSpec::from_json(&class.provider_spec).map_err(|e| {
+            Status::invalid_argument(format!(
+                "providerSpec: cannot decode the AWS providerSpec: {e}"
+            ))
+        })?;
+        if spec.region.is_empty() {
+            spec.region = provider_id_region(provider_id).unwrap_or_default();
+        }
+        let mut errs: Vec<_> = validate_secret(secret)
+            .into_iter()
+            .filter(|e| !e.field.ends_with(".userData"))
+            .collect();
+        if spec.region.is_empty() {
+            errs.push(crate::spec::FieldError {
+                field: "providerSpec.region".into(),
+                kind: "Required value".into(),
+                detail: "Region is required".into(),
+            });
+        }
+        if !errs.is_empty() {
+            return Err(Status::invalid_argument(format!(
+                "error while validating ProviderSpec {}",
+                aggregate(&errs)
+            )));
+        }
+        let creds = credentials(secret);
+        let ec2 = self.ec2(&spec.region, &creds)?;
+        Ok(Prepared { spec, ec2, creds })
+    }
+
     /// The EC2 access for an existing VM: in the region its providerID names
     /// (`aws:///<region>/<id>`), which is where it was created, not the class's
     /// current region (a class moved to another region must not make its old
@@ -329,6 +378,11 @@ impl Driver for AwsDriver {
     /// the canonical key (see [`crate::spec::canonical_keys`]).
     fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
         crate::spec::canonical_keys(provider_spec).1
+    }
+
+    /// What CreateMachine would refuse, and the decoder's warnings.
+    fn check_class(&self, class: &MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
+        crate::spec::check_class(class, secret)
     }
 }
 

@@ -87,7 +87,11 @@ impl AwsDriver {
         &self,
         req: &GetMachineStatusRequest,
     ) -> DriverResult<GetMachineStatusResponse> {
-        let p = self.prepare(&req.machine_class, &req.secret, true)?;
+        let p = self.prepare_existing(
+            &req.machine_class,
+            &req.secret,
+            &req.machine.spec.provider_id,
+        )?;
         let name = machine_name(&req.machine)?;
         let found = self.find(&p, &req.machine).await?;
         let instance = match found.as_slice() {

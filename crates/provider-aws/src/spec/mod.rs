@@ -3,8 +3,8 @@
 //!
 //! The JSON keys are the ones users already write for Gardener's AWS provider
 //! (`ami`, `blockDevices`, `networkInterfaces`, `srcAndDstChecksEnabled`, ...).
-//! Unknown keys are tolerated so that classes written for newer provider
-//! versions still decode.
+//! Unknown keys are tolerated (with a warning) so that classes written for
+//! newer provider versions still decode.
 //!
 //! Files: the types here, `decode` (key matching as Go's `encoding/json`
 //! does it), `validate` (the spec's rules) and `secret` (credentials and
@@ -16,7 +16,7 @@ mod secret;
 mod tests;
 mod validate;
 
-pub use decode::canonical_keys;
+pub use decode::{canonical_keys, decode};
 pub use secret::{credentials, secret_value, validate_secret, Credentials};
 pub use validate::{aggregate, validate_spec, FieldError};
 
@@ -308,17 +308,46 @@ pub const VALID_MARKET_TYPES: [&str; 3] = [
     "interruptible-capacity-reservation",
 ];
 
+/// Decodes and validates a class and its secret as CreateMachine does,
+/// offline ([`mcm_driver::Driver::check_class`]).
+pub fn check_class(
+    class: &mcm_api::MachineClass,
+    secret: &k8s_openapi::api::core::v1::Secret,
+) -> mcm_driver::ClassCheck {
+    use mcm_driver::Finding;
+    let mut check = mcm_driver::ClassCheck::default();
+    if class.provider != PROVIDER_NAME {
+        check.errors.push(Finding::new(
+            "provider",
+            format!("{:?}: this driver serves {PROVIDER_NAME:?}", class.provider),
+        ));
+    }
+    match decode(&class.provider_spec) {
+        Ok(d) => {
+            check.warn(d.warnings);
+            check.errors.extend(
+                validate_spec(&d.value)
+                    .into_iter()
+                    .map(|e| Finding::new(e.field, format!("{}: {}", e.kind, e.detail))),
+            );
+        }
+        Err(e) => check.decode_failed(e),
+    }
+    check.errors.extend(
+        validate_secret(secret)
+            .into_iter()
+            .map(|e| Finding::new(e.field, format!("{}: {}", e.kind, e.detail))),
+    );
+    check
+}
+
 impl AwsProviderSpec {
     /// Decodes a providerSpec JSON value. `null` decodes as an empty spec (which
     /// validation then rejects field by field). Keys are matched as Go's
     /// `encoding/json` matches them: exactly, else case-insensitively
-    /// ([`canonical_keys`], which also gives the warnings about such keys).
+    /// ([`decode`], which also gives the warnings about such keys).
     pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
-        if value.is_null() {
-            return Ok(Self::default());
-        }
-        let (canonical, _warnings) = canonical_keys(value);
-        serde_json::from_value(canonical).map_err(|e| e.to_string())
+        decode(value).map(|d| d.value).map_err(|e| e.to_string())
     }
 
     /// The cluster tag key (the first key containing `kubernetes.io/cluster/`).

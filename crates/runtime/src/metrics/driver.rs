@@ -189,6 +189,14 @@ impl Driver for Observed {
     fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
         self.inner.provider_spec_warnings(provider_spec)
     }
+
+    fn check_class(
+        &self,
+        class: &mcm_api::MachineClass,
+        secret: &k8s_openapi::api::core::v1::Secret,
+    ) -> mcm_driver::ClassCheck {
+        self.inner.check_class(class, secret)
+    }
 }
 
 #[cfg(test)]

@@ -1,95 +1,14 @@
-//! Key matching: the table of canonical keys is serde's, every field is
-//! reachable by another spelling, the exact key wins, tags stay as written.
+//! Key matching on the AWS spec through the shared decoder: every field is
+//! reachable by another spelling, the spelling that sorts last wins (as in Go
+//! after the API server), tags stay as written, unknown keys are reported.
 
 use super::*;
 use crate::spec::{
     AwsProviderSpec, BlockDevice, CapacityReservation, CpuOptions, EbsVolume, IamProfile,
     InstanceMarketOptions, InstanceMetadataOptions, NetworkInterface, PlacementSpec,
 };
-use serde::de::{self, Deserialize, Visitor};
 use serde_json::json;
 use std::collections::BTreeMap;
-
-/// A deserializer that only records the field names serde's derive asks for.
-struct FieldNames<'a>(&'a mut &'static [&'static str]);
-
-impl<'de> de::Deserializer<'de> for FieldNames<'_> {
-    type Error = de::value::Error;
-
-    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
-        Err(de::Error::custom("not a struct"))
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        _name: &'static str,
-        fields: &'static [&'static str],
-        _visitor: V,
-    ) -> Result<V::Value, Self::Error> {
-        *self.0 = fields;
-        Err(de::Error::custom("only the field names were wanted"))
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
-        byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
-        enum identifier ignored_any
-    }
-}
-
-fn serde_fields<T: Deserialize<'static>>() -> Vec<&'static str> {
-    let mut fields: &'static [&'static str] = &[];
-    let _ = T::deserialize(FieldNames(&mut fields));
-    let mut v = fields.to_vec();
-    v.sort();
-    v
-}
-
-fn table(fields: &[Field]) -> Vec<&'static str> {
-    let mut v: Vec<&'static str> = fields.iter().map(|(n, _)| *n).collect();
-    v.sort();
-    v
-}
-
-#[test]
-fn the_key_table_lists_exactly_the_fields_serde_decodes() {
-    assert_eq!(table(SPEC), serde_fields::<AwsProviderSpec>());
-    assert_eq!(table(BLOCK_DEVICE), serde_fields::<BlockDevice>());
-    assert_eq!(table(EBS), serde_fields::<EbsVolume>());
-    assert_eq!(
-        table(CAPACITY_RESERVATION),
-        serde_fields::<CapacityReservation>()
-    );
-    assert_eq!(table(IAM), serde_fields::<IamProfile>());
-    assert_eq!(table(NETWORK_INTERFACE), serde_fields::<NetworkInterface>());
-    assert_eq!(
-        table(INSTANCE_METADATA_OPTIONS),
-        serde_fields::<InstanceMetadataOptions>()
-    );
-    assert_eq!(table(CPU_OPTIONS), serde_fields::<CpuOptions>());
-    assert_eq!(table(PLACEMENT), serde_fields::<PlacementSpec>());
-    assert_eq!(
-        table(INSTANCE_MARKET_OPTIONS),
-        serde_fields::<InstanceMarketOptions>()
-    );
-    for fields in [
-        SPEC,
-        BLOCK_DEVICE,
-        EBS,
-        CAPACITY_RESERVATION,
-        IAM,
-        NETWORK_INTERFACE,
-        INSTANCE_METADATA_OPTIONS,
-        CPU_OPTIONS,
-        PLACEMENT,
-        INSTANCE_MARKET_OPTIONS,
-    ] {
-        let mut folded: Vec<String> = fields.iter().map(|(n, _)| fold(n)).collect();
-        folded.sort();
-        folded.dedup();
-        assert_eq!(folded.len(), fields.len(), "two fields fold alike");
-    }
-}
 
 /// A spec with every field of every type set (no field left at a default
 /// that serialization would skip).
@@ -199,48 +118,10 @@ fn respell_keys(v: &mut Value, respell: &dyn Fn(&str) -> String) -> usize {
     n
 }
 
-/// Every key the table knows, with its path, found in `v`.
-fn keys_in(v: &Value, fields: &[Field], out: &mut Vec<String>) {
-    let Value::Object(map) = v else { return };
-    for (name, below) in fields {
-        let Some(child) = map.get(*name) else {
-            continue;
-        };
-        out.push((*name).to_string());
-        match (below, child) {
-            (Below::Object(f), _) => keys_in(child, f, out),
-            (Below::List(f), Value::Array(items)) => items.iter().for_each(|i| keys_in(i, f, out)),
-            _ => {}
-        }
-    }
-}
-
 #[test]
 fn every_field_is_reachable_by_a_differently_cased_key() {
     let full = full_spec();
     let canonical = serde_json::to_value(&full).expect("serializes");
-    // The full spec really sets every field the table names.
-    let mut found = Vec::new();
-    keys_in(&canonical, SPEC, &mut found);
-    for fields in [
-        SPEC,
-        BLOCK_DEVICE,
-        EBS,
-        CAPACITY_RESERVATION,
-        IAM,
-        NETWORK_INTERFACE,
-    ]
-    .into_iter()
-    .chain([
-        INSTANCE_METADATA_OPTIONS,
-        CPU_OPTIONS,
-        PLACEMENT,
-        INSTANCE_MARKET_OPTIONS,
-    ]) {
-        for (name, _) in fields {
-            assert!(found.iter().any(|k| k == name), "{name} is not set");
-        }
-    }
     let swap = |k: &str| -> String {
         k.chars()
             .map(|c| {
@@ -263,7 +144,8 @@ fn every_field_is_reachable_by_a_differently_cased_key() {
         let respelled = respell_keys(&mut v, respell);
         let decoded = AwsProviderSpec::from_json(&v).expect("decodes");
         assert_eq!(decoded, full, "{what}: every field decoded");
-        let (_, warnings) = canonical_keys(&v);
+        let (back, warnings) = canonical_keys(&v);
+        assert_eq!(back, canonical, "{what}: canonical keys restored");
         assert!(respelled > 0);
         assert_eq!(
             warnings.len(),
@@ -306,45 +188,44 @@ fn a_case_folded_key_is_read_with_a_warning_naming_the_canonical_key() {
             "providerSpec.iam.Name: read as name, as Go's encoding/json matches keys case-insensitively; write name, the canonical key",
             "providerSpec.networkInterfaces[0].securityGroupIds: read as securityGroupIDs, as Go's encoding/json matches keys case-insensitively; write securityGroupIDs, the canonical key",
             "providerSpec.networkInterfaces[0].subnetId: read as subnetID, as Go's encoding/json matches keys case-insensitively; write subnetID, the canonical key",
+            "providerSpec.someFutureField: unknown field, ignored (the Go provider ignores it too): check its spelling",
             "providerSpec.\u{212A}eyName: read as keyName, as Go's encoding/json matches keys case-insensitively; write keyName, the canonical key",
         ]
     );
 }
 
 #[test]
-fn an_exact_key_wins_over_a_case_folded_one() {
+fn among_spellings_of_a_field_the_one_that_sorts_last_wins_as_in_go() {
+    // The API server stores the keys sorted and Go decodes them in order, the
+    // last one winning: "SUBNETID" < "subnetID" < "subnetId".
     let v = json!({"networkInterfaces": [{"subnetID": "exact", "subnetId": "folded", "SUBNETID": "upper"}]});
     let (canonical, warnings) = canonical_keys(&v);
     assert_eq!(
         canonical,
-        json!({"networkInterfaces": [{"subnetID": "exact"}]})
+        json!({"networkInterfaces": [{"subnetID": "folded"}]})
     );
-    assert_eq!(warnings.len(), 2, "{warnings:?}");
-    assert!(warnings.iter().all(|w| w.contains("ignored")
-        && w.contains(
-            "providerSpec.networkInterfaces[0].subnetID spells the same field subnetID and wins"
-        )));
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert!(warnings[0].starts_with("providerSpec.networkInterfaces[0].SUBNETID: ignored"));
+    assert!(warnings[1].starts_with("providerSpec.networkInterfaces[0].subnetID: ignored"));
+    assert!(warnings[2].starts_with("providerSpec.networkInterfaces[0].subnetId: read as subnetID"));
+    // "IAM" < "iam": the exact key sorts last and wins.
     let s =
         AwsProviderSpec::from_json(&json!({"iam": {"name": "exact"}, "IAM": {"name": "folded"}}))
             .expect("decodes");
     assert_eq!(s.iam.name, "exact");
-}
-
-#[test]
-fn among_folded_keys_the_one_that_sorts_last_wins_as_in_go() {
-    // The API server stores the keys sorted and Go decodes them in order.
     let (canonical, warnings) = canonical_keys(&json!({"REGION": "a", "Region": "b"}));
     assert_eq!(canonical, json!({"region": "b"}));
     assert_eq!(warnings.len(), 2, "{warnings:?}");
-    assert!(warnings[0].starts_with("providerSpec.Region: read as region"));
-    assert!(warnings[1].starts_with("providerSpec.REGION: ignored"));
 }
 
 #[test]
-fn canonical_keys_give_no_warning_and_keep_the_spec() {
+fn canonical_keys_give_no_warning_but_for_unknown_keys_and_keep_the_spec() {
     let v = crate::spec::tests::valid_json();
     let (canonical, warnings) = canonical_keys(&v);
-    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        warnings,
+        ["providerSpec.someFutureField: unknown field, ignored (the Go provider ignores it too): check its spelling"]
+    );
     assert_eq!(canonical, v);
     let (null, warnings) = canonical_keys(&Value::Null);
     assert_eq!(null, Value::Null);
