@@ -401,8 +401,11 @@ pub fn from_grpc(s: &tonic::Status, endpoint: &str) -> Status {
             let mut message = format!("driver at {endpoint}: {}", s.message());
             let mut source = std::error::Error::source(s);
             while let Some(e) = source {
-                message.push_str(": ");
-                message.push_str(&e.to_string());
+                let text = e.to_string();
+                if !message.contains(&text) {
+                    message.push_str(": ");
+                    message.push_str(&text);
+                }
                 source = e.source();
             }
             Status::new(code, message)

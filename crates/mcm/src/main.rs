@@ -13,8 +13,12 @@
 //! - `mcm up`: a complete local environment (control plane, local cloud,
 //!   controllers, an example MachineDeployment) with a live summary.
 //! - `mcm local-cloud ...`: the simulated cloud and its operator commands.
+//! - `mcm driver serve --provider <p> --listen unix:///…`: a compiled-in
+//!   provider's driver out of process (feature `grpc`).
 //! - `mcm crds`, `mcm version`.
 
+#[cfg(feature = "grpc")]
+mod driver_cmd;
 mod drivers;
 mod entry;
 mod flags;
@@ -52,6 +56,10 @@ enum Command {
     /// The simulated local cloud.
     #[command(subcommand)]
     LocalCloud(mcm_provider_local::LocalCloudCommand),
+    /// Out-of-process drivers.
+    #[cfg(feature = "grpc")]
+    #[command(subcommand)]
+    Driver(driver_cmd::DriverCommand),
     /// Print the CustomResourceDefinitions as YAML.
     Crds,
     /// Print the version.
@@ -137,6 +145,11 @@ async fn dispatch() -> anyhow::Result<()> {
             mcm_provider_local::admin::run(cmd)
                 .await
                 .map_err(anyhow::Error::from)
+        }
+        #[cfg(feature = "grpc")]
+        Command::Driver(cmd) => {
+            init_plain_logging();
+            driver_cmd::run(cmd).await
         }
         Command::Crds => {
             print!("{}", mcm_api::crds_yaml());
