@@ -482,7 +482,7 @@ async fn mcm_run_on_moto_brings_20_aws_machines_to_available_initialized_and_sca
     )
     .await;
     assert!(
-        started.contains("\"aws\""),
+        started.replace('\\', "").contains("\"aws\""),
         "{} has no AWS driver (built without the `aws` feature, e.g. by a concurrent \
          `cargo build --no-default-features` in the same target folder): {started}",
         env!("CARGO_BIN_EXE_mcm")

@@ -246,7 +246,7 @@ async fn mcm_run_on_the_arm_fake_brings_3_azure_machines_to_available_and_scales
     )
     .await;
     assert!(
-        started.contains("\"azure\""),
+        started.replace('\\', "").contains("\"azure\""),
         "{} has no Azure driver (built without the `azure` feature?): {started}",
         env!("CARGO_BIN_EXE_mcm")
     );

@@ -279,7 +279,7 @@ async fn mcm_run_on_the_compute_fake_brings_3_gcp_machines_to_available_through_
     )
     .await;
     assert!(
-        started.contains("\"gcp\""),
+        started.replace('\\', "").contains("\"gcp\""),
         "{} has no GCP driver (built without the `gcp` feature?): {started}",
         env!("CARGO_BIN_EXE_mcm")
     );

@@ -212,7 +212,7 @@ async fn mcm_run_on_the_openstack_fake_brings_3_machines_to_available_and_scales
     )
     .await;
     assert!(
-        started.contains("\"openstack\""),
+        started.replace('\\', "").contains("\"openstack\""),
         "{} has no OpenStack driver (built without the `openstack` feature, e.g. by a \
          concurrent `cargo build --no-default-features` in the same target folder): {started}",
         env!("CARGO_BIN_EXE_mcm")
