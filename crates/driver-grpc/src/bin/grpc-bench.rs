@@ -74,7 +74,7 @@ fn request() -> Result<MachineRequest, serde_json::Error> {
     }))?;
     let secret = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "bench"},
-        "data": {"userData": "I2Nsb3VkLWNvbmZpZwo=".repeat(100)}
+        "data": {"userData": "I2Nsb3VkLWNv".repeat(200)}
     }))?;
     Ok(MachineRequest {
         machine,
