@@ -549,9 +549,8 @@ async fn moto_invalid_spec_and_wrong_provider_are_invalid_argument() {
         .expect("delete");
 }
 
-#[tokio::test]
-async fn moto_conformance_kit_passes() {
-    let Some(env) = Env::new().await else { return };
+/// The kit's fixture for a moto environment.
+fn conformance_fixture(env: &Env) -> Fixture {
     let class = class("conformance", env.spec());
     let mut other_spec = env.spec();
     other_spec["tags"] =
@@ -559,7 +558,7 @@ async fn moto_conformance_kit_passes() {
     let other = common::class("conformance-other", other_spec);
     let mut bad_volume = env.spec();
     bad_volume["blockDevices"][0]["ebs"]["volumeType"] = json!("bogus");
-    let fixture = Fixture {
+    Fixture {
         class,
         other_class: other,
         secret: secret(),
@@ -586,7 +585,70 @@ async fn moto_conformance_kit_passes() {
                 "providerSpec.blockDevices[0].ebs.volumeType".to_string(),
             ),
         ],
-    };
+    }
+}
+
+#[tokio::test]
+async fn moto_conformance_kit_passes() {
+    let Some(env) = Env::new().await else { return };
+    let fixture = conformance_fixture(&env);
     let failures = run_all(&env.driver, &fixture).await;
     assert!(failures.is_empty(), "conformance failures: {failures:#?}");
+}
+
+/// The same kit with the driver out of process: `mcm driver serve`'s server
+/// on a Unix socket, the controller's `GrpcDriver` in front of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moto_conformance_kit_passes_over_grpc() {
+    use mcm_driver_grpc::{ClientOptions, Endpoint, GrpcDriver, ServeOptions, ServerInfo};
+    let Some(env) = Env::new().await else { return };
+    let fixture = conformance_fixture(&env);
+    let driver: std::sync::Arc<dyn Driver> = std::sync::Arc::new(env.driver);
+    let dir = std::env::temp_dir().join(format!("mcm-aws-grpc-{}", rand_suffix()));
+    let socket = Endpoint::Unix(dir.join("aws.sock"));
+    let info = ServerInfo {
+        name: "mcm-rs aws".into(),
+        version: "test".into(),
+        providers: vec!["aws".into()],
+        scope_provider_spec_fields: vec!["region".into()],
+        ..Default::default()
+    };
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(mcm_driver_grpc::serve_with_shutdown(
+        driver,
+        info,
+        ServeOptions::new(socket.clone()),
+        async {
+            let _ = rx.await;
+        },
+    ));
+    let client = GrpcDriver::new("aws", &socket, ClientOptions::default()).expect("client");
+    let mut ready = false;
+    for _ in 0..200 {
+        if client.handshake().await.is_ok() {
+            ready = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(ready, "the driver server answers Info");
+    let failures = run_all(&client, &fixture).await;
+    let _ = stop.send(());
+    let _ = server.await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        failures.is_empty(),
+        "conformance failures over gRPC: {failures:#?}"
+    );
+}
+
+fn rand_suffix() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default()
+    )
 }
