@@ -17,6 +17,7 @@
 
 pub mod client;
 pub mod endpoint;
+pub mod loopback;
 pub mod server;
 pub mod wire;
 
@@ -34,6 +35,7 @@ pub mod pb {
 
 pub use client::{ClientOptions, GrpcDriver};
 pub use endpoint::{Endpoint, EndpointError};
+pub use loopback::{Loopback, LoopbackError};
 pub use server::{serve, serve_with_shutdown, ServeError, ServeOptions, ServerInfo};
 
 /// The protocol version this crate speaks (`MAJOR.MINOR`). A peer with

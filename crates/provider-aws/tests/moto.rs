@@ -598,57 +598,17 @@ async fn moto_conformance_kit_passes() {
 
 /// The same kit with the driver out of process: `mcm driver serve`'s server
 /// on a Unix socket, the controller's `GrpcDriver` in front of it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn moto_conformance_kit_passes_over_grpc() {
-    use mcm_driver_grpc::{ClientOptions, Endpoint, GrpcDriver, ServeOptions, ServerInfo};
     let Some(env) = Env::new().await else { return };
     let fixture = conformance_fixture(&env);
-    let driver: std::sync::Arc<dyn Driver> = std::sync::Arc::new(env.driver);
-    let dir = std::env::temp_dir().join(format!("mcm-aws-grpc-{}", rand_suffix()));
-    let socket = Endpoint::Unix(dir.join("aws.sock"));
-    let info = ServerInfo {
-        name: "mcm-rs aws".into(),
-        version: "test".into(),
-        providers: vec!["aws".into()],
-        scope_provider_spec_fields: vec!["region".into()],
-        ..Default::default()
-    };
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(mcm_driver_grpc::serve_with_shutdown(
-        driver,
-        info,
-        ServeOptions::new(socket.clone()),
-        async {
-            let _ = rx.await;
-        },
-    ));
-    let client = GrpcDriver::new("aws", &socket, ClientOptions::default()).expect("client");
-    let mut ready = false;
-    for _ in 0..200 {
-        if client.handshake().await.is_ok() {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    assert!(ready, "the driver server answers Info");
-    let failures = run_all(&client, &fixture).await;
-    let _ = stop.send(());
-    let _ = server.await;
-    let _ = std::fs::remove_dir_all(&dir);
+    let served = mcm_driver_grpc::Loopback::start(std::sync::Arc::new(env.driver), "aws")
+        .await
+        .expect("served");
+    let failures = run_all(&served.client, &fixture).await;
+    served.stop().await;
     assert!(
         failures.is_empty(),
         "conformance failures over gRPC: {failures:#?}"
     );
-}
-
-fn rand_suffix() -> String {
-    format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or_default()
-    )
 }
