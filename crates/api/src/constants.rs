@@ -158,6 +158,28 @@ pub const PRESERVE_VALUES: [&str; 4] = [
 /// Machine annotation: the last node preserve value the controller applied.
 pub const LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION: &str =
     "node.machine.sapcloud.io/last-applied-node-preserve-value";
+/// mcm-rs: Machine annotation holding the providerSpec (canonical JSON) its
+/// VM was created or last updated in place with; the name of the
+/// reference's hot-update design (design: hot-update.md). Absent when the
+/// spec is larger than [`LAST_APPLIED_PROVIDER_SPEC_MAX_BYTES`].
+pub const LAST_APPLIED_PROVIDER_SPEC_ANNOTATION: &str =
+    "node.machine.sapcloud.io/last-applied-providerspec";
+/// mcm-rs: Machine annotation with `sha256:<hex>` of the canonical JSON of
+/// that providerSpec, compared with the class's to find a pending hot update.
+pub const LAST_APPLIED_PROVIDER_SPEC_HASH_ANNOTATION: &str =
+    "node.machine.sapcloud.io/last-applied-providerspec-hash";
+/// mcm-rs: Machine annotation naming the MachineClass whose providerSpec
+/// is recorded in [`LAST_APPLIED_PROVIDER_SPEC_ANNOTATION`]; a machine moved
+/// to another class (a rollout) adopts the new class's spec.
+pub const LAST_APPLIED_PROVIDER_SPEC_CLASS_ANNOTATION: &str =
+    "node.machine.sapcloud.io/last-applied-providerspec-class";
+/// The largest canonical providerSpec recorded in
+/// [`LAST_APPLIED_PROVIDER_SPEC_ANNOTATION`] (32 KiB); above it only the hash is kept.
+pub const LAST_APPLIED_PROVIDER_SPEC_MAX_BYTES: usize = 32 * 1024;
+/// mcm-rs: the Machine condition type saying whether the VM matches its
+/// class's providerSpec (status `False`, reason `NeedsReplacement`, while
+/// some change can only be made by a new VM; design: hot-update.md).
+pub const HOT_UPDATE_CONDITION: &str = "HotUpdate";
 
 // ---------------------------------------------------------------------------------------------
 // Node labels, annotations and taints

@@ -136,6 +136,7 @@ mod preserve;
 pub use preserve::*;
 mod health_flow;
 pub mod startup_taint;
+pub mod update;
 pub use health_flow::*;
 mod inputs;
 pub use inputs::*;
@@ -241,8 +242,17 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
         }
         return timeouts(m, d, now);
     };
-    if conditions_differ(&node.conditions, &m.conditions) {
-        d.conditions = Some(node.conditions.clone());
+    // The controller's own conditions (the hot-update one) are not the
+    // Node's: compared without them and kept when the Node's are copied.
+    let (own, copied): (Vec<NodeCondition>, Vec<NodeCondition>) = m
+        .conditions
+        .iter()
+        .cloned()
+        .partition(|x| x.type_ == mcm_api::constants::HOT_UPDATE_CONDITION);
+    if conditions_differ(&node.conditions, &copied) {
+        let mut next = node.conditions.clone();
+        next.extend(own);
+        d.conditions = Some(next);
     }
     let healthy = is_healthy(&node.conditions, &m.settings.node_conditions);
     match (&m.phase, healthy) {

@@ -3,11 +3,21 @@
 //!
 //! A provider test builds a [`Fixture`] and calls [`run_all`] (or single checks).
 //! Each check returns `Err(description)` on a contract violation, so it can be
-//! used with any test harness.
+//! used with any test harness. A provider that updates running VMs
+//! (`UpdateMachine`, docs/design/hot-update.md) also builds an
+//! [`UpdateFixture`] and calls [`run_update_checks`]; one that does not can
+//! run [`update_unimplemented_claims_nothing_in_place`].
 
-use crate::{Code, Driver, ListMachinesRequest, MachineOwner, MachineRequest};
+use crate::{
+    Code, Driver, ListMachinesRequest, MachineOwner, MachineRequest, UpdateMachineRequest,
+};
 use k8s_openapi::api::core::v1::Secret;
 use mcm_api::{Machine, MachineClass};
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed future of the fixtures' hooks.
+pub type HookFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
 /// What the checks need from a provider: a valid class and secret, a way to
 /// make fresh machines for it, and classes with bad providerSpecs.
@@ -246,6 +256,199 @@ pub async fn invalid_provider_spec_is_invalid_argument(d: &dyn Driver, f: &Fixtu
     Ok(())
 }
 
+/// What the hot-update checks need besides a [`Fixture`].
+pub struct UpdateFixture {
+    /// The fixture's class with a change the driver makes in place (new
+    /// tags, say): `in_place_changes(class, updated_class)` must be all in place.
+    pub updated_class: MachineClass,
+    /// Makes the provider's next UpdateMachine calls fail (an injected cloud
+    /// fault), until [`UpdateFixture::heal`].
+    pub break_updates: Box<dyn Fn() -> HookFuture<()> + Send + Sync>,
+    /// Ends [`UpdateFixture::break_updates`].
+    pub heal: Box<dyn Fn() -> HookFuture<()> + Send + Sync>,
+    /// Whether the VM with this providerID has what the updated class asks
+    /// for (read from the cloud); `Err` says what differs.
+    pub converged: Box<dyn Fn(String) -> HookFuture<Result<(), String>> + Send + Sync>,
+}
+
+fn update_request(
+    req: &MachineRequest,
+    class: &MachineClass,
+    last: &MachineClass,
+) -> UpdateMachineRequest {
+    let mut machine = req.machine.clone();
+    machine.spec.class.name = class.metadata.name.clone().unwrap_or_default();
+    UpdateMachineRequest {
+        machine,
+        machine_class: class.clone(),
+        secret: req.secret.clone(),
+        last_applied_provider_spec: last.provider_spec.clone(),
+    }
+}
+
+/// Creates a VM for a fresh machine of the fixture's class and initializes
+/// it when the provider initializes; the request and the providerID.
+async fn running_vm(d: &dyn Driver, f: &Fixture) -> Result<(MachineRequest, String), String> {
+    let mut req = f.request(&f.class);
+    let created = d
+        .create_machine(&req)
+        .await
+        .map_err(|e| fail("CreateMachine failed", e))?;
+    req.machine.spec.provider_id = created.provider_id.clone();
+    match d.initialize_machine(&req).await {
+        Ok(_) => {}
+        Err(e) if e.code == Code::Unimplemented => {}
+        Err(e) => return Err(fail("InitializeMachine failed", e)),
+    }
+    Ok((req, created.provider_id))
+}
+
+/// The providerID GetMachineStatus reports for the machine.
+async fn status_provider_id(d: &dyn Driver, req: &MachineRequest) -> Result<String, String> {
+    match d.get_machine_status(req).await {
+        Ok(s) => Ok(s.provider_id),
+        Err(e) => Err(fail("GetMachineStatus after UpdateMachine", e)),
+    }
+}
+
+/// The fixture's change is one the driver makes in place.
+pub async fn update_fixture_change_is_in_place(
+    d: &dyn Driver,
+    f: &Fixture,
+    u: &UpdateFixture,
+) -> CheckResult {
+    let c = d.in_place_changes(&f.class.provider_spec, &u.updated_class.provider_spec);
+    if c.all_in_place() {
+        Ok(())
+    } else {
+        Err(fail("the fixture's change must be all in place", c))
+    }
+}
+
+/// UpdateMachine twice gives the same VM (same providerID, no second VM)
+/// with the updated class's settings.
+pub async fn update_is_idempotent(d: &dyn Driver, f: &Fixture, u: &UpdateFixture) -> CheckResult {
+    let (req, provider_id) = running_vm(d, f).await?;
+    let result = async {
+        let up = update_request(&req, &u.updated_class, &f.class);
+        d.update_machine(&up)
+            .await
+            .map_err(|e| fail("first UpdateMachine failed", e))?;
+        d.update_machine(&up)
+            .await
+            .map_err(|e| fail("second UpdateMachine (same request) failed", e))?;
+        let now = status_provider_id(d, &req).await?;
+        if now != provider_id {
+            return Err(format!(
+                "UpdateMachine replaced the VM: {provider_id} became {now}"
+            ));
+        }
+        let listed = d
+            .list_machines(&f.list_request(&f.class))
+            .await
+            .map_err(|e| fail("ListMachines failed", e))?;
+        let mine: Vec<&String> = listed
+            .machine_list
+            .iter()
+            .filter(|(_, name)| Some(*name) == req.machine.metadata.name.as_ref())
+            .map(|(id, _)| id)
+            .collect();
+        if mine != [&provider_id] {
+            return Err(fail("one VM for the machine after two updates", mine));
+        }
+        (u.converged)(provider_id.clone()).await
+    }
+    .await;
+    let _ = d.delete_machine(&req).await;
+    result
+}
+
+/// An UpdateMachine that fails (a cloud fault) leaves the VM in place, and a
+/// retry once the fault is gone converges it.
+pub async fn failed_update_then_retry_converges(
+    d: &dyn Driver,
+    f: &Fixture,
+    u: &UpdateFixture,
+) -> CheckResult {
+    let (req, provider_id) = running_vm(d, f).await?;
+    let result = async {
+        let up = update_request(&req, &u.updated_class, &f.class);
+        (u.break_updates)().await;
+        let failed = d.update_machine(&up).await;
+        (u.heal)().await;
+        match failed {
+            Err(e) if e.code != Code::Unimplemented => {}
+            other => {
+                return Err(fail(
+                    "UpdateMachine under an injected fault must fail",
+                    other,
+                ))
+            }
+        }
+        if status_provider_id(d, &req).await? != provider_id {
+            return Err("a failed UpdateMachine replaced the VM".into());
+        }
+        d.update_machine(&up)
+            .await
+            .map_err(|e| fail("UpdateMachine retried after the fault failed", e))?;
+        if status_provider_id(d, &req).await? != provider_id {
+            return Err("the retried UpdateMachine replaced the VM".into());
+        }
+        (u.converged)(provider_id.clone()).await
+    }
+    .await;
+    let _ = d.delete_machine(&req).await;
+    result
+}
+
+/// For a provider without UpdateMachine: it answers `Unimplemented` (the
+/// default) and claims no change as in place, so the controller reports
+/// every change as needing a new VM instead of calling it.
+pub async fn update_unimplemented_claims_nothing_in_place(
+    d: &dyn Driver,
+    f: &Fixture,
+) -> CheckResult {
+    let req = f.request(&f.class);
+    let up = update_request(&req, &f.other_class, &f.class);
+    match d.update_machine(&up).await {
+        Err(e) if e.code == Code::Unimplemented => {}
+        other => {
+            return Err(fail(
+                "expected UpdateMachine to answer Unimplemented",
+                other,
+            ))
+        }
+    }
+    let c = d.in_place_changes(&f.class.provider_spec, &f.other_class.provider_spec);
+    if c.in_place.is_empty() {
+        Ok(())
+    } else {
+        Err(fail(
+            "a driver without UpdateMachine must claim nothing in place",
+            c,
+        ))
+    }
+}
+
+/// Runs the hot-update checks and returns all violations (empty = conformant).
+pub async fn run_update_checks(d: &dyn Driver, f: &Fixture, u: &UpdateFixture) -> Vec<String> {
+    let checks: [(&str, CheckResult); 3] = [
+        (
+            "update_fixture_change_is_in_place",
+            update_fixture_change_is_in_place(d, f, u).await,
+        ),
+        ("update_is_idempotent", update_is_idempotent(d, f, u).await),
+        (
+            "failed_update_then_retry_converges",
+            failed_update_then_retry_converges(d, f, u).await,
+        ),
+    ];
+    checks
+        .into_iter()
+        .filter_map(|(name, r)| r.err().map(|e| format!("{name}: {e}")))
+        .collect()
+}
+
 /// Runs every check and returns all violations (empty = conformant).
 pub async fn run_all(d: &dyn Driver, f: &Fixture) -> Vec<String> {
     let mut failures = Vec::new();
@@ -282,4 +485,78 @@ pub async fn run_all(d: &dyn Driver, f: &Fixture) -> Vec<String> {
         }
     }
     failures
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::*;
+    use async_trait::async_trait;
+
+    /// A driver that implements only what the contract requires.
+    struct Minimal;
+
+    #[async_trait]
+    impl Driver for Minimal {
+        async fn create_machine(
+            &self,
+            _: &CreateMachineRequest,
+        ) -> DriverResult<CreateMachineResponse> {
+            Err(Status::unimplemented("x"))
+        }
+        async fn delete_machine(
+            &self,
+            _: &DeleteMachineRequest,
+        ) -> DriverResult<DeleteMachineResponse> {
+            Ok(DeleteMachineResponse::default())
+        }
+        async fn get_machine_status(
+            &self,
+            _: &GetMachineStatusRequest,
+        ) -> DriverResult<GetMachineStatusResponse> {
+            Err(Status::not_found("x"))
+        }
+        async fn list_machines(
+            &self,
+            _: &ListMachinesRequest,
+        ) -> DriverResult<ListMachinesResponse> {
+            Ok(ListMachinesResponse::default())
+        }
+        async fn get_volume_ids(
+            &self,
+            _: &GetVolumeIdsRequest,
+        ) -> DriverResult<GetVolumeIdsResponse> {
+            Ok(GetVolumeIdsResponse::default())
+        }
+    }
+
+    fn class(name: &str, tags: serde_json::Value) -> MachineClass {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+            "metadata": {"name": name}, "providerSpec": {"tags": tags}
+        }))
+        .expect("class")
+    }
+
+    #[tokio::test]
+    async fn a_driver_without_update_machine_answers_unimplemented_and_claims_nothing_in_place() {
+        let f = Fixture {
+            class: class("a", serde_json::json!({"x": "1"})),
+            other_class: class("b", serde_json::json!({"x": "2"})),
+            secret: Default::default(),
+            new_machine: Box::new(|_| {
+                serde_json::from_value(serde_json::json!({
+                    "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+                    "metadata": {"name": "m", "namespace": "ns", "uid": "u"},
+                    "spec": {"class": {"name": "a"}}
+                }))
+                .expect("machine")
+            }),
+            invalid_classes: Vec::new(),
+        };
+        assert_eq!(
+            update_unimplemented_claims_nothing_in_place(&Minimal, &f).await,
+            Ok(())
+        );
+    }
 }

@@ -14,7 +14,9 @@
 //! providerIDs built from it, as the Azure provider builds them from the
 //! class's current location, so that a test can edit it under a live VM.
 //! Creation is idempotent per machine (its UID); a VM is uninitialized until
-//! InitializeMachine succeeds, and GetMachineStatus says so.
+//! InitializeMachine succeeds, and GetMachineStatus says so. UpdateMachine
+//! (hot update) answers `Unimplemented` unless the script names the
+//! providerSpec keys it changes in place; it records the spec it applied.
 
 use crate::*;
 use std::collections::BTreeMap;
@@ -89,6 +91,8 @@ pub struct Calls {
     pub status: AtomicU32,
     /// ListMachines calls.
     pub list: AtomicU32,
+    /// UpdateMachine calls.
+    pub update: AtomicU32,
 }
 
 /// The script: what the driver answers.
@@ -104,12 +108,20 @@ pub struct Script {
     pub create_error: Option<Status>,
     /// Node names are `<prefix><machine name>` (default: the machine name).
     pub node_prefix: String,
+    /// The top-level providerSpec keys UpdateMachine changes in place; empty:
+    /// the contract's defaults (every change needs a new VM, UpdateMachine
+    /// answers `Unimplemented`).
+    pub update_in_place: Vec<String>,
+    /// UpdateMachine fails this many more times (`Internal`).
+    pub update_failures: u32,
 }
 
 /// The scriptable driver.
 #[derive(Debug, Default)]
 pub struct ScriptedDriver {
     vms: Mutex<BTreeMap<String, Entry>>,
+    /// The providerSpec UpdateMachine last applied, by providerID.
+    applied: Mutex<BTreeMap<String, serde_json::Value>>,
     script: Mutex<Script>,
     /// How often each operation was called.
     pub calls: Calls,
@@ -201,6 +213,14 @@ impl ScriptedDriver {
                 .find(|e| same_provider_id(&e.vm.provider_id, provider_id))
                 .and_then(|e| e.owner.clone())
         })
+    }
+
+    /// The providerSpec UpdateMachine last applied to the VM of a providerID.
+    pub fn applied_spec(&self, provider_id: &str) -> Option<serde_json::Value> {
+        self.applied
+            .lock()
+            .ok()
+            .and_then(|a| a.get(provider_id).cloned())
     }
 
     /// How many VMs exist.
@@ -366,6 +386,59 @@ impl Driver for ScriptedDriver {
             ));
         }
         Ok(resp)
+    }
+
+    fn in_place_changes(
+        &self,
+        last_applied: &serde_json::Value,
+        current: &serde_json::Value,
+    ) -> InPlaceChanges {
+        let script = self.script();
+        let mut out = InPlaceChanges::default();
+        for field in changed_fields(last_applied, current) {
+            let top = field.split('.').next().unwrap_or_default();
+            if script.update_in_place.iter().any(|k| k == top) {
+                out.in_place.push(field);
+            } else {
+                out.need_replacement.push(field);
+            }
+        }
+        out
+    }
+
+    async fn update_machine(
+        &self,
+        req: &UpdateMachineRequest,
+    ) -> DriverResult<UpdateMachineResponse> {
+        self.calls.update.fetch_add(1, Ordering::SeqCst);
+        {
+            let mut script = self
+                .script
+                .lock()
+                .map_err(|_| Status::internal("poisoned"))?;
+            if script.update_in_place.is_empty() {
+                return Err(Status::unimplemented("scripted: no hot update"));
+            }
+            if script.update_failures > 0 {
+                script.update_failures -= 1;
+                return Err(Status::internal("scripted: update failed"));
+            }
+        }
+        let pid = req.machine.spec.provider_id.trim().to_string();
+        let known = self
+            .vms
+            .lock()
+            .map_err(|_| Status::internal("poisoned"))?
+            .values()
+            .any(|e| same_provider_id(&e.vm.provider_id, &pid));
+        if !known {
+            return Err(Status::not_found("no VM"));
+        }
+        self.applied
+            .lock()
+            .map_err(|_| Status::internal("poisoned"))?
+            .insert(pid, req.machine_class.provider_spec.clone());
+        Ok(UpdateMachineResponse::default())
     }
 
     async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {

@@ -11,7 +11,9 @@
 //! Like ARM: names are case-insensitive; deleting a VM cascades to the NIC and
 //! disks whose `deleteOption` is `Delete` and detaches the others; a NIC or
 //! disk still attached cannot be deleted; DELETE of a missing resource answers
-//! 204; PUT is create-or-update by name; `customData` is never returned.
+//! 204; PUT is create-or-update by name; PATCH with `tags` replaces a VM's,
+//! NIC's or disk's tags after ARM's tag-name and -value checks; `customData`
+//! is never returned.
 //! Errors use ARM's envelope `{"error": {"code", "message"}}`.
 //!
 //! Faults are injected per operation ([`Fault`]): an HTTP error (404, 409,
@@ -124,6 +126,11 @@ impl FakeAzure {
     /// Injects a fault.
     pub fn inject(&self, fault: Fault) {
         self.with(|s| s.faults.push(fault));
+    }
+
+    /// Drops every fault still pending.
+    pub fn clear_faults(&self) {
+        self.with(|s| s.faults.clear());
     }
 
     /// Names of the VMs of a resource group → their JSON as GET returns it.

@@ -199,17 +199,7 @@ pub(crate) fn resource(
             "networkinterfaces" => put_nic(s, rg, name, body, failure),
             _ => put_disk(s, rg, name, body, failure),
         },
-        "PATCH" if kind == "virtualmachines" => {
-            let Some(vm) = s.get_mut(kind, rg, name) else {
-                return not_found();
-            };
-            patch_delete_options(vm, &body);
-            let out = vm.clone();
-            let loc = out["location"].as_str().unwrap_or("x").to_string();
-            let id = s.start_op(failure, Finish::Nothing);
-            let url = op_url(s, &loc, "operations", &id);
-            Reply::json(200, out).header("azure-asyncoperation", url)
-        }
+        "PATCH" => patch(s, kind, rg, name, &body, failure),
         "DELETE" => {
             let Some(v) = s.get(kind, rg, name).cloned() else {
                 return Reply::empty(204);
@@ -261,6 +251,100 @@ pub(crate) fn resource(
             "MethodNotAllowed",
             &format!("{method} is not supported on {kind}"),
         ),
+    }
+}
+
+/// ARM's tag limits: names of at most 512 characters without `<>%&\?/`,
+/// values of at most 256 (`InvalidTagNameCharacters`,
+/// `InvalidTagNameLength`, `InvalidTagValueLength`).
+fn check_tags(tags: &Value) -> Result<(), Reply> {
+    let Some(map) = tags.as_object() else {
+        return Err(arm_error(
+            400,
+            "InvalidRequestContent",
+            "The request content was invalid: 'tags' must be an object.",
+        ));
+    };
+    for (k, v) in map {
+        if k.chars().any(|c| "<>%&\\?/".contains(c) || c.is_control()) {
+            return Err(arm_error(
+                400,
+                "InvalidTagNameCharacters",
+                &format!("The tag names '{k}' have reserved characters '<,>,%,&,\\,?,/' or control characters."),
+            ));
+        }
+        if k.chars().count() > 512 {
+            return Err(arm_error(
+                400,
+                "InvalidTagNameLength",
+                &format!("The tag name '{k}' exceeds the maximum length of '512' characters."),
+            ));
+        }
+        let value = v.as_str().unwrap_or_default();
+        if value.chars().count() > 256 {
+            return Err(arm_error(
+                400,
+                "InvalidTagValueLength",
+                &format!("The tag value '{value}' exceeds the maximum length of '256' characters."),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// PATCH of a VM (`VirtualMachines_Update`: delete options, tags; 200 with
+/// `Azure-AsyncOperation`), a NIC (`NetworkInterfaces_UpdateTags`: tags; 200,
+/// synchronous) or a disk (`Disks_Update`: tags; 202 with `Location`). Tags
+/// in the body replace the resource's; a long-running operation that is to
+/// fail leaves them as they were.
+fn patch(
+    s: &mut State,
+    kind: &str,
+    rg: &str,
+    name: &str,
+    body: &Value,
+    failure: Option<(String, String)>,
+) -> Reply {
+    let tags = body.get("tags");
+    if let Some(t) = tags {
+        if let Err(r) = check_tags(t) {
+            return r;
+        }
+    }
+    if kind == "networkinterfaces" {
+        if let Some((code, message)) = &failure {
+            return arm_error(500, code, message);
+        }
+    }
+    let Some(res) = s.get_mut(kind, rg, name) else {
+        return arm_error(
+            404,
+            "ResourceNotFound",
+            &format!("The Resource '{kind}/{name}' under resource group '{rg}' was not found."),
+        );
+    };
+    if kind == "virtualmachines" {
+        patch_delete_options(res, body);
+    }
+    if let (Some(t), None) = (tags, &failure) {
+        res["tags"] = t.clone();
+    }
+    let out = res.clone();
+    let loc = out["location"].as_str().unwrap_or("x").to_string();
+    match kind {
+        "virtualmachines" => {
+            let id = s.start_op(failure, Finish::Nothing);
+            let url = op_url(s, &loc, "operations", &id);
+            Reply::json(200, out).header("azure-asyncoperation", url)
+        }
+        "networkinterfaces" => Reply::json(200, out),
+        _ => {
+            let id = s.start_op(failure, Finish::Nothing);
+            let url = op_url(s, &loc, "operationResults", &id);
+            Reply::json(202, out)
+                .header("location", url)
+                .header("retry-after", "0".into())
+        }
     }
 }
 

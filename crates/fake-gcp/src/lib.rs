@@ -10,6 +10,17 @@
 //! | `instances.list` | `GET /instances?filter=&maxResults=&pageToken=` → InstanceList |
 //! | `instances.delete` | `DELETE /instances/{name}` → Operation, 404 when unknown |
 //! | `zoneOperations.get` | `GET /operations/{operation}` → Operation |
+//! | `instances.setLabels` | `POST /instances/{name}/setLabels` → Operation, 412 on a stale `labelFingerprint` |
+//! | `instances.setTags` | `POST /instances/{name}/setTags` → Operation, 412 on a stale tags `fingerprint` |
+//! | `instances.setMetadata` | `POST /instances/{name}/setMetadata` → Operation, 412 on a stale metadata `fingerprint` |
+//! | `disks.resize` | `POST /disks/{disk}/resize` → Operation, 400 unless larger |
+//!
+//! The hot-update calls check what Compute checks (label, network-tag and
+//! metadata-key formats, duplicate metadata keys) and change the instance
+//! when accepted; every accepted change gets a new fingerprint (a hash of
+//! the content). Instances carry `labelFingerprint`, and each persistent
+//! disk its `diskSizeGb` and a `source` `…/disks/<deviceName>`, which
+//! `disks.resize` names.
 //!
 //! Operations are `PENDING`/`RUNNING` for [`FakeGce::set_polls_until_done`]
 //! polls, then `DONE` (their effect, e.g. an instance reaching `RUNNING` or

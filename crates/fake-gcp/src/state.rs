@@ -16,6 +16,14 @@ pub enum Method {
     InstancesDelete,
     /// `zoneOperations.get`
     ZoneOperationsGet,
+    /// `instances.setLabels`
+    InstancesSetLabels,
+    /// `instances.setTags`
+    InstancesSetTags,
+    /// `instances.setMetadata`
+    InstancesSetMetadata,
+    /// `disks.resize`
+    DisksResize,
 }
 
 impl Method {
@@ -27,6 +35,10 @@ impl Method {
             Method::InstancesList => "instances.list",
             Method::InstancesDelete => "instances.delete",
             Method::ZoneOperationsGet => "zoneOperations.get",
+            Method::InstancesSetLabels => "instances.setLabels",
+            Method::InstancesSetTags => "instances.setTags",
+            Method::InstancesSetMetadata => "instances.setMetadata",
+            Method::DisksResize => "disks.resize",
         }
     }
 }
@@ -53,8 +65,9 @@ pub enum Fault {
     /// (e.g. an insert that created the instance, as seen by a client whose
     /// connection broke).
     LostResponse,
-    /// Insert or delete: the operation starts, and ends `DONE` with this
-    /// error (an insert's instance is then removed, a delete's kept).
+    /// Insert, delete or a hot-update call: the operation starts, and ends
+    /// `DONE` with this error (an insert's instance is then removed, a
+    /// delete's kept, an update's change not made).
     OperationError {
         /// The operation error code, e.g. `ZONE_RESOURCE_POOL_EXHAUSTED`.
         code: String,
@@ -124,6 +137,14 @@ pub(crate) enum Effect {
     Insert,
     /// The instance is removed (kept on error).
     Delete,
+    /// A change made when the call was accepted (`setLabels`, `resize`, ...):
+    /// the operation's type and the kind of its target (`instances`, `disks`).
+    Update {
+        /// `operationType`, e.g. `setLabels`.
+        op_type: &'static str,
+        /// The target's collection, e.g. `disks`.
+        kind: &'static str,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -172,6 +193,42 @@ impl Default for State {
     }
 }
 
+/// A fingerprint of some content (labels, tags, metadata items), as Compute
+/// makes one for optimistic locking: a hash, sent as a base64 byte string
+/// (16 hex digits are valid base64 of 12 bytes and survive the client's
+/// decode and encode unchanged). Objects are hashed with sorted keys.
+pub(crate) fn fingerprint(v: &Value) -> String {
+    use std::hash::{Hash, Hasher};
+    fn canonical(v: &Value) -> Value {
+        match v {
+            Value::Object(o) => {
+                let sorted: BTreeMap<&String, Value> =
+                    o.iter().map(|(k, v)| (k, canonical(v))).collect();
+                json!(sorted)
+            }
+            Value::Array(a) => Value::Array(a.iter().map(canonical).collect()),
+            other => other.clone(),
+        }
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    canonical(v).to_string().hash(&mut h);
+    format!("{:016x}", h.finish())
+}
+
+/// The size a persistent disk gets without `diskSizeGb` (an image's 10 GB).
+pub(crate) const DEFAULT_DISK_GB: i64 = 10;
+/// The size of a local SSD.
+pub(crate) const LOCAL_SSD_GB: i64 = 375;
+
+/// A JSON int64 (a string on the wire, a number accepted).
+pub(crate) fn int64(v: &Value) -> Option<i64> {
+    match v {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.as_i64(),
+        _ => None,
+    }
+}
+
 /// A fixed timestamp in the API's RFC 3339 form (the fake has no clock needs).
 const TIMESTAMP: &str = "2026-12-02T10:00:00.000-08:00";
 
@@ -216,6 +273,10 @@ impl State {
             o.insert("zone".into(), json!(zurl));
             o.insert("selfLink".into(), json!(format!("{zurl}/instances/{name}")));
             o.insert("fingerprint".into(), json!("ZmluZ2VycHJpbnQ="));
+            let labels = o.get("labels").cloned().unwrap_or(json!({}));
+            o.insert("labelFingerprint".into(), json!(fingerprint(&labels)));
+            o.entry("metadata").or_insert(json!({}));
+            o.entry("tags").or_insert(json!({}));
             if let Some(mt) = o.get("machineType").and_then(Value::as_str) {
                 if !mt.starts_with("https://") {
                     let full =
@@ -225,10 +286,12 @@ impl State {
             }
             if let Some(Value::Object(md)) = o.get_mut("metadata") {
                 md.insert("kind".into(), json!("compute#metadata"));
-                md.insert("fingerprint".into(), json!("bWV0YWRhdGE="));
+                let items = md.get("items").cloned().unwrap_or(json!([]));
+                md.insert("fingerprint".into(), json!(fingerprint(&items)));
             }
             if let Some(Value::Object(tags)) = o.get_mut("tags") {
-                tags.insert("fingerprint".into(), json!("dGFncw=="));
+                let items = tags.get("items").cloned().unwrap_or(json!([]));
+                tags.insert("fingerprint".into(), json!(fingerprint(&items)));
             }
             let ordinal = self.instances.len() % 250 + 2;
             if let Some(Value::Array(nics)) = o.get_mut("networkInterfaces") {
@@ -248,14 +311,27 @@ impl State {
                         d.insert("kind".into(), json!("compute#attachedDisk"));
                         d.insert("index".into(), json!(i));
                         d.insert("mode".into(), json!("READ_WRITE"));
-                        d.insert(
-                            "deviceName".into(),
-                            json!(if i == 0 {
-                                name.clone()
-                            } else {
-                                format!("{name}-{i}")
-                            }),
-                        );
+                        let device = if i == 0 {
+                            name.clone()
+                        } else {
+                            format!("{name}-{i}")
+                        };
+                        let scratch = d.get("type") == Some(&json!("SCRATCH"));
+                        let size = if scratch {
+                            LOCAL_SSD_GB
+                        } else {
+                            d.get("initializeParams")
+                                .and_then(|p| p.get("diskSizeGb"))
+                                .and_then(int64)
+                                .unwrap_or(DEFAULT_DISK_GB)
+                        };
+                        d.entry("diskSizeGb").or_insert(json!(size.to_string()));
+                        if !scratch {
+                            // The disk made with the instance is named after its device.
+                            d.entry("source")
+                                .or_insert(json!(format!("{zurl}/disks/{device}")));
+                        }
+                        d.insert("deviceName".into(), json!(device));
                     }
                 }
             }
@@ -278,9 +354,10 @@ impl State {
         let id = self.next_id();
         let name = format!("operation-{id}-mcmfake");
         let zurl = zone_url(project, zone);
-        let op_type = match effect {
-            Effect::Insert => "insert",
-            Effect::Delete => "delete",
+        let (op_type, kind) = match &effect {
+            Effect::Insert => ("insert", "instances"),
+            Effect::Delete => ("delete", "instances"),
+            Effect::Update { op_type, kind } => (*op_type, *kind),
         };
         let json = json!({
             "kind": "compute#operation",
@@ -288,7 +365,7 @@ impl State {
             "name": name,
             "zone": zurl,
             "operationType": op_type,
-            "targetLink": format!("{zurl}/instances/{target}"),
+            "targetLink": format!("{zurl}/{kind}/{target}"),
             "targetId": target_id,
             "status": "PENDING",
             "user": "mcm@example.iam.gserviceaccount.com",
@@ -361,7 +438,7 @@ impl State {
             (Effect::Insert, true) | (Effect::Delete, false) => {
                 self.instances.remove(&key);
             }
-            (Effect::Delete, true) => {}
+            (Effect::Delete, true) | (Effect::Update { .. }, _) => {}
         }
     }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Extracts the part of the Compute Engine v1 discovery document that the fake
-serves: the schemas reachable from Instance, InstanceList and Operation (names,
-types, formats and references only, no descriptions) and the five methods.
+serves: the schemas reachable from Instance, InstanceList, Operation and the
+request bodies of the hot-update calls (names, types, formats and references
+only, no descriptions) and the nine methods.
 
 Source: the discovery document that Google's API client for Python ships,
 PyPI package google-api-python-client, file
@@ -43,7 +44,8 @@ def refs(prop, acc):
 def main():
     doc = json.load(open(sys.argv[1]))
     schemas = doc["schemas"]
-    todo = ["Instance", "InstanceList", "Operation"]
+    todo = ["Instance", "InstanceList", "Operation",
+            "InstancesSetLabelsRequest", "DisksResizeRequest"]
     seen = {}
     while todo:
         name = todo.pop()
@@ -59,6 +61,10 @@ def main():
         "instances.list": doc["resources"]["instances"]["methods"]["list"],
         "instances.delete": doc["resources"]["instances"]["methods"]["delete"],
         "zoneOperations.get": doc["resources"]["zoneOperations"]["methods"]["get"],
+        "instances.setLabels": doc["resources"]["instances"]["methods"]["setLabels"],
+        "instances.setTags": doc["resources"]["instances"]["methods"]["setTags"],
+        "instances.setMetadata": doc["resources"]["instances"]["methods"]["setMetadata"],
+        "disks.resize": doc["resources"]["disks"]["methods"]["resize"],
     }
     out = {
         "source": "google-api-python-client 2.202.0, googleapiclient/discovery_cache/documents/compute.v1.json",
@@ -67,6 +73,7 @@ def main():
         "methods": {
             k: {"httpMethod": m["httpMethod"], "path": m["path"],
                 "parameters": sorted(m.get("parameters", {}).keys()),
+                "request": m.get("request", {}).get("$ref"),
                 "response": m.get("response", {}).get("$ref")}
             for k, m in methods.items()
         },

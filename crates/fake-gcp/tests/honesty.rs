@@ -326,3 +326,95 @@ async fn a_lost_response_still_creates_the_instance() {
     assert!(fake.instances("p", "z").contains_key("lost"));
     assert_eq!(fake.requests().get(&Method::InstancesInsert), Some(&1));
 }
+
+#[tokio::test]
+async fn hot_update_calls_take_the_discovery_bodies_lock_on_fingerprints_and_answer_operations() {
+    let fake = FakeGce::start().await.unwrap();
+    fake.set_polls_until_done(0);
+    let c = Client::new(&fake);
+    let post = reqwest::Method::POST;
+    c.send(post.clone(), "/instances", Some(instance_body("vm")))
+        .await;
+    let (_, inst) = c.send(reqwest::Method::GET, "/instances/vm", None).await;
+    assert_matches_schema("Instance", &inst);
+    let i: Instance = serde_json::from_value(inst.clone()).expect("Instance");
+    assert!(i.label_fingerprint.is_some());
+    let disk = &i.disks[0];
+    assert_eq!(disk.disk_size_gb, Some(50));
+    let disk_name = disk.source.as_deref().unwrap().rsplit('/').next().unwrap();
+
+    // Each call: the body as the discovery document describes it, a stale
+    // fingerprint refused with 412, the current one accepted.
+    let calls = [
+        (
+            "setLabels",
+            "InstancesSetLabelsRequest",
+            json!({"labels": {"team": "b"}, "labelFingerprint": inst["labelFingerprint"]}),
+            "labelFingerprint",
+        ),
+        (
+            "setTags",
+            "Tags",
+            json!({"items": ["kubernetes-io-cluster-c", "db"], "fingerprint": inst["tags"]["fingerprint"]}),
+            "fingerprint",
+        ),
+        (
+            "setMetadata",
+            "Metadata",
+            json!({"items": [{"key": "ash", "value": "2"}], "fingerprint": inst["metadata"]["fingerprint"]}),
+            "fingerprint",
+        ),
+    ];
+    for (method, schema, body, fp) in calls {
+        assert_matches_schema(schema, &body);
+        let mut stale = body.clone();
+        stale[fp] = json!("c3RhbGU=");
+        let path = format!("/instances/vm/{method}");
+        let (status, e) = c.send(post.clone(), &path, Some(stale)).await;
+        assert_eq!(status, 412, "{method}: {e}");
+        assert_eq!(e["error"]["errors"][0]["reason"], "conditionNotMet");
+        let (status, op) = c.send(post.clone(), &path, Some(body)).await;
+        assert_eq!(status, 200, "{method}: {op}");
+        assert_matches_schema("Operation", &op);
+        let parsed: Operation = serde_json::from_value(op.clone()).expect("Operation");
+        assert_eq!(parsed.operation_type.as_deref(), Some(method));
+        assert_eq!(op["status"], "DONE");
+    }
+    let (_, after) = c.send(reqwest::Method::GET, "/instances/vm", None).await;
+    assert_matches_schema("Instance", &after);
+    assert_eq!(after["labels"], json!({"team": "b"}));
+    assert_eq!(
+        after["tags"]["items"],
+        json!(["kubernetes-io-cluster-c", "db"])
+    );
+    assert_eq!(
+        after["metadata"]["items"],
+        json!([{"key": "ash", "value": "2"}])
+    );
+    for (k, path) in [
+        ("labels", "labelFingerprint"),
+        ("tags", "tags"),
+        ("metadata", "metadata"),
+    ] {
+        assert_ne!(after[path], inst[path], "{k}: a new fingerprint");
+    }
+
+    // disks.resize grows, and refuses a size that is not larger.
+    let body = json!({"sizeGb": "80"});
+    assert_matches_schema("DisksResizeRequest", &body);
+    let path = format!("/disks/{disk_name}/resize");
+    let (status, op) = c.send(post.clone(), &path, Some(body)).await;
+    assert_eq!(status, 200, "{op}");
+    assert_matches_schema("Operation", &op);
+    serde_json::from_value::<Operation>(op).expect("Operation");
+    let (status, e) = c
+        .send(post.clone(), &path, Some(json!({"sizeGb": "60"})))
+        .await;
+    assert_eq!(status, 400, "{e}");
+    let (_, grown) = c.send(reqwest::Method::GET, "/instances/vm", None).await;
+    assert_eq!(grown["disks"][0]["diskSizeGb"], json!("80"));
+    let (status, _) = c
+        .send(post, "/disks/nope/resize", Some(json!({"sizeGb": "80"})))
+        .await;
+    assert_eq!(status, 404);
+}

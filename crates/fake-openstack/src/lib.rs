@@ -3,7 +3,9 @@
 //! A small, stateful fake of the OpenStack APIs the OpenStack provider uses:
 //! Keystone v3 (version discovery, password and application-credential
 //! tokens, a service catalog), Nova v2.1 (servers with metadata and Nova's
-//! regex-like name filter, flavors, the image proxy, version discovery),
+//! regex-like name filter, server metadata create/update, replace and item
+//! delete checked against Nova's metadata schema, flavors, the image proxy,
+//! version discovery),
 //! Neutron v2.0 (networks, subnets, ports with tags, security groups) and
 //! Cinder v3 (volumes). Responses follow the shapes of OpenStack's own API
 //! samples (the provider's `samples` test checks them against the samples

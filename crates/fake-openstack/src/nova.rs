@@ -18,6 +18,14 @@ pub(crate) fn router() -> Router<Shared> {
         .route("/v2.1/servers", axum::routing::post(create_server))
         .route("/v2.1/servers/detail", get(list_servers))
         .route("/v2.1/servers/{id}", get(get_server).delete(delete_server))
+        .route(
+            "/v2.1/servers/{id}/metadata",
+            axum::routing::post(update_metadata).put(replace_metadata),
+        )
+        .route(
+            "/v2.1/servers/{id}/metadata/{key}",
+            axum::routing::delete(delete_metadata_item),
+        )
         .route("/v2.1/flavors/detail", get(list_flavors))
         .route("/v2.1/images/detail", get(list_images))
 }
@@ -288,6 +296,118 @@ async fn delete_server(State(s): State<Shared>, Path(id): Path<String>) -> Respo
         }
     }
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// Nova's limit on a metadata key and on a value (`metadata` in its API schema).
+pub(crate) const METADATA_MAX_LEN: usize = 255;
+
+/// The `metadata` object of a metadata request, checked as Nova's API schema
+/// (`parameter_types.metadata`) does: an object of strings whose keys match
+/// `^[a-zA-Z0-9-_:. ]{1,255}$`, values of at most 255 characters, and nothing
+/// else in the body.
+fn metadata_of(body: &Value) -> Result<serde_json::Map<String, Value>, String> {
+    let Some(obj) = body.as_object() else {
+        return Err("The request body is not a JSON object.".into());
+    };
+    if let Some(extra) = obj.keys().find(|k| *k != "metadata") {
+        return Err(format!(
+            "Invalid input for field/attribute metadata. Value: {body}. Additional properties are not allowed ('{extra}' was unexpected)"
+        ));
+    }
+    let Some(items) = obj.get("metadata").and_then(Value::as_object) else {
+        return Err(format!(
+            "Invalid input for field/attribute metadata. Value: {body}. 'metadata' is a required property"
+        ));
+    };
+    for (k, v) in items {
+        let key_ok = !k.is_empty()
+            && k.chars().count() <= METADATA_MAX_LEN
+            && k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_:. ".contains(c));
+        if !key_ok {
+            return Err(format!(
+                "Invalid input for field/attribute metadata. Value: {k}. '{k}' does not match any of the regexes: '^[a-zA-Z0-9-_:. ]{{1,255}}$'"
+            ));
+        }
+        match v.as_str() {
+            Some(text) if text.chars().count() <= METADATA_MAX_LEN => {}
+            Some(text) => {
+                return Err(format!(
+                    "Invalid input for field/attribute {k}. Value: {text}. '{text}' is too long"
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "Invalid input for field/attribute {k}. Value: {v}. {v} is not of type 'string'"
+                ))
+            }
+        }
+    }
+    Ok(items.clone())
+}
+
+/// `POST /servers/{id}/metadata`: creates the given items and replaces the
+/// values of existing keys; other items stay. Answers every item.
+async fn update_metadata(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    Json(body): Json<Value>,
+) -> Response {
+    set_metadata(&s, Op::UpdateServerMetadata, &id, &body, false)
+}
+
+/// `PUT /servers/{id}/metadata`: the given items become all of the server's.
+async fn replace_metadata(
+    State(s): State<Shared>,
+    Path(id): Path<String>,
+    Json(body): Json<Value>,
+) -> Response {
+    set_metadata(&s, Op::ReplaceServerMetadata, &id, &body, true)
+}
+
+fn set_metadata(s: &Shared, op: Op, id: &str, body: &Value, replace: bool) -> Response {
+    if let Some(r) = begin(s, op) {
+        return r;
+    }
+    let items = match metadata_of(body) {
+        Ok(i) => i,
+        Err(m) => return bad(&m),
+    };
+    let mut st = lock(s);
+    let Some(rec) = st.servers.get_mut(id) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            &format!("Instance {id} could not be found."),
+        );
+    };
+    if replace || !rec.metadata.is_object() {
+        rec.metadata = json!({});
+    }
+    if let Some(m) = rec.metadata.as_object_mut() {
+        m.extend(items);
+    }
+    Json(json!({ "metadata": rec.metadata })).into_response()
+}
+
+/// `DELETE /servers/{id}/metadata/{key}`: 204, or 404 when the server has no such item.
+async fn delete_metadata_item(
+    State(s): State<Shared>,
+    Path((id, key)): Path<(String, String)>,
+) -> Response {
+    if let Some(r) = begin(&s, Op::DeleteServerMetadataItem) {
+        return r;
+    }
+    let mut st = lock(&s);
+    let Some(rec) = st.servers.get_mut(&id) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            &format!("Instance {id} could not be found."),
+        );
+    };
+    match rec.metadata.as_object_mut().and_then(|m| m.remove(&key)) {
+        Some(_) => StatusCode::NO_CONTENT.into_response(),
+        None => error(StatusCode::NOT_FOUND, "Metadata item was not found"),
+    }
 }
 
 async fn list_flavors(State(s): State<Shared>) -> Response {

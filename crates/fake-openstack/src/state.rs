@@ -16,6 +16,12 @@ pub enum Op {
     ListServers,
     /// `DELETE /servers/{id}`.
     DeleteServer,
+    /// `POST /servers/{id}/metadata` (create or update items).
+    UpdateServerMetadata,
+    /// `PUT /servers/{id}/metadata` (replace all items).
+    ReplaceServerMetadata,
+    /// `DELETE /servers/{id}/metadata/{key}`.
+    DeleteServerMetadataItem,
     /// `GET /flavors/detail`.
     ListFlavors,
     /// `GET /images/detail`.
@@ -55,6 +61,9 @@ impl Op {
             Op::GetServer => "nova.servers.get",
             Op::ListServers => "nova.servers.list",
             Op::DeleteServer => "nova.servers.delete",
+            Op::UpdateServerMetadata => "nova.servers.metadata.create",
+            Op::ReplaceServerMetadata => "nova.servers.metadata.replace",
+            Op::DeleteServerMetadataItem => "nova.servers.metadata.delete",
             Op::ListFlavors => "nova.flavors.list",
             Op::ListImages => "nova.images.list",
             Op::ListNetworks => "neutron.networks.list",

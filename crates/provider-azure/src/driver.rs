@@ -341,6 +341,21 @@ impl AzureDriver {
 
 #[async_trait]
 impl Driver for AzureDriver {
+    fn in_place_changes(
+        &self,
+        last_applied: &serde_json::Value,
+        current: &serde_json::Value,
+    ) -> mcm_driver::InPlaceChanges {
+        crate::update::in_place_changes(last_applied, current)
+    }
+
+    async fn update_machine(
+        &self,
+        req: &mcm_driver::UpdateMachineRequest,
+    ) -> DriverResult<mcm_driver::UpdateMachineResponse> {
+        self.update(req).await
+    }
+
     async fn create_machine(
         &self,
         req: &CreateMachineRequest,

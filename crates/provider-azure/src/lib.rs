@@ -54,6 +54,10 @@
 //!   to listing the three resource types when Resource Graph fails), mapped to
 //!   VM names. **GetVolumeIDs**: `disk.csi.azure.com` handles and in-tree
 //!   `azureDisk.diskName`. **InitializeMachine**: `Unimplemented`.
+//! - **UpdateMachine** ([`update`]): changed `tags` (except the cluster, role,
+//!   UID and identity keys) are applied to the VM, its NICs and its managed
+//!   disks, one PATCH of `tags` per resource that differs; every other field
+//!   needs a new VM.
 //!
 //! ## API budget
 //! Calls take a token from the shared cloud budget ([`mcm_driver::budget`]) per
@@ -74,6 +78,7 @@ pub mod field;
 pub mod names;
 pub mod secret;
 pub mod spec;
+pub mod update;
 
 pub use auth::{StaticToken, TokenSource};
 pub use config::{AzureDriverConfig, BucketLimit, RateLimits};

@@ -260,3 +260,118 @@ async fn the_fakes_answers_carry_the_examples_keys() {
     );
     assert!(m.is_empty(), "Resource Graph answer lacks {m:?}: {got:#}");
 }
+
+#[test]
+fn the_tag_patch_examples_parse_and_send_only_tags() {
+    // The driver's PATCH bodies are `{"tags": {...}}`: the NIC's
+    // `TagsObject` exactly; the VM's and disk's update bodies take `tags`
+    // beside `properties` (which the driver leaves out).
+    let nic = example("NetworkInterfaceUpdateTags.json");
+    let keys: BTreeSet<&str> = nic["parameters"]["parameters"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, BTreeSet::from(["tags"]));
+    let parsed: NetworkInterface =
+        serde_json::from_value(body("NetworkInterfaceUpdateTags.json", "200")).unwrap();
+    assert_eq!(parsed.tags.get("tag1").map(String::as_str), Some("value1"));
+    let vm: VirtualMachine = serde_json::from_value(body(
+        "VirtualMachine_Update_DetachDataDiskUsingToBeDetachedProperty.json",
+        "200",
+    ))
+    .unwrap();
+    assert_eq!(vm.provisioning_state(), Some("Updating"));
+    for status in ["200", "202"] {
+        let disk: Disk =
+            serde_json::from_value(body("Disk_Update_ChangeTier.json", status)).unwrap();
+        assert!(disk.properties.provisioning_state.is_some());
+    }
+    let ex = example("Disk_Update_ChangeTier.json");
+    assert!(ex["responses"]["202"]["headers"]["Location"].is_string());
+}
+
+#[tokio::test]
+async fn the_fakes_tag_patch_answers_carry_the_examples_keys() {
+    let f = fake().await;
+    let d = driver(&f);
+    let req = request(&class());
+    let vm = name(&req);
+    d.create_machine(&req).await.expect("create");
+    let sub = format!(
+        "/subscriptions/{}/resourceGroups/{RG}/providers",
+        mcm_fake_azure::SUBSCRIPTION
+    );
+    let patch = |path: String, body: Value| {
+        let url = format!("{}{path}", f.url());
+        async move {
+            let r = reqwest::Client::new()
+                .patch(url)
+                .bearer_auth("t")
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let headers = r.headers().clone();
+            (status, headers, r.json::<Value>().await.unwrap())
+        }
+    };
+    let tags = json!({"tags": {"tag1": "value1"}});
+
+    let (status, _, got) = patch(
+        format!("{sub}/Microsoft.Network/networkInterfaces/{vm}-nic?api-version=2023-05-01"),
+        tags.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{got}");
+    let unused = [
+        "properties.disableTcpStateTracking",
+        "properties.vnetEncryptionSupported",
+        "properties.ipConfigurations[].properties.publicIPAddress",
+    ];
+    let m = missing(
+        &body("NetworkInterfaceUpdateTags.json", "200"),
+        &got,
+        &unused,
+    );
+    assert!(m.is_empty(), "NIC PATCH answer lacks {m:?}: {got:#}");
+    assert_eq!(got["tags"], tags["tags"]);
+
+    let (status, headers, got) = patch(
+        format!("{sub}/Microsoft.Compute/virtualMachines/{vm}?api-version=2023-07-01"),
+        tags.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{got}");
+    assert!(headers.contains_key("azure-asyncoperation"));
+    let unused = [
+        "properties.osProfile.windowsConfiguration",
+        "properties.osProfile.secrets",
+        "properties.storageProfile.osDisk.osType",
+    ];
+    let m = missing(
+        &body(
+            "VirtualMachine_Update_DetachDataDiskUsingToBeDetachedProperty.json",
+            "200",
+        ),
+        &got,
+        &unused,
+    );
+    assert!(m.is_empty(), "VM PATCH answer lacks {m:?}: {got:#}");
+
+    let (status, headers, got) = patch(
+        format!("{sub}/Microsoft.Compute/disks/{vm}-os-disk?api-version=2023-04-02"),
+        tags.clone(),
+    )
+    .await;
+    assert_eq!(status, 202, "{got}");
+    assert!(headers.contains_key("location"));
+    let m = missing(
+        &body("Disk_Update_ChangeTier.json", "202"),
+        &got,
+        &["properties.tier", "properties.propertyUpdatesInProgress"],
+    );
+    assert!(m.is_empty(), "disk PATCH answer lacks {m:?}: {got:#}");
+}

@@ -4,8 +4,10 @@
 
 use crate::config::{GcpDriverConfig, OpClass};
 use crate::errors::GceError;
-use google_cloud_compute_v1::client::{Instances, ZoneOperations};
-use google_cloud_compute_v1::model::{operation, Instance, Operation};
+use google_cloud_compute_v1::client::{Disks, Instances, ZoneOperations};
+use google_cloud_compute_v1::model::{
+    operation, DisksResizeRequest, Instance, InstancesSetLabelsRequest, Metadata, Operation, Tags,
+};
 use mcm_driver::budget::Limiter;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -45,11 +47,23 @@ pub fn service_label(method: &str) -> &str {
     }
 }
 
+/// The Compute clients of one set of credentials.
+#[derive(Clone, Debug)]
+pub struct Clients {
+    /// `instances.*`
+    pub instances: Instances,
+    /// `zoneOperations.*`
+    pub operations: ZoneOperations,
+    /// `disks.*`
+    pub disks: Disks,
+}
+
 /// The clients of one set of credentials, and the budget of their project.
 #[derive(Clone)]
 pub struct Compute {
     instances: Instances,
     operations: ZoneOperations,
+    disks: Disks,
     limiter: Arc<Limiter<OpClass>>,
     calls: ApiCallRecorder,
     config: Arc<GcpDriverConfig>,
@@ -58,15 +72,15 @@ pub struct Compute {
 impl Compute {
     /// Wraps clients built for one set of credentials.
     pub fn new(
-        instances: Instances,
-        operations: ZoneOperations,
+        clients: Clients,
         limiter: Arc<Limiter<OpClass>>,
         calls: ApiCallRecorder,
         config: Arc<GcpDriverConfig>,
     ) -> Self {
         Compute {
-            instances,
-            operations,
+            instances: clients.instances,
+            operations: clients.operations,
+            disks: clients.disks,
             limiter,
             calls,
             config,
@@ -215,6 +229,88 @@ impl Compute {
             Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// `instances.setLabels`: replaces the instance's labels; `fingerprint`
+    /// is its current `labelFingerprint` (Compute answers 412 when stale).
+    pub async fn set_labels(
+        &self,
+        project: &str,
+        zone: &str,
+        name: &str,
+        body: InstancesSetLabelsRequest,
+    ) -> Result<Operation, GceError> {
+        self.call("instances.setLabels", OpClass::Mutation, || {
+            self.instances
+                .set_labels()
+                .set_project(project)
+                .set_zone(zone)
+                .set_instance(name)
+                .set_body(body.clone())
+                .send()
+        })
+        .await
+    }
+
+    /// `instances.setTags`: replaces the network tags (with their fingerprint).
+    pub async fn set_tags(
+        &self,
+        project: &str,
+        zone: &str,
+        name: &str,
+        body: Tags,
+    ) -> Result<Operation, GceError> {
+        self.call("instances.setTags", OpClass::Mutation, || {
+            self.instances
+                .set_tags()
+                .set_project(project)
+                .set_zone(zone)
+                .set_instance(name)
+                .set_body(body.clone())
+                .send()
+        })
+        .await
+    }
+
+    /// `instances.setMetadata`: replaces every metadata item (with the
+    /// metadata fingerprint).
+    pub async fn set_metadata(
+        &self,
+        project: &str,
+        zone: &str,
+        name: &str,
+        body: Metadata,
+    ) -> Result<Operation, GceError> {
+        self.call("instances.setMetadata", OpClass::Mutation, || {
+            self.instances
+                .set_metadata()
+                .set_project(project)
+                .set_zone(zone)
+                .set_instance(name)
+                .set_body(body.clone())
+                .send()
+        })
+        .await
+    }
+
+    /// `disks.resize`: grows a zonal persistent disk to `size_gb`.
+    pub async fn resize_disk(
+        &self,
+        project: &str,
+        zone: &str,
+        disk: &str,
+        size_gb: i64,
+    ) -> Result<Operation, GceError> {
+        self.call("disks.resize", OpClass::Mutation, || {
+            self.disks
+                .resize()
+                .set_project(project)
+                .set_zone(zone)
+                .set_disk(disk)
+                .set_body(DisksResizeRequest::new().set_size_gb(size_gb))
+                .send()
+        })
+        .await
     }
 
     /// Polls a zone operation (`zoneOperations.get`) until it is `DONE`;

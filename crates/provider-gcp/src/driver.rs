@@ -1,6 +1,6 @@
 //! [`GcpDriver`]: the `Driver` implementation.
 
-use crate::compute::{ApiCallRecorder, Compute};
+use crate::compute::{ApiCallRecorder, Clients, Compute};
 use crate::config::{GcpDriverConfig, OpClass};
 use crate::credentials::{from_secret, secret_bytes, GcpCredentials};
 use crate::errors::GceError;
@@ -8,7 +8,7 @@ use crate::instance::{build_instance, machine_uid_of, InstanceInput};
 use crate::spec::{membership, GcpProviderSpec, PROVIDER_NAME};
 use crate::validation::{go_list, validate_secret, validate_spec, SECRET_USER_DATA};
 use async_trait::async_trait;
-use google_cloud_compute_v1::client::{Instances, ZoneOperations};
+use google_cloud_compute_v1::client::{Disks, Instances, ZoneOperations};
 use google_cloud_compute_v1::model::Instance;
 use k8s_openapi::api::core::v1::{NodeAddress, Secret};
 use mcm_api::{Machine, MachineClass};
@@ -37,7 +37,7 @@ pub fn provider_id(project: &str, zone: &str, name: &str) -> String {
 pub struct GcpDriver {
     config: Arc<GcpDriverConfig>,
     budget: Budget<OpClass>,
-    clients: tokio::sync::Mutex<HashMap<u64, (Instances, ZoneOperations)>>,
+    clients: tokio::sync::Mutex<HashMap<u64, Clients>>,
     calls: ApiCallRecorder,
 }
 
@@ -51,14 +51,14 @@ impl std::fmt::Debug for GcpDriver {
 
 /// Where a machine's instance lives: the project and zone its providerID
 /// names (`gce:///<project>/<zone>/<name>`), else the class's.
-struct Location {
-    project: String,
-    zone: String,
+pub(crate) struct Location {
+    pub(crate) project: String,
+    pub(crate) zone: String,
     from_provider_id: bool,
 }
 
 impl Location {
-    fn of(p: &Prepared, provider_id: &str) -> Location {
+    pub(crate) fn of(p: &Prepared, provider_id: &str) -> Location {
         match parse_provider_id(provider_id) {
             Some((project, zone, _)) => Location {
                 project: project.to_string(),
@@ -86,16 +86,16 @@ pub fn parse_provider_id(provider_id: &str) -> Option<(&str, &str, &str)> {
 }
 
 /// A checked request: the spec, the project and the Compute access.
-struct Prepared {
-    spec: GcpProviderSpec,
-    project: String,
-    compute: Compute,
+pub(crate) struct Prepared {
+    pub(crate) spec: GcpProviderSpec,
+    pub(crate) project: String,
+    pub(crate) compute: Compute,
 }
 
 /// How much of the spec an operation checks (the reference validates the
 /// whole spec only on create; the other calls need just the zone).
 #[derive(Clone, Copy, PartialEq)]
-enum Check {
+pub(crate) enum Check {
     Full,
     ZoneOnly,
 }
@@ -131,7 +131,7 @@ impl GcpDriver {
     async fn compute(&self, creds: &GcpCredentials) -> Result<Compute, String> {
         let limiter = self.budget.scope(&creds.project);
         let mut clients = self.clients.lock().await;
-        let (instances, operations) = match clients.get(&creds.fingerprint) {
+        let built = match clients.get(&creds.fingerprint) {
             Some(c) => c.clone(),
             None => {
                 let auth = creds.build().map_err(|e| e.to_string())?;
@@ -139,32 +139,41 @@ impl GcpDriver {
                     .with_credentials(auth.clone())
                     .with_attempt_timeout(Duration::from_secs(30));
                 let mut ob = ZoneOperations::builder()
+                    .with_credentials(auth.clone())
+                    .with_attempt_timeout(Duration::from_secs(30));
+                let mut db = Disks::builder()
                     .with_credentials(auth)
                     .with_attempt_timeout(Duration::from_secs(30));
                 if let Some(ep) = &self.config.endpoint {
                     ib = ib.with_endpoint(ep.clone());
                     ob = ob.with_endpoint(ep.clone());
+                    db = db.with_endpoint(ep.clone());
                 }
-                let instances = ib
-                    .build()
-                    .await
-                    .map_err(|e| format!("building the Compute instances client: {e}"))?;
-                let operations = ob
-                    .build()
-                    .await
-                    .map_err(|e| format!("building the Compute operations client: {e}"))?;
+                let built = Clients {
+                    instances: ib
+                        .build()
+                        .await
+                        .map_err(|e| format!("building the Compute instances client: {e}"))?,
+                    operations: ob
+                        .build()
+                        .await
+                        .map_err(|e| format!("building the Compute operations client: {e}"))?,
+                    disks: db
+                        .build()
+                        .await
+                        .map_err(|e| format!("building the Compute disks client: {e}"))?,
+                };
                 mcm_driver::bounded::insert_bounded(
                     &mut clients,
                     creds.fingerprint,
-                    (instances.clone(), operations.clone()),
+                    built.clone(),
                     mcm_driver::bounded::CLIENT_CACHE_CAP,
                 );
-                (instances, operations)
+                built
             }
         };
         Ok(Compute::new(
-            instances,
-            operations,
+            built,
             limiter,
             self.calls.clone(),
             self.config.clone(),
@@ -173,7 +182,7 @@ impl GcpDriver {
 
     /// Checks the class and Secret as the reference does, and finds the
     /// Compute access. `ctx` prefixes every message (`Create machine "m"`).
-    async fn prepare(
+    pub(crate) async fn prepare(
         &self,
         ctx: &str,
         class: &MachineClass,
@@ -337,7 +346,7 @@ impl GcpDriver {
     }
 
     /// The machine's instance, if it carries the class's cluster and role tags.
-    async fn find(
+    pub(crate) async fn find(
         &self,
         p: &Prepared,
         at: &Location,
@@ -519,7 +528,7 @@ fn addresses(i: &Instance) -> Vec<NodeAddress> {
     out
 }
 
-fn machine_name(m: &Machine) -> Result<&str, Status> {
+pub(crate) fn machine_name(m: &Machine) -> Result<&str, Status> {
     m.metadata
         .name
         .as_deref()
@@ -527,7 +536,7 @@ fn machine_name(m: &Machine) -> Result<&str, Status> {
         .ok_or_else(|| Status::invalid_argument("the machine has no name"))
 }
 
-fn span(op: &'static str, req: &mcm_driver::MachineRequest) -> tracing::Span {
+pub(crate) fn span(op: &'static str, req: &mcm_driver::MachineRequest) -> tracing::Span {
     info_span!(
         "gcp",
         op,
@@ -543,6 +552,32 @@ fn span(op: &'static str, req: &mcm_driver::MachineRequest) -> tracing::Span {
 
 #[async_trait]
 impl Driver for GcpDriver {
+    fn in_place_changes(
+        &self,
+        last_applied: &serde_json::Value,
+        current: &serde_json::Value,
+    ) -> mcm_driver::InPlaceChanges {
+        crate::update::in_place_changes(last_applied, current)
+    }
+
+    async fn update_machine(
+        &self,
+        req: &mcm_driver::UpdateMachineRequest,
+    ) -> DriverResult<mcm_driver::UpdateMachineResponse> {
+        let span = info_span!(
+            "gcp",
+            op = "UpdateMachine",
+            machine = req.machine.metadata.name.as_deref().unwrap_or_default(),
+            class = req
+                .machine_class
+                .metadata
+                .name
+                .as_deref()
+                .unwrap_or_default()
+        );
+        self.update(req).instrument(span).await
+    }
+
     async fn create_machine(
         &self,
         req: &CreateMachineRequest,

@@ -2,7 +2,7 @@
 //!
 //! [`GcpDriver`] implements the machine-controller-manager
 //! [`Driver`](mcm_driver::Driver) contract on Google's official
-//! `google-cloud-compute-v1` client (instances and zone operations only) and
+//! `google-cloud-compute-v1` client (instances, disks and zone operations only) and
 //! `google-cloud-auth`. It reads the MachineClass `providerSpec` and Secret
 //! that users already write for Gardener's GCP provider (`provider: GCP`).
 //!
@@ -49,6 +49,11 @@
 //! - **GetVolumeIDs**: GCE PD CSI (`pd.csi.storage.gke.io`) handles and in-tree
 //!   `gcePersistentDisk.pdName`.
 //! - **InitializeMachine**: `Unimplemented`, as the reference.
+//! - **UpdateMachine** ([`update`]): labels (`instances.setLabels`), network
+//!   tags other than the cluster and role tags (`instances.setTags`),
+//!   metadata items other than the user data and UID (`instances.setMetadata`),
+//!   each with its fingerprint, and persistent disks that grow
+//!   (`disks.resize`) change in place; every other field needs a new instance.
 //!
 //! ## Errors
 //! Capacity and quota (operation codes `*RESOURCE_POOL_EXHAUSTED*` or
@@ -72,6 +77,7 @@ pub mod driver;
 pub mod errors;
 pub mod instance;
 pub mod spec;
+pub mod update;
 pub mod validation;
 
 pub use config::{Backoff, GcpDriverConfig, OpClass, RateLimits};

@@ -5,6 +5,9 @@
 //! - InitializeMachine establishes what the providerSpec wants of the network
 //!   (source/destination check, IPv6 addresses and prefixes); GetMachineStatus
 //!   answers `Uninitialized` (with the VM's identity) until it has.
+//! - UpdateMachine sets the class's tags (removing those the last-applied
+//!   spec had and the class has not) and instance type on the running
+//!   instance ([`crate::update`] says which changes it takes).
 //! - DeleteMachine terminates every instance backing the machine; none is fine.
 //! - ListMachines lists the instances carrying the class's cluster tag.
 //! - GetVolumeIDs recognises CSI volumes of the driver [`CSI_DRIVER`].
@@ -15,7 +18,7 @@
 use crate::spec::LocalProviderSpec;
 use crate::wire::{
     self, CreateInstanceRequest, DeleteInstanceResponse, ErrorBody, FindInstancesRequest,
-    InitializeInstanceRequest, Instance, InstanceList,
+    InitializeInstanceRequest, Instance, InstanceList, UpdateInstanceRequest,
 };
 use crate::Error;
 use async_trait::async_trait;
@@ -25,8 +28,9 @@ use mcm_driver::budget::BucketLimit;
 use mcm_driver::{
     CloudOp, Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
     DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
-    GetVolumeIdsRequest, GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse,
-    ListMachinesRequest, ListMachinesResponse, MachineIdentity, MachineOwner, Status, TagStyle,
+    GetVolumeIdsRequest, GetVolumeIdsResponse, InPlaceChanges, InitializeMachineRequest,
+    InitializeMachineResponse, ListMachinesRequest, ListMachinesResponse, MachineIdentity,
+    MachineOwner, Status, TagStyle, UpdateMachineRequest, UpdateMachineResponse,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -321,6 +325,7 @@ impl Driver for LocalDriver {
                 let ops = [
                     (CloudOp::Create, &tunables.create),
                     (CloudOp::Initialize, &tunables.initialize),
+                    (CloudOp::Update, &tunables.update),
                     (CloudOp::Delete, &tunables.delete),
                     (CloudOp::Status, &tunables.status),
                     (CloudOp::List, &tunables.list),
@@ -395,6 +400,57 @@ impl Driver for LocalDriver {
             provider_id: inst.provider_id.clone(),
             node_name: inst.node_name.clone(),
             addresses: addresses(&inst),
+        })
+    }
+
+    fn in_place_changes(
+        &self,
+        last_applied: &serde_json::Value,
+        current: &serde_json::Value,
+    ) -> InPlaceChanges {
+        crate::update::in_place_changes(last_applied, current)
+    }
+
+    #[instrument(skip_all, fields(machine = req.machine.metadata.name.as_deref().unwrap_or("")))]
+    async fn update_machine(
+        &self,
+        req: &UpdateMachineRequest,
+    ) -> DriverResult<UpdateMachineResponse> {
+        // A spec that no longer validates is refused before the cloud sees it.
+        class_spec(&req.machine_class)?;
+        let changes = crate::update::in_place_changes(
+            &req.last_applied_provider_spec,
+            &req.machine_class.provider_spec,
+        );
+        if !changes.need_replacement.is_empty() {
+            return Err(Status::new(
+                Code::FailedPrecondition,
+                format!(
+                    "the local cloud cannot change {} on a running instance",
+                    changes.need_replacement.join(", ")
+                ),
+            ));
+        }
+        let id = match machine_provider_id(&req.machine).and_then(wire::instance_id_of) {
+            Some(id) => id.to_string(),
+            None => {
+                let spec = class_spec(&req.machine_class)?;
+                self.the_instance(&req.machine, &spec).await?.id
+            }
+        };
+        let body = UpdateInstanceRequest {
+            provider_spec: req.machine_class.provider_spec.clone(),
+            removed_tags: crate::update::removed_tags(
+                &req.last_applied_provider_spec,
+                &req.machine_class.provider_spec,
+            ),
+        };
+        let inst: Instance = self
+            .post("update", &format!("v1/instances/{id}/update"), &body)
+            .await?;
+        info!(instance = %inst.id, instance_type = %inst.instance_type, "machine updated in place");
+        Ok(UpdateMachineResponse {
+            last_known_state: serde_json::json!({ "instanceId": inst.id }).to_string(),
         })
     }
 

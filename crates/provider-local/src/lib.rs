@@ -26,7 +26,11 @@
 //! anything else answers `InvalidArgument` naming the field
 //! (`providerSpec.image: required`).
 //!
-//! Every operation (create, initialize, delete, status, list) has
+//! UpdateMachine (hot update, [`update`]) changes a running instance's tags
+//! and instance type in place; every other providerSpec field needs a new
+//! instance.
+//!
+//! Every operation (create, initialize, update, delete, status, list) has
 //! [`tunables`]: latency, a token-bucket rate limit (defaults mirror EC2's
 //! published API limits; exceeding one answers `ResourceExhausted` with
 //! `RequestLimitExceeded`), an injected error rate with a code; besides
@@ -69,6 +73,7 @@ pub mod server;
 pub mod spec;
 pub mod store;
 pub mod tunables;
+pub mod update;
 pub mod wire;
 
 pub use admin::{AdminClient, InstanceAction, LocalCloudCommand};

@@ -14,6 +14,7 @@
 //! |---|---|---|---|
 //! | create | RunInstances | 5 | 2 |
 //! | initialize | ModifyNetworkInterfaceAttribute / AssignIpv6Addresses (mutating) | 50 | 5 |
+//! | update | CreateTags / DeleteTags / ModifyInstanceAttribute (mutating) | 50 | 5 |
 //! | delete | TerminateInstances | 100 | 5 |
 //! | status | DescribeInstances, filtered (non-mutating) | 100 | 20 |
 //! | list | DescribeInstances, filtered (non-mutating) | 100 | 20 |
@@ -37,6 +38,8 @@ pub enum Op {
     Create,
     /// Establish the network settings.
     Initialize,
+    /// Change tags and instance type of a running instance (hot update).
+    Update,
     /// Terminate an instance.
     Delete,
     /// Find the instances of a machine.
@@ -47,13 +50,21 @@ pub enum Op {
 
 impl Op {
     /// All operations.
-    pub const ALL: [Op; 5] = [Op::Create, Op::Initialize, Op::Delete, Op::Status, Op::List];
+    pub const ALL: [Op; 6] = [
+        Op::Create,
+        Op::Initialize,
+        Op::Update,
+        Op::Delete,
+        Op::Status,
+        Op::List,
+    ];
 
     /// The name used in the API and the stats.
     pub fn as_str(self) -> &'static str {
         match self {
             Op::Create => "create",
             Op::Initialize => "initialize",
+            Op::Update => "update",
             Op::Delete => "delete",
             Op::Status => "status",
             Op::List => "list",
@@ -151,6 +162,8 @@ pub struct Tunables {
     pub create: OpTunables,
     /// InitializeMachine.
     pub initialize: OpTunables,
+    /// UpdateMachine (hot update of tags and instance type).
+    pub update: OpTunables,
     /// DeleteMachine.
     pub delete: OpTunables,
     /// GetMachineStatus.
@@ -203,6 +216,7 @@ impl Default for Tunables {
             eventual_consistency_ms: 0,
             create: OpTunables::limited(5, 2.0),
             initialize: OpTunables::limited(50, 5.0),
+            update: OpTunables::limited(50, 5.0),
             delete: OpTunables::limited(100, 5.0),
             status: OpTunables::limited(100, 20.0),
             list: OpTunables::limited(100, 20.0),
@@ -235,6 +249,7 @@ impl Tunables {
         match op {
             Op::Create => &self.create,
             Op::Initialize => &self.initialize,
+            Op::Update => &self.update,
             Op::Delete => &self.delete,
             Op::Status => &self.status,
             Op::List => &self.list,
@@ -246,6 +261,7 @@ impl Tunables {
         match op {
             Op::Create => &mut self.create,
             Op::Initialize => &mut self.initialize,
+            Op::Update => &mut self.update,
             Op::Delete => &mut self.delete,
             Op::Status => &mut self.status,
             Op::List => &mut self.list,
@@ -393,6 +409,7 @@ mod tests {
         );
         assert_eq!(t.status.rate_limit.map(|r| r.capacity), Some(100));
         assert!(Tunables::unlimited().op(Op::Create).rate_limit.is_none());
+        assert!(Tunables::unlimited().op(Op::Update).rate_limit.is_none());
         t.validate().expect("defaults are valid");
     }
 
@@ -414,6 +431,23 @@ mod tests {
             &json!({"status": {"latencyMs": 3_600_000, "jitterMs": 1}})
         )
         .is_err());
+    }
+
+    #[test]
+    fn update_faults_are_configured_like_the_other_operations() {
+        let t = Tunables::merged(
+            &Tunables::unlimited(),
+            &json!({"update": {"errorRate": 0.3}}),
+        )
+        .expect("valid");
+        assert_eq!(t.op(Op::Update).error_rate, 0.3);
+        assert_eq!(t.op(Op::Update).error_code, "Internal");
+        assert_eq!(
+            Tunables::default().update.rate_limit.map(|r| r.capacity),
+            Some(50),
+            "EC2's mutating bucket by default"
+        );
+        assert!(Tunables::merged(&t, &json!({"update": {"errorRate": 1.5}})).is_err());
     }
 
     #[test]

@@ -81,6 +81,10 @@ pub struct Instance {
     /// How often its image and type were changed in place (in-place updates).
     #[serde(default)]
     pub in_place_updates: u32,
+    /// How often a hot update (UpdateMachine) changed its tags or instance
+    /// type (a call that changed nothing is not counted).
+    #[serde(default)]
+    pub hot_updates: u32,
 }
 
 impl Instance {
@@ -141,6 +145,20 @@ pub struct CreateInstanceRequest {
 pub struct InitializeInstanceRequest {
     /// The class's providerSpec (what is wanted).
     pub provider_spec: serde_json::Value,
+}
+
+/// `POST /v1/instances/{id}/update`: change a running instance's tags and
+/// instance type to the spec's (a hot update), idempotently.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateInstanceRequest {
+    /// The class's providerSpec (what is wanted): its tags are set and its
+    /// instance type applied.
+    pub provider_spec: serde_json::Value,
+    /// Tag keys to remove (those the last-applied spec had and this one has
+    /// not); tags set out of band and the Machine's identity stay.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed_tags: Vec<String>,
 }
 
 /// `POST /v1/instances/find`: the instances backing one machine (like a filtered
@@ -215,7 +233,7 @@ pub struct OpStats {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
-    /// Counters per operation (`create`, `initialize`, `delete`, `status`, `list`).
+    /// Counters per operation (`create`, `initialize`, `update`, `delete`, `status`, `list`).
     pub operations: BTreeMap<String, OpStats>,
     /// Instances by state.
     pub instances_by_state: BTreeMap<String, u64>,

@@ -10,6 +10,9 @@ use crate::config::OpClass;
 use crate::errors::OsError;
 use openstack_sdk::api::block_storage::v3::volume as cinder_volume;
 use openstack_sdk::api::compute::v2::flavor::list_detailed_20 as flavor_list;
+use openstack_sdk::api::compute::v2::server::metadata::{
+    create as metadata_create, delete as metadata_delete,
+};
 use openstack_sdk::api::compute::v2::server::{
     create_21 as server_create, delete as server_delete, get_20 as server_get,
     list_detailed_21 as server_list,
@@ -200,6 +203,43 @@ pub(crate) async fn delete_server(c: &Cloud, id: &str) -> Result<bool, OsError> 
         .build()
         .map_err(build_err)?;
     match c.send("nova.servers.delete", OpClass::Write, ep).await {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates or updates these metadata items of a server (Nova's
+/// `POST /servers/{id}/metadata`; other items stay); returns every item.
+pub(crate) async fn update_server_metadata(
+    c: &Cloud,
+    id: &str,
+    items: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, OsError> {
+    let ep = metadata_create::Request::builder()
+        .server_id(id)
+        .metadata(items.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .build()
+        .map_err(build_err)?;
+    c.run("nova.servers.metadata.create", OpClass::Write, ep)
+        .await
+}
+
+/// Deletes one metadata item of a server; `false` when it had none of that key.
+pub(crate) async fn delete_server_metadata_item(
+    c: &Cloud,
+    id: &str,
+    key: &str,
+) -> Result<bool, OsError> {
+    let ep = metadata_delete::Request::builder()
+        .server_id(id)
+        .id(key)
+        .build()
+        .map_err(build_err)?;
+    match c
+        .send("nova.servers.metadata.delete", OpClass::Write, ep)
+        .await
+    {
         Ok(()) => Ok(true),
         Err(e) if e.is_not_found() => Ok(false),
         Err(e) => Err(e),

@@ -15,7 +15,8 @@ use mcm_driver::keyed_lock::KeyedLocks;
 use mcm_driver::{
     CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
     Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
-    GetVolumeIdsResponse, ListMachinesRequest, ListMachinesResponse, MachineRequest, Status,
+    GetVolumeIdsResponse, InPlaceChanges, ListMachinesRequest, ListMachinesResponse,
+    MachineRequest, Status, UpdateMachineRequest, UpdateMachineResponse,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -274,6 +275,21 @@ pub(crate) fn addresses(s: &Server) -> Vec<NodeAddress> {
 
 #[async_trait]
 impl Driver for OpenStackDriver {
+    fn in_place_changes(
+        &self,
+        last_applied: &serde_json::Value,
+        current: &serde_json::Value,
+    ) -> InPlaceChanges {
+        crate::update::in_place_changes(last_applied, current)
+    }
+
+    async fn update_machine(
+        &self,
+        req: &UpdateMachineRequest,
+    ) -> DriverResult<UpdateMachineResponse> {
+        self.update(req).await
+    }
+
     async fn create_machine(
         &self,
         req: &CreateMachineRequest,

@@ -42,6 +42,10 @@
 //!   without one); **ListMachines** lists every server with the class's two
 //!   metadata keys; **GetVolumeIDs** reads Cinder CSI and in-tree volumes;
 //!   **InitializeMachine** answers `Unimplemented`, as the reference.
+//! - **UpdateMachine** ([`update`]): changed items of `tags` are applied to
+//!   the running server's metadata (Nova `POST /servers/{id}/metadata`, and
+//!   `DELETE /servers/{id}/metadata/{key}` for items dropped from the class);
+//!   every other field, and the cluster and role keys, need a new server.
 //!
 //! ## Errors
 //! See [`errors`]: not found → `NotFound`, several → `OutOfRange`, 401 →
@@ -63,6 +67,7 @@ pub mod lookup;
 mod machine;
 pub mod secret;
 pub mod spec;
+pub mod update;
 
 pub use cloud::ApiCallRecorder;
 pub use config::{OpClass, OpenStackDriverConfig, Polling, RateLimits};

@@ -1,5 +1,6 @@
 //! Keeps the fake honest: every fake answer the driver reads has the keys and
-//! value types of the matching official API sample shipped in OpenStack's own
+//! value types of the matching official API sample (requests the fake takes,
+//! such as server metadata, are the official request samples) shipped in OpenStack's own
 //! source distributions (`nova` 34.0.0: `doc/api_samples`, `neutron-lib`
 //! 5.0.1: `api-ref/source/v2/samples`).
 //!
@@ -241,6 +242,24 @@ async fn fake_answers_have_the_shapes_of_the_official_api_samples() {
             nova("servers/servers-details-resp.json"),
             raw.call(Method::GET, "/compute/v2.1/servers/detail", None)
                 .await,
+        ),
+        (
+            nova("server-metadata/server-metadata-all-resp.json"),
+            raw.call(
+                Method::POST,
+                &format!("/compute/v2.1/servers/{server_id}/metadata"),
+                Some(nova("server-metadata/server-metadata-all-req.json")),
+            )
+            .await,
+        ),
+        (
+            nova("server-metadata/server-metadata-all-resp.json"),
+            raw.call(
+                Method::PUT,
+                &format!("/compute/v2.1/servers/{server_id}/metadata"),
+                Some(nova("server-metadata/server-metadata-all-req.json")),
+            )
+            .await,
         ),
         (
             nova("flavors/flavors-detail-resp.json"),

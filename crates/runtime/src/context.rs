@@ -353,6 +353,14 @@ impl Context {
         }
     }
 
+    /// The shortest delay [`Context::failure_delay`] gives after the
+    /// failures recorded for `key` (at least one): how long a failed step
+    /// waits before its retry even when something else wakes the object up.
+    pub fn failure_floor(&self, key: &str) -> Duration {
+        self.backoff
+            .delay(self.failures(key).max(1), FailureKind::Normal, 0.0)
+    }
+
     /// The number of consecutive failures recorded for `key`.
     pub fn failures(&self, key: &str) -> u32 {
         self.failures

@@ -10,6 +10,7 @@ use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 fn to_json<T: Serialize>(v: &T, operation: &str) -> Result<Value, ArmError> {
@@ -166,7 +167,8 @@ impl ArmClient {
         .await
     }
 
-    /// Patches a VM (the delete options) and waits.
+    /// Patches a VM (the delete options, or only `tags`, which replaces
+    /// them all) and waits.
     pub async fn patch_vm(&self, rg: &str, name: &str, patch: &Value) -> Result<(), ArmError> {
         let op = format!("PATCH virtualMachines/{name}");
         self.long_running(
@@ -227,6 +229,27 @@ impl ArmClient {
         .await
     }
 
+    /// Replaces a NIC's tags (`NetworkInterfaces_UpdateTags`, a PATCH with
+    /// a `TagsObject`).
+    pub async fn patch_nic_tags(
+        &self,
+        rg: &str,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<(), ArmError> {
+        let op = format!("PATCH networkInterfaces/{name}");
+        self.long_running(
+            OpClass::Write,
+            Method::PATCH,
+            &self.nic_url(rg, name),
+            Some(&serde_json::json!({ "tags": tags })),
+            &op,
+            self.settings.nic_disk_timeout,
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// Deletes a NIC (gone = `false`) and waits.
     pub async fn delete_nic(&self, rg: &str, name: &str) -> Result<bool, ArmError> {
         let op = format!("DELETE networkInterfaces/{name}");
@@ -268,6 +291,33 @@ impl ArmClient {
             |d: &Disk| d.properties.provisioning_state.clone(),
         )
         .await
+    }
+
+    /// The managed disk, `None` when it does not exist.
+    pub async fn get_disk(&self, rg: &str, name: &str) -> Result<Option<Disk>, ArmError> {
+        self.get_opt(&self.disk_url(rg, name), &format!("GET disks/{name}"))
+            .await
+    }
+
+    /// Replaces a managed disk's tags (`Disks_Update`, a PATCH with only
+    /// `tags`) and waits.
+    pub async fn patch_disk_tags(
+        &self,
+        rg: &str,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<(), ArmError> {
+        let op = format!("PATCH disks/{name}");
+        self.long_running(
+            OpClass::Write,
+            Method::PATCH,
+            &self.disk_url(rg, name),
+            Some(&serde_json::json!({ "tags": tags })),
+            &op,
+            self.settings.nic_disk_timeout,
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Deletes a managed disk (gone = `false`) and waits.

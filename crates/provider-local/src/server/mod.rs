@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `POST /v1/instances` `{clientToken, machineName, providerSpec}` | create | the instance (the same one for a repeated `clientToken`) |
 //! | `POST /v1/instances/{id}/initialize` `{providerSpec}` | initialize | the instance, its network settings now as the spec wants |
+//! | `POST /v1/instances/{id}/update` `{providerSpec, removedTags?}` | update | the instance, its tags and instance type now as the spec wants (hot update) |
 //! | `DELETE /v1/instances/{id}` | delete | `{deleted}` (a missing instance is not an error) |
 //! | `POST /v1/instances/find` `{instanceId?, clientToken?, machineName?, clusterTag?}` | status | `{instances}` |
 //! | `GET /v1/instances?clusterTag=<key>` | list | `{instances}` carrying that tag key |

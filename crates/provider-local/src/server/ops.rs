@@ -1,12 +1,13 @@
 //! The cloud operations: create (idempotent by client token), initialize,
-//! delete, find, list and the operator actions.
+//! update (hot update of tags and instance type), delete, find, list and
+//! the operator actions.
 
 use super::error::{parse_body, ApiError};
 use super::state::{after, lock, view, Change, Shared};
 use crate::spec::LocalProviderSpec;
 use crate::wire::{
     self, CreateInstanceRequest, DeleteInstanceResponse, FindInstancesRequest,
-    InitializeInstanceRequest, Instance, InstanceList, InstanceState,
+    InitializeInstanceRequest, Instance, InstanceList, InstanceState, UpdateInstanceRequest,
 };
 use axum::body::Bytes;
 use chrono::Utc;
@@ -97,6 +98,7 @@ impl Shared {
             ipv6_prefixes: Vec::new(),
             seq,
             in_place_updates: 0,
+            hot_updates: 0,
         };
         let change = Change::Put {
             inst: Box::new(inst.clone()),
@@ -184,6 +186,45 @@ impl Shared {
         } else {
             debug!(instance = %next.id, machine = %next.machine_name, "instance network already as wanted");
         }
+        Ok(view(&next, now))
+    }
+
+    /// A hot update: the spec's tags set (the removed keys deleted, every
+    /// other tag kept) and its instance type applied, on the same instance.
+    /// Idempotent: a repeated call changes nothing and is not counted.
+    pub(super) async fn update(&self, id: String, body: Bytes) -> Result<Instance, ApiError> {
+        let req: UpdateInstanceRequest = parse_body(&body)?;
+        let spec = LocalProviderSpec::parse(&req.provider_spec)
+            .map_err(|e| ApiError::invalid(e.to_string()))?;
+        let now = Utc::now();
+        let st = self.lock_state().await;
+        let inst = st
+            .instances
+            .get(&id)
+            .filter(|i| i.visible_at(now))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&id))?;
+        let mut next = inst.clone();
+        for key in &req.removed_tags {
+            if !spec.tags.contains_key(key) {
+                next.tags.remove(key);
+            }
+        }
+        next.tags.extend(spec.tags.clone());
+        next.instance_type = spec.instance_type.clone();
+        if next == inst {
+            debug!(instance = %inst.id, machine = %inst.machine_name, "instance already as the spec wants");
+            return Ok(view(&inst, now));
+        }
+        next.hot_updates = next.hot_updates.saturating_add(1);
+        let next_seq = st.next_seq;
+        let change = Change::Put {
+            inst: Box::new(next.clone()),
+            next_seq,
+        };
+        self.commit(st, change).await?;
+        info!(instance = %next.id, machine = %next.machine_name, instance_type = %next.instance_type,
+              tags = next.tags.len(), "instance updated in place");
         Ok(view(&next, now))
     }
 

@@ -27,6 +27,10 @@ async fn initialize(State(s): AppState, UrlPath(id): UrlPath<String>, body: Byte
     s.run(Op::Initialize, s.initialize(id, body)).await
 }
 
+async fn update(State(s): AppState, UrlPath(id): UrlPath<String>, body: Bytes) -> Response {
+    s.run(Op::Update, s.update(id, body)).await
+}
+
 async fn delete(State(s): AppState, UrlPath(id): UrlPath<String>) -> Response {
     s.run(Op::Delete, s.delete(id)).await
 }
@@ -118,6 +122,7 @@ pub(super) fn router(shared: Arc<Shared>, guard: Guard) -> Router {
         .route("/v1/instances/find", post(find))
         .route("/v1/instances/{id}", axum::routing::delete(delete))
         .route("/v1/instances/{id}/initialize", post(initialize))
+        .route("/v1/instances/{id}/update", post(update))
         .route(
             "/admin/faults",
             get(get_faults).put(put_faults).patch(patch_faults),

@@ -155,7 +155,8 @@ impl Reconciler<'_> {
                     )
                 }
                 CreationStep::PersistIdentity(id) => {
-                    self.persist_identity(&id).await?;
+                    let class = req.machine_class.clone();
+                    self.persist_identity(&id, &class).await?;
                     CreationOutcome::Persisted
                 }
                 CreationStep::Initialize { reason } => {
@@ -285,22 +286,42 @@ impl Reconciler<'_> {
         Ok(owner.is_some_and(|o| o != self.name()))
     }
 
-    /// Persists providerID, node label and priority annotation.
-    async fn persist_identity(&mut self, id: &MachineIdentity) -> Result<(), Error> {
-        let Some(w) = decide::identity_write(&self.view(), id, self.target()) else {
+    /// Persists providerID, node label and priority annotation, and the
+    /// providerSpec the VM was created with (the last-applied record of hot
+    /// update, design: hot-update.md) when the machine records none yet.
+    async fn persist_identity(
+        &mut self,
+        id: &MachineIdentity,
+        class: &MachineClass,
+    ) -> Result<(), Error> {
+        let view = self.view();
+        let applied = decide::update::AppliedSpec::from_annotations(&view.annotations)
+            .is_none()
+            .then(|| {
+                decide::update::AppliedSpec::of(&self.machine.spec.class.name, &class.provider_spec)
+            });
+        let write = decide::identity_write(&view, id, self.target());
+        if write.is_none() && applied.is_none() {
             return Ok(());
-        };
+        }
         let mut labels = serde_json::Map::new();
         let mut annotations = serde_json::Map::new();
-        if let Some(node) = w.node_label {
-            labels.insert(c::NODE_LABEL.into(), json!(node));
+        let mut spec = serde_json::Map::new();
+        if let Some(w) = write {
+            if let Some(node) = w.node_label {
+                labels.insert(c::NODE_LABEL.into(), json!(node));
+            }
+            if let Some(priority) = w.priority {
+                annotations.insert(c::PRIORITY_ANNOTATION.into(), json!(priority));
+            }
+            spec.insert("providerID".into(), json!(w.provider_id));
         }
-        if let Some(priority) = w.priority {
-            annotations.insert(c::PRIORITY_ANNOTATION.into(), json!(priority));
+        for (k, v) in applied.iter().flat_map(|a| a.annotations()) {
+            annotations.insert(k.into(), v.map_or(serde_json::Value::Null, Into::into));
         }
         let patch = json!({
             "metadata": {"labels": labels, "annotations": annotations},
-            "spec": {"providerID": w.provider_id},
+            "spec": spec,
         });
         self.machine = self
             .api

@@ -14,14 +14,20 @@ impl Reconciler<'_> {
     // Deletion
 
     pub(super) async fn delete(&mut self) -> Result<Action, Error> {
-        // A machine being deleted never creates or initializes: the turns
-        // it reserved for that go back to the queue (docs/design/runtime.md,
-        // "Pacing cloud calls").
+        // A machine being deleted never creates, initializes or updates in
+        // place: the turns it reserved for that go back to the queue
+        // (docs/design/runtime.md, "Pacing cloud calls"; an update in
+        // progress never holds up a deletion, docs/design/hot-update.md).
         self.ctx
             .pacer
             .give_back(
                 &self.key,
-                &[CloudOp::Create, CloudOp::Initialize, CloudOp::Status],
+                &[
+                    CloudOp::Create,
+                    CloudOp::Initialize,
+                    CloudOp::Update,
+                    CloudOp::Status,
+                ],
             )
             .await;
         let (inputs, provider) = match self.inputs().await? {

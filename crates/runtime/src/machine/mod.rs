@@ -12,6 +12,8 @@
 //! - [`delete`]: the deletion step machine's effects;
 //! - [`drain_step`]: its Drain step, run as a task that holds no reconcile slot;
 //! - [`preserve`]: preservation's effects (decisions in `mcm_core::machine::plan_preservation`);
+//! - [`update`]: hot update of a Running machine's VM when its class changes
+//!   (decisions in `mcm_core::machine::update`; design: hot-update.md);
 //! - [`triggers`]: which changes of Machines, classes and Nodes cause a reconcile.
 //!
 //! See `docs/design/machine.md`.
@@ -25,6 +27,7 @@ mod preserve;
 mod staged;
 mod startup_taint;
 pub mod triggers;
+mod update;
 
 pub use delete::delete_orphan;
 pub use startup_taint::remove_startup_taint;
@@ -437,6 +440,12 @@ impl<'a> Reconciler<'a> {
                 Ok(None) => {}
                 Err(d) => return Ok(Action::requeue(d)),
             }
+        }
+        // After the health check: only a machine that is (still) Running is
+        // updated in place (design: hot-update.md).
+        match self.hot_update(&class, &secret, &driver).await? {
+            Ok(r) => recheck = min_some(recheck, r),
+            Err(d) => return Ok(Action::requeue(d)),
         }
         match self.preserve(&driver).await? {
             Ok(r) => recheck = min_some(recheck, r),

@@ -10,7 +10,7 @@
 //! the orphan collector's.
 //!
 //! [`Observed`] is also where the leader's tenure is enforced: every mutating
-//! call (CreateMachine, InitializeMachine, DeleteMachine, and any mutating
+//! call (CreateMachine, InitializeMachine, UpdateMachine, DeleteMachine, and any mutating
 //! operation the Driver trait gains) checks the half's
 //! [`TenureGate`](crate::leader::TenureGate) first and is refused, without
 //! reaching the provider, once the tenure ended (design:
@@ -23,8 +23,9 @@ use mcm_driver::budget::BucketLimit;
 use mcm_driver::{
     CloudOp, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
     DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
-    GetVolumeIdsRequest, GetVolumeIdsResponse, InitializeMachineRequest, InitializeMachineResponse,
-    ListMachinesRequest, ListMachinesResponse, MachineRequest, Status,
+    GetVolumeIdsRequest, GetVolumeIdsResponse, InPlaceChanges, InitializeMachineRequest,
+    InitializeMachineResponse, ListMachinesRequest, ListMachinesResponse, MachineRequest, Status,
+    UpdateMachineRequest, UpdateMachineResponse,
 };
 use std::future::Future;
 use std::sync::Arc;
@@ -128,6 +129,23 @@ impl Driver for Observed {
         req: &InitializeMachineRequest,
     ) -> DriverResult<InitializeMachineResponse> {
         self.mutate("InitializeMachine", self.inner.initialize_machine(req))
+            .await
+    }
+
+    /// A pure check, no cloud call: passed through unobserved.
+    fn in_place_changes(
+        &self,
+        last_applied: &serde_json::Value,
+        current: &serde_json::Value,
+    ) -> InPlaceChanges {
+        self.inner.in_place_changes(last_applied, current)
+    }
+
+    async fn update_machine(
+        &self,
+        req: &UpdateMachineRequest,
+    ) -> DriverResult<UpdateMachineResponse> {
+        self.mutate("UpdateMachine", self.inner.update_machine(req))
             .await
     }
 
@@ -336,6 +354,51 @@ mod tests {
         fn rate_limit_scope(&self, _: &MachineRequest) -> String {
             String::new()
         }
+        fn in_place_changes(&self, _: &serde_json::Value, _: &serde_json::Value) -> InPlaceChanges {
+            InPlaceChanges {
+                in_place: vec!["tags.a".into()],
+                need_replacement: Vec::new(),
+            }
+        }
+        async fn update_machine(
+            &self,
+            _: &UpdateMachineRequest,
+        ) -> DriverResult<UpdateMachineResponse> {
+            self.hit()
+        }
+    }
+
+    fn update_req() -> UpdateMachineRequest {
+        let req = crate::pacing::tests::req();
+        UpdateMachineRequest {
+            machine: req.machine,
+            machine_class: req.machine_class,
+            secret: req.secret,
+            last_applied_provider_spec: serde_json::json!({}),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_hot_update_calls_reach_the_provider_through_the_wrapper_and_are_observed() {
+        let mut registry = Registry::default();
+        let m = Arc::new(super::super::Metrics::new(&mut registry));
+        let inner = Arc::new(Counting::default());
+        let driver = Observed::wrap(inner.clone(), m, "AWS", TenureGate::unbounded());
+        let changes = driver.in_place_changes(&serde_json::json!({}), &serde_json::json!({}));
+        assert_eq!(
+            changes.in_place,
+            vec!["tags.a".to_string()],
+            "the provider's answer, not the trait's default"
+        );
+        assert!(
+            driver.update_machine(&update_req()).await.is_ok(),
+            "the provider's UpdateMachine, not the default Unimplemented"
+        );
+        assert_eq!(inner.calls(), 1);
+        let text = super::super::encode(&registry);
+        assert!(text.contains(
+            "mcm_cloud_api_driver_request_duration_seconds_count{provider=\"aws\",operation=\"update_machine\"} 1"
+        ), "{text}");
     }
 
     #[tokio::test]
@@ -369,6 +432,10 @@ mod tests {
                 driver.initialize_machine(&req).await.map(|_| ()),
             ),
             ("delete", driver.delete_machine(&req).await.map(|_| ())),
+            (
+                "update",
+                driver.update_machine(&update_req()).await.map(|_| ()),
+            ),
         ] {
             let e = r.expect_err(op);
             assert_eq!(e.code, Code::Unavailable, "{op}: {e}");

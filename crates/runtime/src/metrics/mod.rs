@@ -115,6 +115,13 @@ pub struct DurationLabels {
     pub zone: String,
 }
 
+/// `{result}` of a hot-update step (design: hot-update.md).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct UpdateResultLabels {
+    /// `updated`, `failed`, `needs_replacement` or `adopted`.
+    pub result: String,
+}
+
 /// `{namespace, machine_deployment}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DrainLabels {
@@ -216,6 +223,8 @@ pub struct Metrics {
     /// mcm-rs `mcm_machine_startup_taint_removal_seconds`: from the Node's
     /// registration (creationTimestamp) to the startup taint's removal.
     pub startup_taint_removal: Family<DrainLabels, Histogram>,
+    /// mcm-rs `mcm_machine_update_total{result}`: hot-update outcomes.
+    pub update: Family<UpdateResultLabels, Counter>,
     /// `mcm_cloud_api_requests_total`.
     pub api_requests: Family<CloudApiLabels, Counter>,
     /// `mcm_cloud_api_requests_failed_total`.
@@ -259,6 +268,7 @@ impl Metrics {
             drain_duration: Family::default(),
             failed_join: Family::default(),
             startup_taint_removal: Family::new_with_constructor(startup_histogram),
+            update: Family::default(),
             api_requests: cloud.requests,
             api_requests_failed: cloud.failed,
             api_request_duration: cloud.duration,
@@ -325,6 +335,11 @@ impl Metrics {
             "machine_startup_taint_removal_seconds",
             "mcm-rs: seconds from a Node's registration to the removal of its startup taint, per MachineDeployment.",
             Described(m.startup_taint_removal.clone()),
+        );
+        r.register(
+            "machine_update",
+            "mcm-rs: hot updates of running machines by result (updated, failed, needs_replacement, adopted).",
+            Described(m.update.clone()),
         );
         r.register(
             "cloud_api_requests",

@@ -1,0 +1,280 @@
+//! Hot update by the Machine controller against the real control plane,
+//! with the scriptable test driver (design: docs/design/hot-update.md): the
+//! record written at creation, a class edit applied in place after a failed
+//! first call, a change that needs a new VM reported without any VM call, and
+//! a machine whose updates fail deleted all the same. The tests play kubelet
+//! by writing Node objects.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use mcm_api::constants as c;
+use mcm_api::{Machine, MachineClass, MachineOperationType, MachinePhase, MachineState};
+use mcm_core::machine::update::AppliedSpec;
+use mcm_driver::testing::{Script, ScriptedDriver};
+use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const WAIT: Duration = Duration::from_secs(30);
+const CLASS: &str = "scripted-class";
+
+struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+    }
+}
+
+fn start(env: &TestEnv, driver: Arc<ScriptedDriver>) -> Running {
+    let mut drivers = DriverRegistry::new();
+    drivers.register("scripted", driver);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Arc::new(Metrics::new(&mut registry));
+    let cfg = Config {
+        namespace: env.namespace.clone(),
+        short_retry: Duration::from_millis(200),
+        long_retry: Duration::from_secs(3),
+        ..Config::default()
+    };
+    let ctx = Context::new(
+        env.client.clone(),
+        Some(env.client.clone()),
+        cfg,
+        drivers,
+        metrics,
+    );
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(machine::run(ctx, async move {
+        let _ = rx.await;
+    }));
+    Running { stop: tx, task }
+}
+
+fn spec(image: &str, team: &str) -> Value {
+    json!({"image": image, "tags": {"team": team}})
+}
+
+/// A namespace with the class and a secret, a driver that changes `tags`
+/// in place, and a Running machine `m1`.
+async fn running_machine(
+    test: &str,
+    script: Script,
+) -> Option<(TestEnv, Arc<ScriptedDriver>, Running)> {
+    let env = TestEnv::new(test).await?;
+    env.create_user_data_secret("creds", "#!/bin/sh\necho hi")
+        .await
+        .expect("create secret");
+    env.create_class(CLASS, "scripted", "creds", spec("x", "a"))
+        .await
+        .expect("create class");
+    let driver = Arc::new(ScriptedDriver::new(Script {
+        node_prefix: format!("{}-", env.namespace),
+        update_in_place: vec!["tags".into()],
+        ..script
+    }));
+    let ctl = start(&env, driver.clone());
+    let m: Machine = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": "m1", "labels": {"name": "pool"}},
+        "spec": {"class": {"kind": "MachineClass", "name": CLASS}},
+    }))
+    .expect("machine");
+    env.api::<Machine>()
+        .create(&PostParams::default(), &m)
+        .await
+        .expect("create machine");
+    wait(&env, "m1 Pending", |m| phase(m) == MachinePhase::Pending).await;
+    kubelet(&env.client, &format!("{}-m1", env.namespace), "m1").await;
+    wait(&env, "m1 Running", |m| phase(m) == MachinePhase::Running).await;
+    Some((env, driver, ctl))
+}
+
+/// Plays kubelet: registers the Node, Ready.
+async fn kubelet(client: &Client, node: &str, machine: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let n: Node = serde_json::from_value(json!({
+        "metadata": {"name": node, "labels": {"node.gardener.cloud/machine-name": machine}},
+    }))
+    .expect("node");
+    nodes
+        .create(&PostParams::default(), &n)
+        .await
+        .expect("create node");
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let status = json!({"status": {"conditions": [{
+        "type": "Ready", "status": "True",
+        "reason": "KubeletReady", "lastHeartbeatTime": now, "lastTransitionTime": now,
+    }]}});
+    nodes
+        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
+        .await
+        .expect("patch node status");
+}
+
+fn phase(m: &Machine) -> MachinePhase {
+    m.status.clone().unwrap_or_default().current_status.phase
+}
+
+fn hash(m: &Machine) -> Option<String> {
+    m.annotations()
+        .get(c::LAST_APPLIED_PROVIDER_SPEC_HASH_ANNOTATION)
+        .cloned()
+}
+
+async fn wait(env: &TestEnv, what: &str, check: impl Fn(&Machine) -> bool) -> Machine {
+    must_eventually(WAIT, what, || async {
+        env.api::<Machine>()
+            .get_opt("m1")
+            .await
+            .ok()
+            .flatten()
+            .filter(|m| check(m))
+    })
+    .await
+}
+
+async fn set_spec(env: &TestEnv, spec: &Value) {
+    env.api::<MachineClass>()
+        .patch(
+            CLASS,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"providerSpec": spec})),
+        )
+        .await
+        .expect("patch class");
+}
+
+fn calls(c: &std::sync::atomic::AtomicU32) -> u32 {
+    ScriptedDriver::count(c)
+}
+
+#[tokio::test]
+async fn a_class_edit_is_applied_in_place_after_a_failed_call_and_recorded() {
+    let Some((env, driver, ctl)) = running_machine(
+        "hot-in-place",
+        Script {
+            update_failures: 1,
+            ..Script::default()
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    let m = wait(&env, "the record", |m| hash(m).is_some()).await;
+    assert_eq!(
+        hash(&m),
+        Some(AppliedSpec::of(CLASS, &spec("x", "a")).hash),
+        "the spec the VM was created with"
+    );
+    assert_eq!(
+        m.annotations()
+            .get(c::LAST_APPLIED_PROVIDER_SPEC_ANNOTATION)
+            .map(String::as_str),
+        Some(r#"{"image":"x","tags":{"team":"a"}}"#)
+    );
+    let b = spec("x", "b");
+    set_spec(&env, &b).await;
+    let want = AppliedSpec::of(CLASS, &b).hash;
+    let m = wait(&env, "the new spec recorded after the update", |m| {
+        let op = m.status.clone().unwrap_or_default().last_operation;
+        hash(m).as_ref() == Some(&want) && op.state == MachineState::Successful
+    })
+    .await;
+    let op = m.status.clone().unwrap_or_default().last_operation;
+    assert_eq!(op.type_, MachineOperationType::Update);
+    assert!(op.description.contains("tags.team"), "{op:?}");
+    assert_eq!(phase(&m), MachinePhase::Running);
+    assert_eq!(calls(&driver.calls.update), 2, "one failure, one retry");
+    assert_eq!(driver.applied_spec(&m.spec.provider_id), Some(b));
+    assert_eq!((calls(&driver.calls.create), driver.vm_count()), (1, 1));
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_change_that_needs_a_new_vm_is_reported_and_nothing_is_called() {
+    let Some((env, driver, ctl)) = running_machine("hot-replace", Script::default()).await else {
+        return;
+    };
+    wait(&env, "the record", |m| hash(m).is_some()).await;
+    set_spec(&env, &spec("y", "a")).await;
+    let m = wait(&env, "the condition naming image", |m| {
+        m.status
+            .clone()
+            .unwrap_or_default()
+            .conditions
+            .iter()
+            .any(|x| {
+                x.type_ == c::HOT_UPDATE_CONDITION
+                    && x.status == "False"
+                    && x.message.as_deref().is_some_and(|t| t.contains("image"))
+            })
+    })
+    .await;
+    assert!(
+        m.status
+            .clone()
+            .unwrap_or_default()
+            .conditions
+            .iter()
+            .any(|x| x.type_ == "Ready"),
+        "the Node's conditions stay"
+    );
+    must_hold_for(Duration::from_secs(2), "no VM call, no new VM", || async {
+        calls(&driver.calls.update) == 0
+            && calls(&driver.calls.create) == 1
+            && calls(&driver.calls.delete) == 0
+            && driver.vm_count() == 1
+    })
+    .await;
+    assert_eq!(phase(&m), MachinePhase::Running);
+    ctl.stop().await;
+}
+
+#[tokio::test]
+async fn a_machine_whose_updates_keep_failing_is_deleted_all_the_same() {
+    let Some((env, driver, ctl)) = running_machine(
+        "hot-delete",
+        Script {
+            update_failures: u32::MAX,
+            ..Script::default()
+        },
+    )
+    .await
+    else {
+        return;
+    };
+    wait(&env, "the record", |m| hash(m).is_some()).await;
+    set_spec(&env, &spec("x", "b")).await;
+    wait(&env, "a failed update", |m| {
+        let op = m.status.clone().unwrap_or_default().last_operation;
+        op.type_ == MachineOperationType::Update && op.state == MachineState::Failed
+    })
+    .await;
+    env.api::<Machine>()
+        .delete("m1", &DeleteParams::default())
+        .await
+        .expect("delete");
+    must_eventually(WAIT, "the machine gone", || async {
+        env.api::<Machine>()
+            .get_opt("m1")
+            .await
+            .ok()
+            .and_then(|m| m.is_none().then_some(()))
+    })
+    .await;
+    assert_eq!(driver.vm_count(), 0, "its VM deleted");
+    ctl.stop().await;
+}
