@@ -1,6 +1,9 @@
 //! The compiled-in drivers and their flags. Each provider crate sits behind a
 //! cargo feature of the same name, so a build without it does not compile its SDK.
-//! The MachineClass's `provider` field (lower-cased) selects the driver.
+//! The MachineClass's `provider` field (lower-cased) selects the driver: a
+//! compiled-in one, or (feature `grpc`) a driver in another process reached
+//! at the endpoint `--driver-endpoint <provider>=unix:///…` names, which
+//! takes the place of a compiled-in driver of the same provider.
 
 use clap::Args;
 use mcm_runtime::DriverRegistry;
@@ -29,7 +32,38 @@ pub struct ProviderArgs {
     /// default: the cloud each MachineClass names.
     #[arg(long, env = "MCM_AZURE_ENDPOINT")]
     pub azure_endpoint: Option<String>,
+    /// A driver in another process for a provider: `<provider>=unix:///path.sock`
+    /// (or `=tcp://host:port`); repeatable. Replaces a compiled-in driver of
+    /// that provider.
+    #[cfg(feature = "grpc")]
+    #[arg(long = "driver-endpoint", value_name = "PROVIDER=ENDPOINT", value_parser = driver_endpoint)]
+    pub driver_endpoints: Vec<(String, mcm_driver_grpc::Endpoint)>,
+    /// The longest one call to an out-of-process driver may take.
+    #[cfg(feature = "grpc")]
+    #[arg(long, default_value = "2m", value_parser = crate::flags::duration)]
+    pub driver_call_timeout: std::time::Duration,
 }
+
+/// Parses `--driver-endpoint <provider>=<endpoint>`.
+#[cfg(feature = "grpc")]
+pub fn driver_endpoint(s: &str) -> Result<(String, mcm_driver_grpc::Endpoint), String> {
+    let (provider, endpoint) = s.split_once('=').ok_or_else(|| {
+        format!("{s:?}: expected <provider>=<endpoint>, e.g. aws=unix:///run/mcm/aws.sock")
+    })?;
+    let provider = provider.trim().to_ascii_lowercase();
+    if provider.is_empty() {
+        return Err(format!("{s:?}: the provider is empty"));
+    }
+    let endpoint = mcm_driver_grpc::Endpoint::parse(endpoint.trim()).map_err(|e| e.to_string())?;
+    Ok((provider, endpoint))
+}
+
+/// The out-of-process drivers of a registry, for their start-up check.
+#[cfg(feature = "grpc")]
+pub type EndpointDrivers = Vec<(String, Arc<mcm_driver_grpc::GrpcDriver>)>;
+/// The out-of-process drivers of a registry (none without feature `grpc`).
+#[cfg(not(feature = "grpc"))]
+pub type EndpointDrivers = Vec<()>;
 
 /// Process-wide set-up that the compiled-in drivers need before any client
 /// is built: openstack_sdk compiles rustls' aws-lc-rs backend in next to the
@@ -39,6 +73,65 @@ pub fn init_process() {
     #[cfg(feature = "openstack")]
     mcm_provider_openstack::install_crypto_provider();
 }
+
+/// The registry of every compiled-in driver, then the out-of-process ones.
+pub fn registry_with_endpoints(
+    args: &ProviderArgs,
+) -> anyhow::Result<(DriverRegistry, EndpointDrivers)> {
+    let mut reg = registry(args)?;
+    #[allow(unused_mut)]
+    let mut endpoints = EndpointDrivers::new();
+    #[cfg(feature = "grpc")]
+    for (provider, endpoint) in &args.driver_endpoints {
+        let options = mcm_driver_grpc::ClientOptions {
+            call_timeout: args.driver_call_timeout,
+            ..Default::default()
+        };
+        let d = Arc::new(mcm_driver_grpc::GrpcDriver::new(
+            provider, endpoint, options,
+        )?);
+        reg.register(provider, d.clone());
+        endpoints.push((provider.clone(), d));
+    }
+    Ok((reg, endpoints))
+}
+
+/// Checks each out-of-process driver's `Info` at start-up, in the
+/// background: an absent or refused driver is reported and asked again
+/// (backing off up to 30 s) while the other providers work; once it
+/// answers, its declared rate limits are registered with the pacer.
+#[cfg(feature = "grpc")]
+pub fn check_endpoints(ctx: Arc<mcm_runtime::Context>, endpoints: EndpointDrivers) {
+    use std::time::Duration;
+    for (provider, d) in endpoints {
+        let ctx = ctx.clone();
+        tokio::spawn(async move {
+            let mut pause = Duration::from_secs(1);
+            loop {
+                match d.handshake().await {
+                    Ok(h) => {
+                        let limited = ctx.pacer.register(&provider, d.as_ref()).await;
+                        tracing::info!(provider = %provider, endpoint = %d.endpoint(), driver = %h.info.name,
+                            version = %h.info.version, protocol = %h.info.protocol_version,
+                            rate_limited_operations = limited, "out-of-process driver registered");
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(provider = %provider, endpoint = %d.endpoint(), code = %e.code,
+                            error = %e.message, retry_in = ?pause,
+                            "out-of-process driver not ready; its machines wait, other providers go on");
+                    }
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(30));
+            }
+        });
+    }
+}
+
+/// Without feature `grpc` there is nothing to check.
+#[cfg(not(feature = "grpc"))]
+pub fn check_endpoints(_ctx: Arc<mcm_runtime::Context>, _endpoints: EndpointDrivers) {}
 
 /// The registry of every compiled-in driver.
 pub fn registry(args: &ProviderArgs) -> anyhow::Result<DriverRegistry> {

@@ -15,8 +15,12 @@
 //! - `mcm local-cloud ...`: the simulated cloud and its operator commands.
 //! - `mcm validate -f <files…>`: decode and validate MachineClasses and
 //!   their Secrets offline, as the drivers do (check before you swap).
+//! - `mcm driver serve --provider <p> --listen unix:///…`: a compiled-in
+//!   provider's driver out of process (feature `grpc`).
 //! - `mcm crds`, `mcm version`.
 
+#[cfg(feature = "grpc")]
+mod driver_cmd;
 mod drivers;
 mod entry;
 mod flags;
@@ -58,6 +62,10 @@ enum Command {
     /// Decode and validate MachineClasses and their Secrets from YAML files,
     /// offline, with the drivers' own code (exit code 1 on errors).
     Validate(ValidateCli),
+    /// Out-of-process drivers.
+    #[cfg(feature = "grpc")]
+    #[command(subcommand)]
+    Driver(driver_cmd::DriverCommand),
     /// Print the CustomResourceDefinitions as YAML.
     Crds,
     /// Print the version.
@@ -155,6 +163,11 @@ async fn dispatch() -> anyhow::Result<()> {
                 .map_err(anyhow::Error::from)
         }
         Command::Validate(cli) => validate::run(&cli.args, &cli.providers),
+        #[cfg(feature = "grpc")]
+        Command::Driver(cmd) => {
+            init_plain_logging();
+            driver_cmd::run(cmd).await
+        }
         Command::Crds => {
             print!("{}", mcm_api::crds_yaml());
             Ok(())

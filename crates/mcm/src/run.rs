@@ -496,9 +496,9 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     } else {
         Metrics::new(&mut Registry::default())
     });
-    let drivers = match &plan.machines {
-        Some(mf) => crate::drivers::registry(&mf.providers)?,
-        None => mcm_runtime::DriverRegistry::new(),
+    let (drivers, endpoint_drivers) = match &plan.machines {
+        Some(mf) => crate::drivers::registry_with_endpoints(&mf.providers)?,
+        None => (mcm_runtime::DriverRegistry::new(), Default::default()),
     };
     let clients = mcm_runtime::Clients {
         control: control.clone(),
@@ -510,6 +510,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         }),
     };
     let ctx = Context::with_clients(clients, config, drivers, metrics.clone(), caches.clone());
+    crate::drivers::check_endpoints(ctx.clone(), endpoint_drivers);
 
     if let Some(mf) = &plan.machines {
         info!(half = CONTROLLER, providers = ?ctx.drivers.providers(), namespace = %ns, target = target.is_some(), "starting");

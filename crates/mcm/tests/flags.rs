@@ -137,3 +137,38 @@ fn an_invalid_startup_taint_key_is_rejected_naming_the_flag() {
         "a valid key must pass validation:\n{stderr}"
     );
 }
+
+#[test]
+fn a_malformed_driver_endpoint_is_rejected_naming_the_flag() {
+    rejected(
+        &["run", "--driver-endpoint=unix:///run/x.sock"],
+        &["--driver-endpoint", "<provider>=<endpoint>"],
+    );
+    rejected(
+        &["machine-controller", "--driver-endpoint", "aws=run/x.sock"],
+        &["--driver-endpoint", "absolute"],
+    );
+    rejected(
+        &["run", "--driver-endpoint=aws=tcp://host"],
+        &["--driver-endpoint", "host:port"],
+    );
+}
+
+#[test]
+fn driver_serve_refuses_a_provider_that_is_not_compiled_in() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcm"))
+        .args(["driver", "serve", "--provider", "nosuch", "--listen"])
+        .arg("unix:///nonexistent/dir/x.sock")
+        .output()
+        .expect("run the mcm binary");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("\"nosuch\" is not compiled into this binary"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("local"),
+        "the available providers are named: {stderr}"
+    );
+}

@@ -549,9 +549,8 @@ async fn moto_invalid_spec_and_wrong_provider_are_invalid_argument() {
         .expect("delete");
 }
 
-#[tokio::test]
-async fn moto_conformance_kit_passes() {
-    let Some(env) = Env::new().await else { return };
+/// The kit's fixture for a moto environment.
+fn conformance_fixture(env: &Env) -> Fixture {
     let class = class("conformance", env.spec());
     let mut other_spec = env.spec();
     other_spec["tags"] =
@@ -559,7 +558,7 @@ async fn moto_conformance_kit_passes() {
     let other = common::class("conformance-other", other_spec);
     let mut bad_volume = env.spec();
     bad_volume["blockDevices"][0]["ebs"]["volumeType"] = json!("bogus");
-    let fixture = Fixture {
+    Fixture {
         class,
         other_class: other,
         secret: secret(),
@@ -586,7 +585,30 @@ async fn moto_conformance_kit_passes() {
                 "providerSpec.blockDevices[0].ebs.volumeType".to_string(),
             ),
         ],
-    };
+    }
+}
+
+#[tokio::test]
+async fn moto_conformance_kit_passes() {
+    let Some(env) = Env::new().await else { return };
+    let fixture = conformance_fixture(&env);
     let failures = run_all(&env.driver, &fixture).await;
     assert!(failures.is_empty(), "conformance failures: {failures:#?}");
+}
+
+/// The same kit with the driver out of process: `mcm driver serve`'s server
+/// on a Unix socket, the controller's `GrpcDriver` in front of it.
+#[tokio::test]
+async fn moto_conformance_kit_passes_over_grpc() {
+    let Some(env) = Env::new().await else { return };
+    let fixture = conformance_fixture(&env);
+    let served = mcm_driver_grpc::Loopback::start(std::sync::Arc::new(env.driver), "aws")
+        .await
+        .expect("served");
+    let failures = run_all(&served.client, &fixture).await;
+    served.stop().await;
+    assert!(
+        failures.is_empty(),
+        "conformance failures over gRPC: {failures:#?}"
+    );
 }

@@ -46,6 +46,13 @@ async fn the_conformance_kit_passes_against_the_fake() {
     };
     let failures = run_all(&d, &fixture).await;
     assert!(failures.is_empty(), "{failures:#?}");
+    // The same checks out of process, through the gRPC hop.
+    let served = mcm_driver_grpc::Loopback::start(std::sync::Arc::new(d), "azure")
+        .await
+        .expect("served");
+    let failures = run_all(&served.client, &fixture).await;
+    served.stop().await;
+    assert!(failures.is_empty(), "over gRPC: {failures:#?}");
     assert!(f.vms(RG).is_empty(), "VMs left: {:?}", f.vms(RG).keys());
     assert!(f.nics(RG).is_empty(), "NICs left: {:?}", f.nics(RG).keys());
     assert!(

@@ -124,6 +124,13 @@ async fn the_driver_passes_the_conformance_kit_against_the_fake() {
     };
     let failures = run_all(&d, &f).await;
     assert!(failures.is_empty(), "{failures:#?}");
+    // The same checks out of process, through the gRPC hop.
+    let served = mcm_driver_grpc::Loopback::start(std::sync::Arc::new(d), "gcp")
+        .await
+        .expect("served");
+    let failures = run_all(&served.client, &f).await;
+    served.stop().await;
+    assert!(failures.is_empty(), "over gRPC: {failures:#?}");
     assert_eq!(
         fake.unauthenticated_requests(),
         0,

@@ -38,6 +38,13 @@ async fn the_conformance_kit_passes_against_the_fake() {
     };
     let failures = run_all(&env.driver, &fixture).await;
     assert!(failures.is_empty(), "{failures:#?}");
+    // The same checks out of process, through the gRPC hop.
+    let served = mcm_driver_grpc::Loopback::start(std::sync::Arc::new(env.driver), "openstack")
+        .await
+        .expect("served");
+    let failures = run_all(&served.client, &fixture).await;
+    served.stop().await;
+    assert!(failures.is_empty(), "over gRPC: {failures:#?}");
     assert!(
         env.fake.servers().is_empty(),
         "servers left: {:?}",

@@ -71,6 +71,24 @@ pub struct Pacer {
     swept: Mutex<Option<Instant>>,
 }
 
+/// The budget of a driver's declared limits, with the pacer's margins.
+async fn build_budget(driver: &dyn Driver) -> (Budget<CloudOp>, usize) {
+    let limits: Vec<_> = driver
+        .rate_limits()
+        .await
+        .into_iter()
+        .map(|(op, l)| {
+            let capacity = l.capacity.saturating_sub(BURST_MARGIN).max(1);
+            (
+                op,
+                BucketLimit::new(capacity, l.refill_per_sec * RATE_MARGIN),
+            )
+        })
+        .collect();
+    let n = limits.len();
+    (Budget::new(n > 0, limits), n)
+}
+
 /// A machine's reserved turn of one operation.
 struct Held {
     op: CloudOp,
@@ -107,25 +125,28 @@ impl Pacer {
         if let Some(b) = self.budgets.lock().ok()?.get(provider) {
             return Some(b.clone());
         }
-        let limits: Vec<_> = driver
-            .rate_limits()
-            .await
-            .into_iter()
-            .map(|(op, l)| {
-                let capacity = l.capacity.saturating_sub(BURST_MARGIN).max(1);
-                (
-                    op,
-                    BucketLimit::new(capacity, l.refill_per_sec * RATE_MARGIN),
-                )
-            })
-            .collect();
+        let (built, _) = build_budget(driver).await;
         let mut budgets = self.budgets.lock().ok()?;
         Some(
             budgets
                 .entry(provider.to_string())
-                .or_insert_with(|| Arc::new(Budget::new(!limits.is_empty(), limits)))
+                .or_insert_with(|| Arc::new(built))
                 .clone(),
         )
+    }
+
+    /// Registers (again) the rate limits `driver` declares now for
+    /// `provider`, replacing what an earlier call found: a driver in another
+    /// process declares its limits only once it answers (its `Info`), which
+    /// may be after the first machine asked. Turns reserved on the replaced
+    /// budget stay valid for their machines. Returns how many operations
+    /// are limited.
+    pub async fn register(&self, provider: &str, driver: &dyn Driver) -> usize {
+        let (built, n) = build_budget(driver).await;
+        if let Ok(mut budgets) = self.budgets.lock() {
+            budgets.insert(provider.to_string(), Arc::new(built));
+        }
+        n
     }
 
     /// Whether machine `key` may make its `op` call now. `exists` says which

@@ -290,3 +290,63 @@ async fn pruned_entries_give_their_turns_back() {
     assert_eq!(p.reserved_turns(), 1, "only the new machine's turn");
     assert!(w <= period() + Duration::from_millis(10), "{w:?}");
 }
+
+/// A driver that declares no limits until it is "ready" (an out-of-process
+/// driver before its Info answered).
+struct LateLimits(std::sync::atomic::AtomicBool);
+
+#[async_trait]
+impl Driver for LateLimits {
+    async fn create_machine(
+        &self,
+        _: &CreateMachineRequest,
+    ) -> DriverResult<CreateMachineResponse> {
+        Err(Status::unimplemented("not called"))
+    }
+    async fn delete_machine(
+        &self,
+        _: &DeleteMachineRequest,
+    ) -> DriverResult<DeleteMachineResponse> {
+        Err(Status::unimplemented("not called"))
+    }
+    async fn get_machine_status(
+        &self,
+        _: &GetMachineStatusRequest,
+    ) -> DriverResult<GetMachineStatusResponse> {
+        Err(Status::unimplemented("not called"))
+    }
+    async fn list_machines(&self, _: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
+        Err(Status::unimplemented("not called"))
+    }
+    async fn rate_limits(&self) -> Vec<(CloudOp, BucketLimit)> {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            vec![(CloudOp::Create, BucketLimit::new(2, 0.25))]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn limits_registered_after_the_first_call_replace_the_empty_budget() {
+    let p = Pacer::new();
+    let d = LateLimits(std::sync::atomic::AtomicBool::new(false));
+    for key in ["ns/a", "ns/b", "ns/c"] {
+        assert_eq!(
+            p.admit(key, "x", &d, &req(), CloudOp::Create, all).await,
+            Admission::Go,
+            "no limits declared yet"
+        );
+    }
+    d.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(p.register("x", &d).await, 1);
+    // Burst 2, less the one the pacer keeps back: one goes, the next waits.
+    assert_eq!(
+        p.admit("ns/d", "x", &d, &req(), CloudOp::Create, all).await,
+        Admission::Go
+    );
+    assert!(matches!(
+        p.admit("ns/e", "x", &d, &req(), CloudOp::Create, all).await,
+        Admission::Wait(_)
+    ));
+}
