@@ -39,6 +39,10 @@ fn report(yaml: &str) -> (Vec<ClassReport>, String) {
         gcp_endpoint: None,
         alicloud_endpoint: None,
         azure_endpoint: None,
+        #[cfg(feature = "grpc")]
+        driver_endpoints: Vec::new(),
+        #[cfg(feature = "grpc")]
+        driver_call_timeout: std::time::Duration::from_secs(120),
     };
     let registry = crate::drivers::registry(&args).expect("drivers");
     let reports = check_all(&objects, &|p| registry.get(Some(p)));
