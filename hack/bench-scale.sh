@@ -35,6 +35,11 @@
 #   MCM_BENCH_NO_IPV6   1 = the class without IPv6 addresses (IPv4-only Nodes)
 #   MCM_BENCH_CLOUD_ARGS extra arguments for `mcm local-cloud serve` (e.g. "--node-status-interval 5m")
 #   MCM_BENCH_WORK      the work folder (default: a new /tmp/mcm-bench.XXXXXX)
+#   MCM_BENCH_IMPL      mcm-rs (default) | reference: the same N on the same local cloud with the
+#                       reference's two halves instead of `mcm run` (Gardener MCM v0.62.1 and its
+#                       provider library with our Go driver, hack/build-reference.sh; both get
+#                       RUN_ARGS' client rate); CPU and RSS are the two processes' sums; the
+#                       report gets a section of its own (`reference N=...`)
 set -euo pipefail
 # Everything is in main, which bash parses completely before running it: editing this file
 # while a benchmark runs cannot change the running script.
@@ -57,6 +62,8 @@ REPORT=${MCM_BENCH_REPORT:-$ROOT/docs/scale-report.md}
 # --kube-api-burst=200), what a production installation runs with; the reference's built-in
 # default (20/30) makes the API server the bottleneck of any large scale-up (docs/scale-report.md).
 RUN_ARGS=${MCM_BENCH_RUN_ARGS---kube-api-qps 100 --kube-api-burst 200}
+IMPL=${MCM_BENCH_IMPL:-mcm-rs}
+case "$IMPL" in mcm-rs|reference) ;; *) echo "MCM_BENCH_IMPL must be mcm-rs or reference" >&2; exit 2 ;; esac
 CLOUD_ARGS=${MCM_BENCH_CLOUD_ARGS:-}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mcm-rs/target}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
@@ -84,6 +91,7 @@ say "work folder: $WORK (logs in $WORK/logs)"
 
 CLOUD_PID=""
 MCM_PID=""
+MCM2_PID=""
 TESTENV_STARTED=""
 stop_pid() { # name pid
   local name=$1 pid=$2
@@ -97,7 +105,8 @@ stop_pid() { # name pid
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  stop_pid "mcm run" "$MCM_PID"
+  stop_pid "controllers" "$MCM_PID"
+  stop_pid "reference manager" "$MCM2_PID"
   stop_pid "local cloud" "$CLOUD_PID"
   if [ -n "$TESTENV_STARTED" ]; then
     MCM_TESTENV_DIR=$ENV_DIR bash "$ROOT/hack/testenv.sh" down >/dev/null 2>&1 || true
@@ -121,6 +130,10 @@ BUILD_SECONDS=$((SECONDS - t))
 cp "$CARGO_TARGET_DIR/$PROFILE_DIR/mcm" "$WORK/mcm"
 MCM=$WORK/mcm
 say "built in ${BUILD_SECONDS}s: $("$MCM" version)"
+if [ "$IMPL" = reference ]; then
+  say "building the reference halves (cached by their go.sum)"
+  REF_BIN=$(bash "$ROOT/hack/build-reference.sh" | tail -n1)
+fi
 
 say "starting a separate control plane (MCM_TESTENV_DIR=$ENV_DIR)"
 TESTENV_STARTED=1
@@ -158,18 +171,33 @@ done
 "$MCM" local-cloud faults --local-cloud-url "$CLOUD_URL" > "$WORK/tunables-effective.json"
 
 METRICS_PORT=$(free_port)
-say "starting the controllers (mcm run, metrics on 127.0.0.1:$METRICS_PORT)"
-# shellcheck disable=SC2086
-NO_COLOR=1 RUST_LOG=${RUST_LOG:-info,kube=warn,hyper=warn} "$MCM" run --leader-elect=false \
-  --address 127.0.0.1 --port "$METRICS_PORT" \
-  --control-kubeconfig "$KC" --target-kubeconfig "$KC" --namespace default \
-  --local-cloud-url "$CLOUD_URL" $RUN_ARGS \
-  > "$WORK/logs/mcm.log" 2>&1 &
-MCM_PID=$!
+if [ "$IMPL" = reference ]; then
+  METRICS_PORT2=$(free_port)
+  say "starting the reference's halves (machine-controller on 127.0.0.1:$METRICS_PORT, manager on :$METRICS_PORT2)"
+  # shellcheck disable=SC2086
+  "$REF_BIN/machine-controller-local" --leader-elect=false --port "$METRICS_PORT" \
+    --control-kubeconfig "$KC" --target-kubeconfig "$KC" --namespace default \
+    --local-cloud-url "$CLOUD_URL" $RUN_ARGS > "$WORK/logs/mcm.log" 2>&1 &
+  MCM_PID=$!
+  # shellcheck disable=SC2086
+  "$REF_BIN/machine-controller-manager" --leader-elect=false --port "$METRICS_PORT2" \
+    --control-kubeconfig "$KC" --target-kubeconfig "$KC" --namespace default \
+    $RUN_ARGS > "$WORK/logs/mcm-manager.log" 2>&1 &
+  MCM2_PID=$!
+else
+  say "starting the controllers (mcm run, metrics on 127.0.0.1:$METRICS_PORT)"
+  # shellcheck disable=SC2086
+  NO_COLOR=1 RUST_LOG=${RUST_LOG:-info,kube=warn,hyper=warn} "$MCM" run --leader-elect=false \
+    --address 127.0.0.1 --port "$METRICS_PORT" \
+    --control-kubeconfig "$KC" --target-kubeconfig "$KC" --namespace default \
+    --local-cloud-url "$CLOUD_URL" $RUN_ARGS \
+    > "$WORK/logs/mcm.log" 2>&1 &
+  MCM_PID=$!
+fi
 for i in $(seq 1 150); do
   curl -sf "http://127.0.0.1:$METRICS_PORT/healthz" >/dev/null 2>&1 && break
-  kill -0 "$MCM_PID" 2>/dev/null || { tail -n 20 "$WORK/logs/mcm.log" >&2; die "mcm run exited"; }
-  [ "$i" -lt 150 ] || die "mcm run did not answer /healthz within 30 s"
+  kill -0 "$MCM_PID" 2>/dev/null || { tail -n 20 "$WORK/logs/mcm.log" >&2; die "the controllers exited"; }
+  [ "$i" -lt 150 ] || die "the controllers did not answer /healthz within 30 s"
   sleep 0.2
 done
 
@@ -196,29 +224,34 @@ for k, v in sorted(acc.items()):
 ' > "$1"
 }
 cloud_snapshot() { "$MCM" local-cloud stats --local-cloud-url "$CLOUD_URL" > "$1"; }
-proc_snapshot() { # pid file: "utime+stime seconds, VmHWM kB, VmRSS kB"
-  local pid=$1 out=$2
-  python3 - "$pid" "$CLK_TCK" > "$out" <<'PY'
+proc_snapshot() { # file pid...: "utime+stime seconds, VmHWM kB, VmRSS kB", summed over the pids
+  local out=$1; shift
+  python3 - "$CLK_TCK" "$@" > "$out" <<'PY'
 import sys
-pid, tck = sys.argv[1], int(sys.argv[2])
-try:
-    stat = open(f"/proc/{pid}/stat").read()
-    f = stat[stat.rindex(")") + 2:].split()
-    cpu = (int(f[11]) + int(f[12])) / tck  # fields 14 and 15: utime, stime
-    st = dict(l.split(":", 1) for l in open(f"/proc/{pid}/status") if ":" in l)
-    kb = lambda k: int(st[k].split()[0]) if k in st else 0
-    print(f"{cpu:.2f} {kb('VmHWM')} {kb('VmRSS')}")
-except FileNotFoundError:
-    print("0 0 0")
+tck, total = int(sys.argv[1]), [0.0, 0, 0]
+for pid in sys.argv[2:]:
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+        f = stat[stat.rindex(")") + 2:].split()
+        total[0] += (int(f[11]) + int(f[12])) / tck  # fields 14 and 15: utime, stime
+        st = dict(l.split(":", 1) for l in open(f"/proc/{pid}/status") if ":" in l)
+        kb = lambda k: int(st[k].split()[0]) if k in st else 0
+        total[1] += kb('VmHWM'); total[2] += kb('VmRSS')
+    except FileNotFoundError:
+        pass
+print(f"{total[0]:.2f} {total[1]} {total[2]}")
 PY
 }
 snapshot_all() { # name
   api_snapshot "$WORK/snap/$1.api"
   cloud_snapshot "$WORK/snap/$1.cloud.json"
-  proc_snapshot "$MCM_PID" "$WORK/snap/$1.mcm.proc"
-  proc_snapshot "$CLOUD_PID" "$WORK/snap/$1.cloud.proc"
-  proc_snapshot "$APISERVER_PID" "$WORK/snap/$1.apiserver.proc"
-  curl -sf --max-time 30 "http://127.0.0.1:$METRICS_PORT/metrics" > "$WORK/snap/$1.mcm.metrics" || true
+  # shellcheck disable=SC2086
+  proc_snapshot "$WORK/snap/$1.mcm.proc" "$MCM_PID" $MCM2_PID
+  proc_snapshot "$WORK/snap/$1.cloud.proc" "$CLOUD_PID"
+  proc_snapshot "$WORK/snap/$1.apiserver.proc" "$APISERVER_PID"
+  { curl -sf --max-time 30 "http://127.0.0.1:$METRICS_PORT/metrics" || true
+    [ -z "$MCM2_PID" ] || curl -sf --max-time 30 "http://127.0.0.1:$METRICS_PORT2/metrics" || true
+  } > "$WORK/snap/$1.mcm.metrics"
   date +%s.%N > "$WORK/snap/$1.time"
 }
 
@@ -378,7 +411,7 @@ SUMMARY=$WORK/summary.md
 SUMMARY_VARS="N PROFILE BOOT TUNABLES WORK UP_STATUS DOWN_STATUS T_FIRST_RUNNING T_ALL_VMS T_ALL_RUNNING
   T_MCD_AVAILABLE T_MACHINES_GONE T_VMS_GONE T_NODES_GONE READY_NODES IDLE BUILD_SECONDS
   OWN_UP_LIST_MACHINES OWN_UP_LIST_NODES OWN_UP_GET_MCD OWN_DOWN_LIST_MACHINES OWN_DOWN_LIST_NODES
-  LOG_WARN LOG_ERROR LOG_TOP RUN_ARGS CLOUD_ARGS CLASS_NOTE"
+  LOG_WARN LOG_ERROR LOG_TOP RUN_ARGS CLOUD_ARGS CLASS_NOTE IMPL"
 # The inputs of the summary, to regenerate it from the work folder later.
 for v in $SUMMARY_VARS; do printf '%s=%q\n' "$v" "${!v}"; done > "$WORK/summary.env"
 # shellcheck disable=SC2086
@@ -450,12 +483,16 @@ up_s = t("up") - t("before"); idle_s = t("idle") - t("up"); down_s = t("down") -
 o = []
 p = o.append
 date = datetime.datetime.fromtimestamp(t("before"), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")  # the run's start
-p(f"## N = {N}")
+REF = E.get("IMPL") == "reference"
+CTL = "the reference's two halves" if REF else "`mcm run`"
+p(f"## N = {N}, the reference's halves (Gardener MCM v0.62.1)" if REF else f"## N = {N}")
 p("")
-p(f"{date}; `bash hack/bench-scale.sh {N}`; mcm build profile: **{E['PROFILE']}** (`--no-default-features`); "
+p(f"{date}; `{'MCM_BENCH_IMPL=reference ' if REF else ''}bash hack/bench-scale.sh {N}`; mcm build profile: **{E['PROFILE']}** (`--no-default-features`); "
   f"machine: 2 cores ({os.cpu_count()} visible, shared with other work), {platform.machine()}; "
   f"one MachineDeployment of {N} replicas (maxSurge 1, maxUnavailable 0) on the `local` provider, class from {E['CLASS_NOTE']}; "
-  f"`mcm run` with defaults{(' + ' + E['RUN_ARGS']) if E['RUN_ARGS'] else ''} (concurrent syncs 50 unless overridden); "
+  + (f"the reference's machine-controller-manager v0.62.1 and machine-controller (its provider library with our Go driver for the local cloud), each with defaults{(' + ' + E['RUN_ARGS']) if E['RUN_ARGS'] else ''}; " if REF else
+     f"`mcm run` with defaults{(' + ' + E['RUN_ARGS']) if E['RUN_ARGS'] else ''} (concurrent syncs 50 unless overridden); ")
+  +
   f"boot delay {boot:g} s; simulated kubelets renew their Lease every 10 s"
   + (f"; local cloud started with `{E['CLOUD_ARGS']}`" if E.get('CLOUD_ARGS') else " and apply the Node status every 10 s") + ".")
 p("")
@@ -527,7 +564,7 @@ p("Processes (CPU = utime+stime; RSS from /proc/<pid>/status):")
 p("")
 p("| process | CPU scale-up | CPU idle | CPU scale-down | CPU total | peak RSS (VmHWM) | RSS after scale-up |")
 p("| --- | --- | --- | --- | --- | --- | --- |")
-for name, d in (("mcm run (controllers)", mcm), ("mcm local-cloud (cloud + kubelets)", cl), ("kube-apiserver", aps)):
+for name, d in (("reference halves (both processes)" if REF else "mcm run (controllers)", mcm), ("mcm local-cloud (cloud + kubelets)", cl), ("kube-apiserver", aps)):
     p(f"| {name} | {d['up'][0]-d['before'][0]:.1f} s | {d['idle'][0]-d['up'][0]:.1f} s | {d['down'][0]-d['idle'][0]:.1f} s "
       f"| {d['down'][0]:.1f} s | {d['down'][1]/1024:.0f} MiB | {d['up'][2]/1024:.0f} MiB |")
 p("")
@@ -560,7 +597,7 @@ ri = rest("idle")
 if ru:
     up_total = sum(ru.values()) - sum(rb.values())
     down_total = sum(rd.values()) - sum(ri.values())
-    p("Requests of the controllers' own kube clients (`rest_client_requests_total` of `mcm run`, "
+    p(f"Requests of the controllers' own kube clients (`rest_client_requests_total` of {CTL}, "
       "diffed; the API-server table above also holds the simulated kubelets' requests): "
       f"scale-up **{int(up_total)}** ({up_total / N:.1f} per machine; "
       + ", ".join(f"{k} {int(ru[k] - rb.get(k, 0))}" for k in sorted(ru)) + "), "
@@ -628,11 +665,12 @@ cat "$SUMMARY"
 
 if [ "$REPORT" != "none" ]; then
   mkdir -p "$(dirname "$REPORT")"
-  python3 - "$REPORT" "$SUMMARY" "$N" <<'PY'
+  python3 - "$REPORT" "$SUMMARY" "$N" "$IMPL" <<'PY'
 import sys, os
-report, summary, n = sys.argv[1], sys.argv[2], sys.argv[3]
+report, summary, n, impl = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 body = open(summary).read().rstrip("\n")
-begin, end = f"<!-- bench-scale N={n} begin -->", f"<!-- bench-scale N={n} end -->"
+tag = f"N={n}" if impl == "mcm-rs" else f"{impl} N={n}"
+begin, end = f"<!-- bench-scale {tag} begin -->", f"<!-- bench-scale {tag} end -->"
 section = f"{begin}\n{body}\n{end}"
 if os.path.exists(report):
     text = open(report).read()
