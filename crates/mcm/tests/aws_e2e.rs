@@ -20,6 +20,7 @@
 //! where it fails (`mcm_testenv::skip`).
 
 mod aws_common;
+mod e2e;
 mod ec2_proxy;
 
 use aws_common::{
@@ -102,26 +103,7 @@ async fn mcm_run_on_moto_brings_20_aws_machines_to_available_initialized_and_sca
     )
     .await;
     mcm.assert_alive();
-    // CARGO_BIN_EXE_mcm is target/<profile>/mcm, which a concurrent
-    // `--no-default-features` build in the same target folder overwrites.
-    let started = must_eventually(
-        Duration::from_secs(10),
-        "mcm run logs its providers",
-        || async {
-            std::fs::read_to_string(&mcm.log)
-                .ok()?
-                .lines()
-                .find(|l| l.contains("starting") && l.contains("providers"))
-                .map(str::to_string)
-        },
-    )
-    .await;
-    assert!(
-        started.replace('\\', "").contains("\"aws\""),
-        "{} has no AWS driver (built without the `aws` feature, e.g. by a concurrent \
-         `cargo build --no-default-features` in the same target folder): {started}",
-        env!("CARGO_BIN_EXE_mcm")
-    );
+    e2e::assert_has_driver(&mcm, "aws").await;
 
     // The class's `subnetId` works and is reported on the class, naming the canonical key.
     let events: Api<Event> = env.api();

@@ -15,6 +15,7 @@
 //! hot update treats like Running (docs/design/hot-update.md).
 
 mod aws_common;
+mod e2e;
 
 use aws_common::{
     example_class, example_documents, mcm_run, moto_setup, unique, wait_for_machines, Cloud, REGION,

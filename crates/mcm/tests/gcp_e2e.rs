@@ -13,17 +13,18 @@
 //!
 //! Without the control plane the test skips, except in CI (`CI` set and not `false`/`0`), where it fails.
 
+mod e2e;
+
+use e2e::{unique, wait_for_machines};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineClass, MachineDeployment};
 use mcm_fake_gcp::{service_account_json, FakeGce, Fault, Method};
-use mcm_testenv::{eventually, must_eventually, TestEnv};
+use mcm_testenv::{must_eventually, TestEnv};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const EXAMPLE: &str = include_str!("../../../examples/gcp-machine-class.yaml");
@@ -34,140 +35,11 @@ const ZONE: &str = "europe-west1-b";
 
 use mcm_testenv::free_port;
 
-fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{:06x}",
-        std::process::id(),
-        rand::random::<u32>() & 0xff_ffff
-    )
-}
-
 /// The documents of `examples/gcp-machine-class.yaml`.
 fn example_documents() -> Vec<Value> {
     serde_yaml::Deserializer::from_str(EXAMPLE)
         .map(|doc| Value::deserialize(doc).expect("examples/gcp-machine-class.yaml parses"))
         .collect()
-}
-
-/// `mcm run`, stopped (SIGTERM, then SIGKILL) when dropped; prints the end
-/// of its log when the test panics.
-struct McmRun {
-    child: Child,
-    log: PathBuf,
-}
-
-impl McmRun {
-    fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    fn assert_alive(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!(
-                "mcm run exited with {status}; its log ({}):\n{}",
-                self.log.display(),
-                self.log_tail(60)
-            );
-        }
-    }
-}
-
-impl Drop for McmRun {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(self.child.id().to_string())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        if std::thread::panicking() {
-            eprintln!(
-                "--- the last lines of the mcm run log ({}) ---\n{}",
-                self.log.display(),
-                self.log_tail(80)
-            );
-        }
-    }
-}
-
-fn mcm_run(ns: &str, endpoint: &str, port: u16) -> McmRun {
-    let log = std::env::temp_dir().join(format!("mcm-gcp-e2e-{ns}.log"));
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_mcm"))
-        .arg("run")
-        .arg("--control-kubeconfig")
-        .arg(mcm_testenv::kubeconfig_path())
-        .args(["--target-kubeconfig", "none", "--namespace", ns])
-        .args(["--gcp-endpoint", endpoint])
-        .args(["--leader-elect=false", "--address", "127.0.0.1"])
-        .args(["--port", &port.to_string()])
-        .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
-        .env("NO_COLOR", "1")
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn,hyper=warn".into()),
-        )
-        .stdout(Stdio::from(file.try_clone().expect("log file")))
-        .stderr(Stdio::from(file))
-        .spawn()
-        .expect("spawn mcm run");
-    McmRun { child, log }
-}
-
-/// The phase and last operation of every Machine in the namespace.
-async fn machine_states(machines: &Api<Machine>) -> BTreeMap<String, (String, String)> {
-    machines
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|m| {
-            let (phase, op) = m
-                .status
-                .as_ref()
-                .map(|s| {
-                    (
-                        s.current_status.phase.as_str().to_string(),
-                        s.last_operation.description.clone(),
-                    )
-                })
-                .unwrap_or_default();
-            (m.name_any(), (phase, op))
-        })
-        .collect()
-}
-
-async fn wait_for_machines(
-    machines: &Api<Machine>,
-    timeout: Duration,
-    what: &str,
-    done: impl Fn(&BTreeMap<String, String>) -> bool,
-) {
-    let done = &done;
-    let reached = eventually(timeout, what, || async move {
-        let phases: BTreeMap<String, String> = machine_states(machines)
-            .await
-            .into_iter()
-            .map(|(name, (phase, _))| (name, phase))
-            .collect();
-        done(&phases).then_some(())
-    })
-    .await;
-    if let Err(e) = reached {
-        panic!(
-            "{e}; the machines (phase, last operation): {:#?}",
-            machine_states(machines).await
-        );
-    }
 }
 
 /// Instances in the fake with the cluster tag: name → the UID in their metadata.
@@ -252,7 +124,7 @@ async fn mcm_run_on_the_compute_fake_brings_3_gcp_machines_to_available_through_
     assert!(!class_name.is_empty(), "the example has a MachineClass");
 
     let port = free_port();
-    let mut mcm = mcm_run(&ns, fake.endpoint(), port);
+    let mut mcm = e2e::mcm_run("gcp", &ns, port, &["--gcp-endpoint", fake.endpoint()]);
     must_eventually(
         Duration::from_secs(30),
         "mcm run listens on its /healthz port",
@@ -265,24 +137,7 @@ async fn mcm_run_on_the_compute_fake_brings_3_gcp_machines_to_available_through_
     )
     .await;
     mcm.assert_alive();
-    // CARGO_BIN_EXE_mcm may be overwritten by a concurrent build without the feature.
-    let started = must_eventually(
-        Duration::from_secs(10),
-        "mcm run logs its providers",
-        || async {
-            std::fs::read_to_string(&mcm.log)
-                .ok()?
-                .lines()
-                .find(|l| l.contains("providers"))
-                .map(str::to_string)
-        },
-    )
-    .await;
-    assert!(
-        started.replace('\\', "").contains("\"gcp\""),
-        "{} has no GCP driver (built without the `gcp` feature?): {started}",
-        env!("CARGO_BIN_EXE_mcm")
-    );
+    e2e::assert_has_driver(&mcm, "gcp").await;
 
     let deployments: Api<MachineDeployment> = env.api();
     let md: MachineDeployment = serde_json::from_value(json!({

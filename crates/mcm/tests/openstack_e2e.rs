@@ -12,6 +12,8 @@
 //!
 //! Without the control plane the test skips, except in CI (`CI` set and not `false`/`0`), where it fails.
 
+mod e2e;
+
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
@@ -21,84 +23,12 @@ use mcm_testenv::{eventually, must_eventually, TestEnv};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const EXAMPLE: &str = include_str!("../../../examples/openstack-machine-class.yaml");
 const DEPLOYMENT: &str = "openstack-e2e";
 
 use mcm_testenv::free_port;
-
-/// `mcm run`, stopped (SIGTERM, then SIGKILL) when dropped; prints its log on panic.
-struct McmRun {
-    child: Child,
-    log: PathBuf,
-}
-
-impl McmRun {
-    fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    fn assert_alive(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!(
-                "mcm run exited with {status}; its log:\n{}",
-                self.log_tail(60)
-            );
-        }
-    }
-}
-
-impl Drop for McmRun {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(self.child.id().to_string())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        if std::thread::panicking() {
-            eprintln!(
-                "--- the last lines of the mcm run log ({}) ---\n{}",
-                self.log.display(),
-                self.log_tail(80)
-            );
-        }
-    }
-}
-
-fn mcm_run(ns: &str, port: u16) -> McmRun {
-    let log = std::env::temp_dir().join(format!("mcm-openstack-e2e-{ns}.log"));
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_mcm"))
-        .arg("run")
-        .arg("--control-kubeconfig")
-        .arg(mcm_testenv::kubeconfig_path())
-        .args(["--target-kubeconfig", "none", "--namespace", ns])
-        .args(["--leader-elect=false", "--address", "127.0.0.1"])
-        .args(["--port", &port.to_string()])
-        .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
-        .env("NO_COLOR", "1")
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn,hyper=warn".into()),
-        )
-        .stdout(Stdio::from(file.try_clone().expect("log file")))
-        .stderr(Stdio::from(file))
-        .spawn()
-        .expect("spawn mcm run");
-    McmRun { child, log }
-}
 
 async fn phases(machines: &Api<Machine>) -> BTreeMap<String, String> {
     machines
@@ -184,7 +114,7 @@ async fn mcm_run_on_the_openstack_fake_brings_3_machines_to_available_and_scales
     assert!(!class_name.is_empty());
 
     let port = free_port();
-    let mut mcm = mcm_run(&ns, port);
+    let mut mcm = e2e::mcm_run("openstack", &ns, port, &[]);
     must_eventually(
         Duration::from_secs(30),
         "mcm run listens on its port",
@@ -197,26 +127,7 @@ async fn mcm_run_on_the_openstack_fake_brings_3_machines_to_available_and_scales
     )
     .await;
     mcm.assert_alive();
-    // CARGO_BIN_EXE_mcm is target/<profile>/mcm, which a concurrent
-    // `--no-default-features` build in the same target folder overwrites.
-    let started = must_eventually(
-        Duration::from_secs(10),
-        "mcm run logs its providers",
-        || async {
-            std::fs::read_to_string(&mcm.log)
-                .ok()?
-                .lines()
-                .find(|l| l.contains("providers="))
-                .map(str::to_string)
-        },
-    )
-    .await;
-    assert!(
-        started.replace('\\', "").contains("\"openstack\""),
-        "{} has no OpenStack driver (built without the `openstack` feature, e.g. by a \
-         concurrent `cargo build --no-default-features` in the same target folder): {started}",
-        env!("CARGO_BIN_EXE_mcm")
-    );
+    e2e::assert_has_driver(&mcm, "openstack").await;
 
     let deployments: Api<MachineDeployment> = env.api();
     let md: MachineDeployment = serde_json::from_value(json!({

@@ -5,30 +5,23 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
-use kube::api::{Api, ListParams};
-use kube::ResourceExt;
-use mcm_api::{Machine, MachineClass};
+use mcm_api::MachineClass;
 use mcm_provider_aws::{AwsDriver, AwsDriverConfig};
-use mcm_testenv::eventually;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// The region of `examples/aws-machine-class.yaml`.
+pub use crate::e2e::{unique, wait_for_machines, McmRun};
+
+/// `mcm run` with the AWS driver pointed at `endpoint` (moto or the EC2 proxy).
+pub fn mcm_run(ns: &str, endpoint: &str, port: u16) -> McmRun {
+    crate::e2e::mcm_run("aws", ns, port, &["--aws-endpoint", endpoint])
+}
+
 pub const REGION: &str = "eu-west-1";
 const EXAMPLE: &str = include_str!("../../../../examples/aws-machine-class.yaml");
-
-pub fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{:08x}",
-        std::process::id(),
-        rand::random::<u32>()
-    )
-}
 
 /// An unsigned IAM Query call to moto (RunInstances needs an existing
 /// instance profile, and the IAM SDK is not worth its build time for one call).
@@ -182,129 +175,6 @@ pub fn example_class(doc: &Value, cloud: &Cloud, ns: &str, cluster_tag: &str) ->
     tags.insert(cluster_tag.to_string(), json!("1"));
     assert!(tags.contains_key("kubernetes.io/role/node"));
     serde_json::from_value(doc).expect("the example's MachineClass")
-}
-
-/// `mcm run`, stopped (SIGTERM, then SIGKILL) when dropped. When the test
-/// panics, the end of its log is printed.
-pub struct McmRun {
-    pub child: Child,
-    pub log: PathBuf,
-}
-
-impl McmRun {
-    pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    pub fn assert_alive(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!(
-                "mcm run exited with {status}; its log ({}):\n{}",
-                self.log.display(),
-                self.log_tail(60)
-            );
-        }
-    }
-}
-
-impl Drop for McmRun {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(self.child.id().to_string())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        if std::thread::panicking() {
-            eprintln!(
-                "--- the last lines of the mcm run log ({}) ---\n{}",
-                self.log.display(),
-                self.log_tail(80)
-            );
-        }
-    }
-}
-
-pub fn mcm_run(ns: &str, moto: &str, port: u16) -> McmRun {
-    let log = std::env::temp_dir().join(format!("mcm-aws-e2e-{ns}.log"));
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_mcm"))
-        .arg("run")
-        .arg("--control-kubeconfig")
-        .arg(mcm_testenv::kubeconfig_path())
-        .args(["--target-kubeconfig", "none", "--namespace", ns])
-        .args(["--aws-endpoint", moto])
-        .args(["--leader-elect=false", "--address", "127.0.0.1"])
-        .args(["--port", &port.to_string()])
-        .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
-        .env("NO_COLOR", "1")
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "info,kube=warn,hyper=warn".into()),
-        )
-        .stdout(Stdio::from(file.try_clone().expect("log file")))
-        .stderr(Stdio::from(file))
-        .spawn()
-        .expect("spawn mcm run");
-    McmRun { child, log }
-}
-
-/// The phase and last operation of every Machine in the namespace.
-pub async fn machine_states(machines: &Api<Machine>) -> BTreeMap<String, (String, String)> {
-    machines
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|m| {
-            let (phase, op) = m
-                .status
-                .as_ref()
-                .map(|s| {
-                    (
-                        s.current_status.phase.as_str().to_string(),
-                        s.last_operation.description.clone(),
-                    )
-                })
-                .unwrap_or_default();
-            (m.name_any(), (phase, op))
-        })
-        .collect()
-}
-
-/// Waits until `done` holds for the Machines' phases (name → phase); on
-/// timeout, fails with every Machine's phase and last operation.
-pub async fn wait_for_machines(
-    machines: &Api<Machine>,
-    timeout: Duration,
-    what: &str,
-    done: impl Fn(&BTreeMap<String, String>) -> bool,
-) {
-    let done = &done;
-    let reached = eventually(timeout, what, || async move {
-        let phases: BTreeMap<String, String> = machine_states(machines)
-            .await
-            .into_iter()
-            .map(|(name, (phase, _))| (name, phase))
-            .collect();
-        done(&phases).then_some(())
-    })
-    .await;
-    if let Err(e) = reached {
-        panic!(
-            "{e}; the machines (phase, last operation): {:#?}",
-            machine_states(machines).await
-        );
-    }
 }
 
 impl Cloud {
