@@ -24,12 +24,12 @@ mod e2e;
 mod ec2_proxy;
 
 use aws_common::{
-    example_class, example_documents, mcm_run, moto_setup, unique, wait_for_machines, REGION,
+    create_example, deployment, mcm_run, moto_setup, unique, wait_for_machines, REGION,
 };
-use k8s_openapi::api::core::v1::{Event, Secret};
+use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
-use mcm_api::{Machine, MachineClass, MachineDeployment};
+use mcm_api::{Machine, MachineDeployment};
 use mcm_testenv::{free_port, moto_endpoint, must_eventually, TestEnv};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,33 +56,7 @@ async fn mcm_run_on_moto_brings_20_aws_machines_to_available_initialized_and_sca
     let cluster_tag = format!("kubernetes.io/cluster/{}", unique("shoot--e2e"));
 
     // The example's Secrets and MachineClass, pointed at moto.
-    let docs = example_documents();
-    let secrets: Api<Secret> = env.api();
-    let classes: Api<MachineClass> = env.api();
-    let mut class_name = String::new();
-    for doc in &docs {
-        match doc["kind"].as_str() {
-            Some("Secret") => {
-                let mut doc = doc.clone();
-                doc["metadata"]["namespace"] = json!(ns);
-                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
-                secrets
-                    .create(&PostParams::default(), &s)
-                    .await
-                    .expect("create Secret");
-            }
-            Some("MachineClass") => {
-                let class = example_class(doc, &cloud, &ns, &cluster_tag);
-                class_name = class.name_any();
-                classes
-                    .create(&PostParams::default(), &class)
-                    .await
-                    .expect("create MachineClass");
-            }
-            other => panic!("unexpected document {other:?} in examples/aws-machine-class.yaml"),
-        }
-    }
-    assert!(!class_name.is_empty(), "the example has a MachineClass");
+    let class_name = create_example(&env, &cloud, &cluster_tag).await;
     println!(
         "[{:>5.1?}] moto and the control plane are set up",
         t0.elapsed()
@@ -135,21 +109,7 @@ async fn mcm_run_on_moto_brings_20_aws_machines_to_available_initialized_and_sca
 
     // A MachineDeployment of MACHINES.
     let deployments: Api<MachineDeployment> = env.api();
-    let md: MachineDeployment = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1",
-        "kind": "MachineDeployment",
-        "metadata": {"name": DEPLOYMENT, "namespace": ns},
-        "spec": {
-            "replicas": MACHINES,
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "selector": {"matchLabels": {"name": DEPLOYMENT}},
-            "template": {
-                "metadata": {"labels": {"name": DEPLOYMENT}},
-                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
-            }
-        }
-    }))
-    .expect("MachineDeployment");
+    let md = deployment(DEPLOYMENT, &ns, MACHINES, &class_name);
     deployments
         .create(&PostParams::default(), &md)
         .await

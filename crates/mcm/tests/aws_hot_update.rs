@@ -18,9 +18,8 @@ mod aws_common;
 mod e2e;
 
 use aws_common::{
-    example_class, example_documents, mcm_run, moto_setup, unique, wait_for_machines, Cloud, REGION,
+    create_example, deployment, mcm_run, moto_setup, unique, wait_for_machines, Cloud, REGION,
 };
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineClass, MachineDeployment};
@@ -122,50 +121,13 @@ async fn editing_an_aws_class_updates_tags_and_iops_in_place_and_reports_a_machi
     let cloud = moto_setup(&moto).await;
     let cluster_tag = format!("kubernetes.io/cluster/{}", unique("shoot--hot"));
 
-    let secrets: Api<Secret> = env.api();
+    let class_name = create_example(&env, &cloud, &cluster_tag).await;
     let classes: Api<MachineClass> = env.api();
-    let mut class_name = String::new();
-    for doc in &example_documents() {
-        match doc["kind"].as_str() {
-            Some("Secret") => {
-                let mut doc = doc.clone();
-                doc["metadata"]["namespace"] = json!(ns);
-                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
-                secrets
-                    .create(&PostParams::default(), &s)
-                    .await
-                    .expect("create Secret");
-            }
-            Some("MachineClass") => {
-                let class = example_class(doc, &cloud, &ns, &cluster_tag);
-                class_name = class.name_any();
-                classes
-                    .create(&PostParams::default(), &class)
-                    .await
-                    .expect("create MachineClass");
-            }
-            _ => {}
-        }
-    }
 
     let port = free_port();
     let mut mcm = mcm_run(&ns, &moto, port);
     let deployments: Api<MachineDeployment> = env.api();
-    let md: MachineDeployment = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1",
-        "kind": "MachineDeployment",
-        "metadata": {"name": DEPLOYMENT, "namespace": ns},
-        "spec": {
-            "replicas": MACHINES,
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "selector": {"matchLabels": {"name": DEPLOYMENT}},
-            "template": {
-                "metadata": {"labels": {"name": DEPLOYMENT}},
-                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
-            }
-        }
-    }))
-    .expect("MachineDeployment");
+    let md = deployment(DEPLOYMENT, &ns, MACHINES, &class_name);
     deployments
         .create(&PostParams::default(), &md)
         .await

@@ -5,8 +5,11 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
-use mcm_api::MachineClass;
+use kube::api::{Api, PostParams};
+use kube::ResourceExt;
+use mcm_api::{MachineClass, MachineDeployment};
 use mcm_provider_aws::{AwsDriver, AwsDriverConfig};
+use mcm_testenv::TestEnv;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -248,4 +251,58 @@ pub struct Nic {
     pub id: String,
     pub source_dest_check: Option<bool>,
     pub ipv6: Vec<String>,
+}
+
+/// Creates the example's two Secrets and its MachineClass (pointed at
+/// `cloud`, tagged with `cluster_tag`) in the test's namespace; returns the
+/// class's name.
+pub async fn create_example(env: &TestEnv, cloud: &Cloud, cluster_tag: &str) -> String {
+    let ns = env.namespace.as_str();
+    let secrets: Api<Secret> = env.api();
+    let classes: Api<MachineClass> = env.api();
+    let mut class_name = String::new();
+    for doc in &example_documents() {
+        match doc["kind"].as_str() {
+            Some("Secret") => {
+                let mut doc = doc.clone();
+                doc["metadata"]["namespace"] = json!(ns);
+                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
+                secrets
+                    .create(&PostParams::default(), &s)
+                    .await
+                    .expect("create Secret");
+            }
+            Some("MachineClass") => {
+                let class = example_class(doc, cloud, ns, cluster_tag);
+                class_name = class.name_any();
+                classes
+                    .create(&PostParams::default(), &class)
+                    .await
+                    .expect("create MachineClass");
+            }
+            other => panic!("unexpected document {other:?} in examples/aws-machine-class.yaml"),
+        }
+    }
+    assert!(!class_name.is_empty(), "the example has a MachineClass");
+    class_name
+}
+
+/// A MachineDeployment `name` of `replicas` machines of class `class_name`
+/// (rolling, maxSurge 1, maxUnavailable 0), selecting on `name: <name>`.
+pub fn deployment(name: &str, ns: &str, replicas: usize, class_name: &str) -> MachineDeployment {
+    serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1",
+        "kind": "MachineDeployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": {"name": name}},
+            "template": {
+                "metadata": {"labels": {"name": name}},
+                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
+            }
+        }
+    }))
+    .expect("MachineDeployment")
 }
