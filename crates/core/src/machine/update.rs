@@ -235,7 +235,7 @@ fn applied_condition(m: &MachineView, now: DateTime<Utc>) -> Option<Vec<NodeCond
 /// The next effect of the update flow.
 #[derive(Debug, Clone, PartialEq)]
 pub enum UpdateStep {
-    /// Nothing to do (not a Running machine, or the VM matches the class).
+    /// Nothing to do (not a Running or Available machine, or the VM matches the class).
     Nothing,
     /// Record the class's spec as the last-applied one without a driver
     /// call (a machine created before this feature or by another controller).

@@ -12,7 +12,7 @@
 //! - [`delete`]: the deletion step machine's effects;
 //! - [`drain_step`]: its Drain step, run as a task that holds no reconcile slot;
 //! - [`preserve`]: preservation's effects (decisions in `mcm_core::machine::plan_preservation`);
-//! - [`update`]: hot update of a Running machine's VM when its class changes
+//! - [`update`]: hot update of a Running (or Available) machine's VM when its class changes
 //!   (decisions in `mcm_core::machine::update`; design: hot-update.md);
 //! - [`triggers`]: which changes of Machines, classes and Nodes cause a reconcile.
 //!
@@ -441,8 +441,9 @@ impl<'a> Reconciler<'a> {
                 Err(d) => return Ok(Action::requeue(d)),
             }
         }
-        // After the health check: only a machine that is (still) Running is
-        // updated in place (design: hot-update.md).
+        // After the health check: only a machine that is (still) Running, or
+        // Available without a target cluster, is updated in place (design:
+        // hot-update.md).
         match self.hot_update(&class, &secret, &driver).await? {
             Ok(r) => recheck = min_some(recheck, r),
             Err(d) => return Ok(Action::requeue(d)),

@@ -1,9 +1,10 @@
 //! Hot update's effects, one per step (decisions in
 //! [`mcm_core::machine::update::UpdateFlow`]; design: docs/design/hot-update.md).
 //!
-//! Runs for a Running machine after the health check: reads the machine's
-//! last-applied providerSpec record and the class's spec, asks the driver's
-//! pure `in_place_changes` which changes it can make live, and then adopts,
+//! Runs for a Running (or, without a target cluster, Available) machine
+//! after the health check: reads the machine's last-applied providerSpec
+//! record and the class's spec, asks the driver's pure `in_place_changes`
+//! which changes it can make live, and then adopts,
 //! reports, or marks → calls UpdateMachine (paced by the cloud budget as
 //! [`CloudOp::Update`]) → records. Never creates or deletes a VM.
 
