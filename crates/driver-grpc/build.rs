@@ -2,7 +2,10 @@
 //! compiled by protox (pure Rust: no system `protoc`).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    // Read at run time, not with `env!`: a build script compiled in one
+    // checkout is reused by cargo in another that shares the target folder.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR")?;
+    let root = std::path::Path::new(&manifest).join("../../proto");
     let file = root.join("mcm/driver/v1/driver.proto");
     println!("cargo:rerun-if-changed={}", file.display());
     let fds = protox::compile([&file], [&root])?;
