@@ -17,6 +17,9 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mcm-rs/target}
 export MCM_TESTENV_DIR=${MCM_TESTENV_DIR:-$ROOT/.mcm/testenv}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 export MCM_TEST_REQUIRE_SERVICES=1
+# Each crate's integration tests are one binary whose tests mostly wait on the
+# control plane and the clouds' fakes, so four run side by side on 2 cores.
+export RUST_TEST_THREADS=${RUST_TEST_THREADS:-4}
 T0=$SECONDS
 say() { echo "[test] $*"; }
 

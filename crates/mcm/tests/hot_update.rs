@@ -301,16 +301,20 @@ async fn class_edits_update_running_machines_in_place_without_replacing_any() {
     assert!(list.iter().all(|m| phase(m) == MachinePhase::Running));
     // The annotation is written before the status (a crash between the two
     // finishes without a second call), so the status may trail it briefly.
-    must_eventually(STEP, "lastOperation Update/Successful everywhere", || async {
-        w.list()
-            .await
-            .iter()
-            .all(|m| {
-                let op = m.status.clone().unwrap_or_default().last_operation;
-                op.type_ == MachineOperationType::Update && op.state == MachineState::Successful
-            })
-            .then_some(())
-    })
+    must_eventually(
+        STEP,
+        "lastOperation Update/Successful everywhere",
+        || async {
+            w.list()
+                .await
+                .iter()
+                .all(|m| {
+                    let op = m.status.clone().unwrap_or_default().last_operation;
+                    op.type_ == MachineOperationType::Update && op.state == MachineState::Successful
+                })
+                .then_some(())
+        },
+    )
     .await;
 
     // 2. New tags while every call fails: bounded by the backoff, machines
