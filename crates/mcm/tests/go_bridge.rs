@@ -96,7 +96,10 @@ struct Bridge {
 
 impl Bridge {
     fn start(bin: &Path, socket: &Path, args: &[&str]) -> Bridge {
-        let log = socket.with_extension("log");
+        // Beside the socket's folder, which the bridge creates (mode 0700).
+        let dir = socket.parent().and_then(Path::parent).expect("socket in a folder");
+        let name = socket.file_name().expect("socket name").to_string_lossy();
+        let log = dir.join(format!("{name}.log"));
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
