@@ -97,7 +97,10 @@ struct Bridge {
 impl Bridge {
     fn start(bin: &Path, socket: &Path, args: &[&str]) -> Bridge {
         // Beside the socket's folder, which the bridge creates (mode 0700).
-        let dir = socket.parent().and_then(Path::parent).expect("socket in a folder");
+        let dir = socket
+            .parent()
+            .and_then(Path::parent)
+            .expect("socket in a folder");
         let name = socket.file_name().expect("socket name").to_string_lossy();
         let log = dir.join(format!("{name}.log"));
         let file = std::fs::OpenOptions::new()
@@ -461,4 +464,102 @@ async fn the_bridge_socket_is_private_and_garbage_requests_are_invalid_argument(
     // Still serving.
     let d = client("fake", &socket, Duration::from_secs(5));
     d.handshake().await.expect("Info after garbage");
+}
+
+/// A Go driver's code in the Machine's status: `mcm run` with the provider
+/// `fake` at the bridge, whose reference fakes answer ResourceExhausted; the
+/// Machine's last operation carries the reference's text and code unchanged.
+#[tokio::test]
+async fn a_go_drivers_code_arrives_unchanged_in_the_machines_status() {
+    use kube::api::{Api, PostParams};
+    use mcm_testenv::{free_port, must_eventually};
+    let Some(bin) = bridge_binary() else { return };
+    let Some(env) = TestEnv::new("go-bridge-code").await else {
+        return;
+    };
+    let ns = env.namespace.clone();
+    let kubeconfig = mcm_testenv::kubeconfig_path().to_string_lossy().to_string();
+    let dir = temp_dir("status");
+    let socket = dir.0.join("run").join("fake.sock");
+    let _bridge = Bridge::start(
+        &bin,
+        &socket,
+        &[
+            "--driver",
+            "fake",
+            "--fake-error-code",
+            "ResourceExhausted",
+            "--fake-error-message",
+            "quota [of fake VMs] exceeded",
+        ],
+    )
+    .ready()
+    .await;
+    let log_path = dir.0.join("mcm.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
+    eprintln!("mcm's log: {}", log_path.display());
+    let _controllers = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_mcm"))
+            .args(["run", "--control-kubeconfig", &kubeconfig])
+            .args(["--target-kubeconfig", &kubeconfig])
+            .args(["--namespace", &ns])
+            .args(["--local-cloud-url", "http://127.0.0.1:9"])
+            .args([
+                "--driver-endpoint",
+                &format!("fake=unix://{}", socket.display()),
+            ])
+            .args(["--driver-call-timeout", "20s"])
+            .args(["--leader-elect=false", "--address", "127.0.0.1"])
+            .args(["--port", &free_port().to_string()])
+            .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
+            .stdout(Stdio::from(log.try_clone().expect("log file")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn mcm run"),
+    );
+
+    let pp = PostParams::default();
+    let class: MachineClass = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+        "metadata": {"name": "fake", "namespace": ns},
+        "provider": "fake",
+        "providerSpec": {"any": "thing"},
+        "secretRef": {"name": "userdata", "namespace": ns}
+    }))
+    .expect("MachineClass");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "userdata", "namespace": ns},
+        "stringData": {"userData": "#cloud-config\n"}
+    }))
+    .expect("Secret");
+    env.api::<Secret>()
+        .create(&pp, &secret)
+        .await
+        .expect("create Secret");
+    env.api::<MachineClass>()
+        .create(&pp, &class)
+        .await
+        .expect("create MachineClass");
+    let m: Machine = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+        "metadata": {"name": "quota", "namespace": ns},
+        "spec": {"class": {"kind": "MachineClass", "name": "fake"}}
+    }))
+    .expect("Machine");
+    let machines: Api<Machine> = env.api();
+    machines.create(&pp, &m).await.expect("create Machine");
+
+    let want =
+        "machine codes error: code = [ResourceExhausted] message = [quota [of fake VMs] exceeded]";
+    let op = must_eventually(
+        grpc_scenario::STEP,
+        "the Go driver's error in the Machine's status",
+        || async {
+            let m = machines.get("quota").await.ok()?;
+            let op = m.status?.last_operation;
+            op.description.contains(want).then_some(op)
+        },
+    )
+    .await;
+    assert_eq!(op.error_code, "ResourceExhausted", "{op:?}");
 }
