@@ -419,8 +419,9 @@ async fn a_machine_deployment_scales_to_3_and_back_to_0_through_the_go_bridge_an
     .await;
 }
 
-/// The bridge's own checks: a socket of mode 0600, and garbage in a request
-/// is InvalidArgument (never a crash of the bridge).
+/// The bridge's own checks: a socket of mode 0600, garbage in a request is
+/// InvalidArgument (never a crash of the bridge), and the Secret's data is
+/// in no line of its log, even with every call logged (`-v`).
 #[tokio::test]
 async fn the_bridge_socket_is_private_and_garbage_requests_are_invalid_argument() {
     use mcm_driver_grpc::pb::driver_client::DriverClient;
@@ -453,7 +454,10 @@ async fn the_bridge_socket_is_private_and_garbage_requests_are_invalid_argument(
         .create_machine(mcm_driver_grpc::pb::MachineRequest {
             machine_json: b"{not json".to_vec(),
             machine_class_json: b"{}".to_vec(),
-            secret_json: b"{\"data\":{\"k\":\"c2VjcmV0\"}}".to_vec(),
+            secret_json: format!(
+                r#"{{"data":{{"k":"{SECRET_B64}"}},"stringData":{{"u":"{SECRET}"}}}}"#
+            )
+            .into_bytes(),
         })
         .await
         .expect_err("garbage");
@@ -461,10 +465,40 @@ async fn the_bridge_socket_is_private_and_garbage_requests_are_invalid_argument(
     assert!(err.message().contains("machine_json"), "{}", err.message());
     let back = mcm_driver_grpc::wire::from_grpc(&err, "test");
     assert_eq!(back.code, Code::InvalidArgument);
-    // Still serving.
+    // A Secret that does not decode.
+    let err = raw
+        .create_machine(mcm_driver_grpc::pb::MachineRequest {
+            machine_json: b"{\"metadata\":{\"name\":\"m\"}}".to_vec(),
+            machine_class_json: b"{}".to_vec(),
+            secret_json: format!(r#"{{"data":{{"k":"{SECRET}"}}}}"#).into_bytes(),
+        })
+        .await
+        .expect_err("a Secret whose data is not base64");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+    assert!(!err.message().contains(SECRET), "{}", err.message());
+
+    // Still serving, and a whole machine's life with the secret in it.
     let d = client("fake", &socket, Duration::from_secs(5));
     d.handshake().await.expect("Info after garbage");
+    let mut req = request(&machine("secret"), &class("fake", "secret"));
+    req.secret.string_data = Some([("userData".to_string(), SECRET.to_string())].into());
+    d.create_machine(&req).await.expect("create");
+    d.get_machine_status(&req).await.expect("status");
+    d.delete_machine(&req).await.expect("delete");
+    drop(d);
+    let log = std::fs::read_to_string(dir.0.join("fake.sock.log")).expect("bridge log");
+    assert!(
+        log.contains("driver call served"),
+        "every call is logged: {log}"
+    );
+    for needle in [SECRET, SECRET_B64] {
+        assert!(!log.contains(needle), "the bridge logged the Secret: {log}");
+    }
 }
+
+/// A Secret value, and its base64 form as a Secret's `data` holds it.
+const SECRET: &str = "s3cr3t-Do-Not-Log";
+const SECRET_B64: &str = "czNjcjN0LURvLU5vdC1Mb2c=";
 
 /// A Go driver's code in the Machine's status: `mcm run` with the provider
 /// `fake` at the bridge, whose reference fakes answer ResourceExhausted; the
