@@ -218,7 +218,13 @@ type identity struct {
 // identity when the driver named one, and the driver's message unchanged.
 func (s *Server) fail(ctx context.Context, err error, id *identity) error {
 	st, _ := status.FromError(err)
-	code := st.Code()
+	code, message := st.Code(), st.Message()
+	if code == codes.OK || code > codes.Uninitialized {
+		// An error that says OK, or a code past the machine codes: not an
+		// answer the controller could act on.
+		message = fmt.Sprintf("the driver answered an error with the machine code %d: %s", code, message)
+		code = codes.Unknown
+	}
 	md := metadata.Pairs(MachineCodeKey, strconv.Itoa(int(code)))
 	if id != nil && id.ProviderID != "" {
 		if b, jerr := json.Marshal(id); jerr == nil {
@@ -229,10 +235,10 @@ func (s *Server) fail(ctx context.Context, err error, id *identity) error {
 		s.log.Warn("cannot set the machine code trailer", "error", serr.Error())
 	}
 	g := grpccodes.Unknown
-	if code >= 0 && code <= 16 {
+	if code <= 16 {
 		g = grpccodes.Code(code)
 	}
-	return grpcstatus.Error(g, st.Message())
+	return grpcstatus.Error(g, message)
 }
 
 func (s *Server) logResult(op string, m *v1alpha1.Machine, err error) {
