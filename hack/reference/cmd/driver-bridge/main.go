@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -48,6 +49,9 @@ func run() error {
 	fakeMessage := fs.String("fake-error-message", "injected by driver-bridge", "--driver fake: the message of --fake-error-code")
 	verbose := fs.BoolP("verbose", "v", false, "log every call (machine and namespace, never the Secret)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if *listen == "" {
