@@ -40,6 +40,12 @@ say "helm (for the chart tests)"
 MCM_HELM=$(bash hack/build-helm.sh | tail -n1)
 export MCM_HELM
 
+say "the Go driver bridge (for crates/mcm/tests/go_bridge.rs)"
+# Cached by the hash of hack/reference (go.mod, go.sum, *.go); a cold build
+# also builds the reference's halves from the Go module proxy.
+MCM_DRIVER_BRIDGE=$(bash hack/build-reference.sh | tail -n1)/driver-bridge
+export MCM_DRIVER_BRIDGE
+
 if [ -f hack/moto.sh ]; then
   say "moto_server"
   # shellcheck disable=SC1091
