@@ -10,7 +10,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod grpc_scenario;
+use crate::grpc_scenario;
 
 use mcm_testenv::{KillOnDrop, TestEnv};
 use std::process::{Command, Stdio};

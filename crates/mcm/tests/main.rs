@@ -12,6 +12,7 @@ mod dropin;
 mod e2e;
 #[cfg(feature = "aws")]
 mod ec2_proxy;
+mod grpc_scenario;
 mod rbac_calls;
 
 // The tests.
@@ -23,6 +24,8 @@ mod deploy;
 mod flags;
 mod gardener_dropin;
 mod gcp_e2e;
+#[cfg(feature = "grpc")]
+mod go_bridge;
 mod grpc_local;
 mod helm_chart;
 mod hot_update;
