@@ -3,7 +3,7 @@
 //! with a recognisable secret are created, probed, refused and deleted.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common;
+mod common;
 
 use common::*;
 use k8s_openapi::ByteString;
