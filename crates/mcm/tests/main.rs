@@ -13,6 +13,7 @@ mod e2e;
 #[cfg(feature = "aws")]
 mod ec2_proxy;
 mod grpc_scenario;
+mod local_scenario;
 mod rbac_calls;
 
 // The tests.

@@ -293,7 +293,12 @@ impl<'a> Reconciler<'a> {
                     EventType::Normal
                 },
                 phase.as_str(),
-                format!("{} -> {}: {}{vm}", display_phase(old_phase), phase, description),
+                format!(
+                    "{} -> {}: {}{vm}",
+                    display_phase(old_phase),
+                    phase,
+                    description
+                ),
             )
             .await;
         }
