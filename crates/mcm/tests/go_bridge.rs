@@ -561,15 +561,7 @@ async fn a_go_drivers_code_arrives_unchanged_in_the_machines_status() {
         "secretRef": {"name": "userdata", "namespace": ns}
     }))
     .expect("MachineClass");
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "userdata", "namespace": ns},
-        "stringData": {"userData": "#cloud-config\n"}
-    }))
-    .expect("Secret");
-    env.api::<Secret>()
-        .create(&pp, &secret)
-        .await
-        .expect("create Secret");
+    crate::local_scenario::create_userdata_secret(&env, "userdata").await;
     env.api::<MachineClass>()
         .create(&pp, &class)
         .await

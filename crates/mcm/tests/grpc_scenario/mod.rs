@@ -7,10 +7,10 @@
 //! to 0 with every VM deleted.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use k8s_openapi::api::core::v1::Secret;
+use crate::local_scenario;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use mcm_api::{Machine, MachineClass, MachineDeployment, MachinePhase};
-use mcm_provider_local::{server, AdminClient, Tunables};
+use mcm_provider_local::AdminClient;
 use mcm_testenv::{free_port, must_eventually, KillOnDrop, TempDir, TestEnv};
 use serde_json::json;
 use std::fs::File;
@@ -43,14 +43,7 @@ pub async fn scale_3_and_back_to_0(
     let kubeconfig_str = kubeconfig.to_string_lossy().to_string();
 
     let dir = TempDir(std::env::temp_dir().join(format!("mcm-{name}-{ns}")));
-    std::fs::create_dir_all(&dir.0).expect("temp dir");
-    let mut config = server::CloudConfig::new(dir.0.join("local-cloud.redb"));
-    config.zone = ns.clone();
-    config.target_kubeconfig = Some(kubeconfig.clone());
-    config.heartbeat_interval = Duration::from_secs(2);
-    config.tunables = Tunables::unlimited();
-    let (addr, _cloud) = server::spawn(config).await.expect("local cloud");
-    let url = format!("http://{addr}");
+    let (url, _cloud) = local_scenario::local_cloud(&dir, &ns, |_| {}).await;
     let admin = AdminClient::new(&url).expect("admin client");
     let socket: PathBuf = dir.0.join("sock").join("local.sock");
     let endpoint = format!("unix://{}", socket.display());
@@ -78,15 +71,7 @@ pub async fn scale_3_and_back_to_0(
     );
 
     let pp = PostParams::default();
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "userdata", "namespace": ns},
-        "stringData": {"userData": "#cloud-config\n"}
-    }))
-    .expect("Secret");
-    env.api::<Secret>()
-        .create(&pp, &secret)
-        .await
-        .expect("create Secret");
+    local_scenario::create_userdata_secret(env, "userdata").await;
     let class: MachineClass = serde_json::from_value(json!({
         "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
         "metadata": {"name": "local", "namespace": ns},

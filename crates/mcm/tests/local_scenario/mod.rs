@@ -1,5 +1,5 @@
 //! What the `local`-cloud scenarios (`hot_update.rs`, `in_place.rs`,
-//! `preservation_local.rs`) share: a namespace of the test control plane, an
+//! `preservation_local.rs`; the cloud and the Secret also `grpc_scenario`) share: a namespace of the test control plane, an
 //! in-process local cloud whose simulated kubelets register Ready Nodes in
 //! it, and the real `mcm run` binary for that namespace, its output in
 //! `$TMPDIR/mcm-<test>-<namespace>.log`. Everything stops on drop.
@@ -36,15 +36,7 @@ pub async fn start(
     let kubeconfig = mcm_testenv::kubeconfig_path();
     let kc = kubeconfig.to_string_lossy().to_string();
     let dir = TempDir(std::env::temp_dir().join(format!("mcm-{test}-{ns}")));
-    std::fs::create_dir_all(&dir.0).expect("temp dir");
-    let mut config = server::CloudConfig::new(dir.0.join("local-cloud.redb"));
-    config.zone = ns.clone();
-    config.target_kubeconfig = Some(kubeconfig.clone());
-    config.heartbeat_interval = Duration::from_secs(2);
-    config.tunables = Tunables::unlimited();
-    tune(&mut config);
-    let (addr, cloud) = server::spawn(config).await.expect("local cloud");
-    let url = format!("http://{addr}");
+    let (url, cloud) = local_cloud(&dir, &ns, tune).await;
     let log_path = std::env::temp_dir().join(format!("mcm-{test}-{ns}.log"));
     let log = std::fs::File::create(&log_path).expect("log file");
     eprintln!("controllers' log: {}", log_path.display());
@@ -80,16 +72,39 @@ pub async fn start(
 impl LocalScenario {
     /// A userData Secret `name` in the scenario's namespace.
     pub async fn create_userdata_secret(&self, name: &str) {
-        let secret: Secret = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": name, "namespace": self.ns},
-            "stringData": {"userData": "#cloud-config\n"}
-        }))
-        .expect("Secret");
-        self.env
-            .api::<Secret>()
-            .create(&PostParams::default(), &secret)
-            .await
-            .expect("Secret");
+        create_userdata_secret(&self.env, name).await;
     }
+}
+
+/// A local cloud in `dir` for the namespace `ns` (its zone, and where its
+/// simulated kubelets register Nodes): no rate limits and a 2 s heartbeat
+/// before `tune` adjusts it. Its URL and the handle that stops it on drop.
+pub async fn local_cloud(
+    dir: &TempDir,
+    ns: &str,
+    tune: impl FnOnce(&mut server::CloudConfig),
+) -> (String, server::ServerHandle) {
+    std::fs::create_dir_all(&dir.0).expect("temp dir");
+    let mut config = server::CloudConfig::new(dir.0.join("local-cloud.redb"));
+    config.zone = ns.to_string();
+    config.target_kubeconfig = Some(mcm_testenv::kubeconfig_path());
+    config.heartbeat_interval = Duration::from_secs(2);
+    config.tunables = Tunables::unlimited();
+    tune(&mut config);
+    let (addr, cloud) = server::spawn(config).await.expect("local cloud");
+    (format!("http://{addr}"), cloud)
+}
+
+/// A userData Secret `name` in the test's namespace.
+pub async fn create_userdata_secret(env: &TestEnv, name: &str) {
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name, "namespace": env.namespace},
+        "stringData": {"userData": "#cloud-config\n"}
+    }))
+    .expect("Secret");
+    env.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("Secret");
 }
