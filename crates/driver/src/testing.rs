@@ -93,6 +93,8 @@ pub struct Calls {
     pub list: AtomicU32,
     /// UpdateMachine calls.
     pub update: AtomicU32,
+    /// When each UpdateMachine call came.
+    pub update_at: Mutex<Vec<std::time::Instant>>,
 }
 
 /// The script: what the driver answers.
@@ -114,6 +116,8 @@ pub struct Script {
     pub update_in_place: Vec<String>,
     /// UpdateMachine fails this many more times (`Internal`).
     pub update_failures: u32,
+    /// The rate limits the driver declares to the controller's cloud budget.
+    pub rate_limits: Vec<(CloudOp, budget::BucketLimit)>,
 }
 
 /// The scriptable driver.
@@ -253,6 +257,10 @@ impl ScriptedDriver {
 
 #[async_trait]
 impl Driver for ScriptedDriver {
+    async fn rate_limits(&self) -> Vec<(CloudOp, budget::BucketLimit)> {
+        self.script().rate_limits
+    }
+
     async fn create_machine(
         &self,
         req: &CreateMachineRequest,
@@ -411,6 +419,9 @@ impl Driver for ScriptedDriver {
         req: &UpdateMachineRequest,
     ) -> DriverResult<UpdateMachineResponse> {
         self.calls.update.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut at) = self.calls.update_at.lock() {
+            at.push(std::time::Instant::now());
+        }
         {
             let mut script = self
                 .script

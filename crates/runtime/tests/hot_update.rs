@@ -13,7 +13,9 @@ use kube::{Client, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachineOperationType, MachinePhase, MachineState};
 use mcm_core::machine::update::AppliedSpec;
+use mcm_driver::budget::BucketLimit;
 use mcm_driver::testing::{Script, ScriptedDriver};
+use mcm_driver::CloudOp;
 use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
 use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
 use serde_json::{json, Value};
@@ -276,5 +278,93 @@ async fn a_machine_whose_updates_keep_failing_is_deleted_all_the_same() {
     })
     .await;
     assert_eq!(driver.vm_count(), 0, "its VM deleted");
+    ctl.stop().await;
+}
+
+/// Some when every Machine of the namespace passes `check`.
+async fn all(machines: &Api<Machine>, check: impl Fn(&Machine) -> bool) -> Option<()> {
+    let list = machines.list(&Default::default()).await.ok()?.items;
+    (!list.is_empty() && list.iter().all(check)).then_some(())
+}
+
+/// UpdateMachine draws on the cloud budget like every other call: a class
+/// edit for many machines is applied no faster than the driver's declared
+/// update limit allows (design: hot-update.md, "Pace").
+#[tokio::test]
+async fn a_class_edit_updates_many_machines_no_faster_than_the_update_budget() {
+    const MACHINES: usize = 5;
+    // A burst of 1, then one call a second.
+    let limit = BucketLimit::new(1, 1.0);
+    let Some(env) = TestEnv::new("hot-paced").await else {
+        return;
+    };
+    env.create_user_data_secret("creds", "#!/bin/sh\necho hi")
+        .await
+        .expect("create secret");
+    env.create_class(CLASS, "scripted", "creds", spec("x", "a"))
+        .await
+        .expect("create class");
+    let driver = Arc::new(ScriptedDriver::new(Script {
+        node_prefix: format!("{}-", env.namespace),
+        update_in_place: vec!["tags".into()],
+        rate_limits: vec![(CloudOp::Update, limit)],
+        ..Script::default()
+    }));
+    let ctl = start(&env, driver.clone());
+    let machines: Api<Machine> = env.api();
+    for i in 1..=MACHINES {
+        let m: Machine = serde_json::from_value(json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
+            "metadata": {"name": format!("m{i}"), "labels": {"name": "pool"}},
+            "spec": {"class": {"kind": "MachineClass", "name": CLASS}},
+        }))
+        .expect("machine");
+        machines
+            .create(&PostParams::default(), &m)
+            .await
+            .expect("create machine");
+    }
+    must_eventually(WAIT, "every machine past creation", || {
+        all(&machines, |m| phase(m) != MachinePhase::default())
+    })
+    .await;
+    for i in 1..=MACHINES {
+        kubelet(
+            &env.client,
+            &format!("{}-m{i}", env.namespace),
+            &format!("m{i}"),
+        )
+        .await;
+    }
+    let created = AppliedSpec::of(CLASS, &spec("x", "a")).hash;
+    must_eventually(WAIT, "every machine Running with its record", || {
+        all(&machines, |m| {
+            phase(m) == MachinePhase::Running && hash(m).as_ref() == Some(&created)
+        })
+    })
+    .await;
+
+    set_spec(&env, &spec("x", "b")).await;
+    let updated = AppliedSpec::of(CLASS, &spec("x", "b")).hash;
+    must_eventually(WAIT, "every machine updated in place", || {
+        all(&machines, |m| hash(m).as_ref() == Some(&updated))
+    })
+    .await;
+
+    let at = driver.calls.update_at.lock().expect("times").clone();
+    assert_eq!(at.len(), MACHINES, "one call per machine: {at:?}");
+    // In any stretch of time the calls are at most the burst plus what the
+    // bucket refilled meanwhile (a little slack for timer granularity).
+    for i in 0..at.len() {
+        for j in i + 1..at.len() {
+            let secs = at[j].duration_since(at[i]).as_secs_f64();
+            let allowed = f64::from(limit.capacity) + limit.refill_per_sec * (secs + 0.1);
+            assert!(
+                (j - i + 1) as f64 <= allowed,
+                "calls {i}..={j} came within {secs:.2} s, more than the budget's {allowed:.1}"
+            );
+        }
+    }
+    assert_eq!((calls(&driver.calls.create), driver.vm_count()), (5, 5));
     ctl.stop().await;
 }
