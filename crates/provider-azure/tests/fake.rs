@@ -607,3 +607,174 @@ async fn a_running_machines_vm_is_listed_as_its_own_after_the_class_location_is_
     .expect("delete");
     assert!(f.vms(RG).is_empty());
 }
+
+// ---- The fake refuses what ARM refuses; our requests pass ----
+
+/// A raw ARM call against the fake, as a client that skipped our driver
+/// would send it: the status and ARM's error envelope.
+async fn raw(
+    f: &mcm_fake_azure::FakeAzure,
+    method: reqwest::Method,
+    path_and_query: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let mut r = reqwest::Client::new()
+        .request(method, format!("{}{path_and_query}", f.url()))
+        .bearer_auth("test-token");
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let resp = r.send().await.expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+fn vm_path(vm: &str, version: &str) -> String {
+    format!(
+        "/subscriptions/{}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachines/{vm}?api-version={version}",
+        mcm_fake_azure::SUBSCRIPTION
+    )
+}
+
+/// Creates a machine through the driver (the fake took every request) and
+/// answers the stored VM, a body ARM takes, to spoil.
+async fn created_vm(f: &mcm_fake_azure::FakeAzure) -> (String, serde_json::Value) {
+    let d = driver(f);
+    let req = request(&class());
+    d.create_machine(&req)
+        .await
+        .expect("the fake takes our requests");
+    let vm = name(&req);
+    let body = f.vms(RG).remove(&vm).expect("the VM");
+    (vm, body)
+}
+
+#[tokio::test]
+async fn api_versions_are_checked_per_type_and_ours_are_published_ones() {
+    let f = fake().await;
+    // Every call of a create carried a version the fake knows.
+    let (vm, _) = created_vm(&f).await;
+    let (status, body) = raw(&f, reqwest::Method::GET, &vm_path(&vm, "2099-01-01"), None).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "NoRegisteredProviderFound");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2023-07-01"),
+        "{body}"
+    );
+    // A disk version is not a VM version: the versions are per type.
+    let (status, body) = raw(&f, reqwest::Method::GET, &vm_path(&vm, "2023-04-02"), None).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("NoRegisteredProviderFound"))
+    );
+    let no_version = vm_path(&vm, "").replace("?api-version=", "");
+    let (status, body) = raw(&f, reqwest::Method::GET, &no_version, None).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("MissingApiVersionParameter"))
+    );
+    let (status, _) = raw(&f, reqwest::Method::GET, &vm_path(&vm, "2023-07-01"), None).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn unknown_vm_members_are_refused_and_our_vm_body_has_none() {
+    let f = fake().await;
+    let (_, mut body) = created_vm(&f).await;
+    body["properties"]["hardwareProfil"] = json!({"vmSize": "Standard_D2s_v3"});
+    let (status, answer) = raw(
+        &f,
+        reqwest::Method::PUT,
+        &vm_path("spoiled", "2023-07-01"),
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], "InvalidRequestContent");
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("'hardwareProfil'"));
+    body["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("hardwareProfil");
+    body["sku"] = json!({"name": "x"});
+    let (status, answer) = raw(
+        &f,
+        reqwest::Method::PUT,
+        &vm_path("spoiled", "2023-07-01"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (400, Some("InvalidRequestContent"))
+    );
+    assert!(!f.vms(RG).contains_key("spoiled"), "nothing was created");
+}
+
+#[tokio::test]
+async fn required_vm_parameters_are_checked_and_our_vm_body_carries_them() {
+    let f = fake().await;
+    let (_, body) = created_vm(&f).await;
+    for (field, target) in [
+        ("createOption", "osDisk.createOption"),
+        ("adminUsername", "adminUsername"),
+    ] {
+        let mut b = body.clone();
+        let at = if field == "createOption" {
+            &mut b["properties"]["storageProfile"]["osDisk"]
+        } else {
+            &mut b["properties"]["osProfile"]
+        };
+        at.as_object_mut().unwrap().remove(field);
+        let (status, answer) = raw(
+            &f,
+            reqwest::Method::PUT,
+            &vm_path("spoiled", "2023-07-01"),
+            Some(b),
+        )
+        .await;
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"]["code"], "InvalidParameter");
+        assert_eq!(answer["error"]["target"], target);
+    }
+}
+
+#[tokio::test]
+async fn computer_names_compute_refuses_are_refused_and_the_driver_reports_arms_answer() {
+    let f = fake().await;
+    let (_, body) = created_vm(&f).await;
+    let mut b = body.clone();
+    b["properties"]["osProfile"]["computerName"] = json!("under_score");
+    let (status, answer) = raw(
+        &f,
+        reqwest::Method::PUT,
+        &vm_path("spoiled", "2023-07-01"),
+        Some(b),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["target"].as_str()),
+        (400, Some("computerName"))
+    );
+    // A Machine name longer than Linux allows reaches the VM's computer
+    // name; the driver carries ARM's code and message to the Machine.
+    let d = driver(&f);
+    let mut req = request(&class());
+    req.machine.metadata.name = Some(format!("m{}", "x".repeat(70)));
+    let e = d.create_machine(&req).await.unwrap_err();
+    assert!(
+        e.message.contains("InvalidParameter") && e.message.contains("64 characters"),
+        "{}",
+        e.message
+    );
+}
