@@ -164,6 +164,10 @@ pub(crate) struct State {
     pub unmatched: Vec<String>,
     pub last_server_create: Option<Value>,
     pub ip_counter: u32,
+    /// Key pairs of the project (`key_name` must name one).
+    pub keypairs: BTreeSet<String>,
+    /// Availability zones (`nova` from the start).
+    pub zones: BTreeSet<String>,
 }
 
 pub(crate) const TIME: &str = "2026-12-02T12:00:00Z";
@@ -192,6 +196,8 @@ impl State {
             unmatched: Vec::new(),
             last_server_create: None,
             ip_counter: 10,
+            keypairs: BTreeSet::new(),
+            zones: ["nova".to_string()].into_iter().collect(),
         }
     }
 
