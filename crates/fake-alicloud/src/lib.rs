@@ -9,6 +9,9 @@
 //!   `SignatureNonceUsed` for a replayed nonce);
 //! - refuses any parameter that Alibaba's ECS metadata does not list for the
 //!   action ([`metadata`]), so the client cannot drift from the real API;
+//! - refuses values ECS refuses ([`checks`]): a value that is not of the
+//!   metadata's type, a malformed instance name or tag, an unknown disk
+//!   category, each with an error code the metadata lists for the action;
 //! - moves instances from `Pending` to `Running` after
 //!   [`FakeEcs::set_pending_for`];
 //! - replays a `ClientToken`: a second RunInstances with the same token
@@ -28,6 +31,7 @@
 //! # }
 //! ```
 
+pub mod checks;
 pub mod metadata;
 pub mod state;
 pub mod verify;

@@ -526,3 +526,109 @@ async fn gzipped_userdata_reaches_ecs_byte_for_byte() {
         .unwrap();
     assert_eq!(sent, GZIPPED_CLOUD_CONFIG);
 }
+
+// ---- The fake refuses what ECS refuses; our RunInstances passes ----
+
+/// The RunInstances parameters our driver sent for a valid class (which
+/// the fake took).
+async fn sent_run_instances(
+    fake: &mcm_fake_alicloud::FakeEcs,
+    driver: &mcm_provider_alicloud::AlicloudDriver,
+) -> std::collections::BTreeMap<String, String> {
+    let c = class("c", spec("shoot--refusals"));
+    driver
+        .create_machine(&request(&machine("refusal"), &c, &secret()))
+        .await
+        .expect("ECS's checks pass for a valid class");
+    fake.requests()
+        .into_iter()
+        .rfind(|(a, _)| a == "RunInstances")
+        .map(|(_, p)| p)
+        .expect("RunInstances")
+}
+
+/// Serves a spoiled copy of the driver's parameters on a fresh fake state;
+/// the refusal's status and code, which must be one the ECS metadata
+/// documents for RunInstances with that status.
+fn refusal_of(params: std::collections::BTreeMap<String, String>) -> (u16, String) {
+    let mut st = mcm_fake_alicloud::state::State::default();
+    let e = st.handle("RunInstances", params).expect_err("refused");
+    let meta = metadata().expect("metadata");
+    assert_eq!(
+        meta.error_status("RunInstances", &e.code),
+        Some(e.status),
+        "{} is documented for RunInstances with HTTP {}",
+        e.code,
+        e.status
+    );
+    (e.status, e.code)
+}
+
+#[tokio::test]
+async fn values_not_of_the_metadata_type_are_refused_and_ours_are_typed_right() {
+    let (fake, driver) = setup().await;
+    let mut p = sent_run_instances(&fake, &driver).await;
+    p.insert("InternetMaxBandwidthOut".into(), "five".into());
+    assert_eq!(refusal_of(p.clone()), (400, "InvalidParameter".into()));
+    p.insert("InternetMaxBandwidthOut".into(), "5".into());
+    p.insert("DryRun".into(), "yes".into());
+    assert_eq!(refusal_of(p), (400, "InvalidParameter".into()));
+}
+
+#[tokio::test]
+async fn malformed_instance_names_are_refused_and_the_driver_reports_ecs_code() {
+    let (fake, driver) = setup().await;
+    let p = sent_run_instances(&fake, &driver).await;
+    for bad in ["1-starts-with-a-digit", "x", "has space", &"n".repeat(129)] {
+        let mut q = p.clone();
+        q.insert("InstanceName".into(), bad.to_string());
+        assert_eq!(
+            refusal_of(q),
+            (400, "InvalidInstanceName.Malformed".into()),
+            "{bad}"
+        );
+    }
+    // A Kubernetes name may start with a digit, an ECS instance name may
+    // not: the driver carries ECS's code to the Machine.
+    let c = class("c", spec("shoot--refusals"));
+    let mut m = machine("digit");
+    m.metadata.name = Some("0-node".into());
+    let e = driver
+        .create_machine(&request(&m, &c, &secret()))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("InvalidInstanceName.Malformed"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn reserved_tag_keys_and_unknown_disk_categories_are_refused_and_ours_pass() {
+    let (fake, driver) = setup().await;
+    let p = sent_run_instances(&fake, &driver).await;
+    let key = p
+        .iter()
+        .find(|(k, _)| k.starts_with("Tag.") && k.ends_with(".Key"))
+        .map(|(k, _)| k.clone())
+        .expect("the driver sends tags");
+    for bad in ["aliyun-owned", "acs:x", "see https://x"] {
+        let mut q = p.clone();
+        q.insert(key.clone(), bad.into());
+        assert_eq!(
+            refusal_of(q),
+            (400, "InvalidTagKey.Malformed".into()),
+            "{bad}"
+        );
+    }
+    let mut q = p.clone();
+    q.insert(key.replace("Key", "Value"), "v".repeat(129));
+    assert_eq!(refusal_of(q), (400, "InvalidTagValue.Malformed".into()));
+    let mut q = p;
+    q.insert("SystemDisk.Category".into(), "cloud_turbo".into());
+    assert_eq!(
+        refusal_of(q),
+        (400, "InvalidSystemDiskCategory.ValueNotSupported".into())
+    );
+}
