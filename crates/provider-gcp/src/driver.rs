@@ -329,25 +329,27 @@ impl GcpDriver {
                             "{ctx} failed: the insert answered alreadyExists, but the instance is gone; retry"
                         ))
                     })?;
-                match machine_uid_of(&existing) {
-                    Some(found) if !uid.is_empty() && found == uid => {
-                        info!("an instance of this machine exists already (a retried create); adopting it");
+                // Adopt our own earlier attempt, or the Go provider's VM of
+                // this name and cluster; refuse anyone else's
+                // (docs/design/safety.md, "Adoption on a retried create").
+                let carried = mcm_driver::adoption::Carried {
+                    owner: mcm_driver::MachineOwner::from_tags(
+                        mcm_driver::TagStyle::Label,
+                        |k| existing.labels.get(k).map(String::as_str),
+                    ),
+                    uid: machine_uid_of(&existing).map(str::to_string),
+                    cluster_tags: belongs(&p.spec, &existing),
+                };
+                match mcm_driver::adoption::decide(&req.machine, name, &carried) {
+                    Ok(why) => {
+                        info!(reason = why.as_str(), "an instance of this machine's name exists (a retried create); adopting it");
                         Some(existing)
                     }
-                    other => {
-                        warn!(
-                            instance_uid = other.unwrap_or("-"),
-                            "an instance of the same name belongs to another machine"
-                        );
+                    Err(refused) => {
+                        warn!(error = %refused.message, "an instance of the same name is not this machine's");
                         return Err(Status::new(
-                            Code::AlreadyExists,
-                            format!(
-                                "{ctx} failed: instance {name} exists already and belongs to {}; it is not adopted",
-                                match other {
-                                    Some(u) => format!("the machine with UID {u}"),
-                                    None => "no machine of this controller".to_string(),
-                                }
-                            ),
+                            refused.code,
+                            format!("{ctx} failed: {}", refused.message),
                         ));
                     }
                 }

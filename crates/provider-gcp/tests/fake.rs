@@ -282,18 +282,47 @@ async fn an_instance_of_the_same_name_with_another_uid_is_not_adopted() {
                "metadata": {"items": [{"key": "mcm-machine-uid", "value": "someone-else"}]}}),
     );
     let e = d.create_machine(&req(&m, &c)).await.unwrap_err();
-    assert_eq!(e.code, Code::AlreadyExists, "{e:?}");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
     assert!(e.message.contains("someone-else"), "{}", e.message);
-    // Nor one without any UID.
+    // Nor one without any UID and without the class's cluster tags.
     let m2 = machine();
     fake.put_instance(PROJECT, ZONE, json!({"name": m2.metadata.name}));
     let e = d.create_machine(&req(&m2, &c)).await.unwrap_err();
-    assert_eq!(e.code, Code::AlreadyExists, "{e:?}");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains("neither"), "{}", e.message);
     let uid = &fake.instances(PROJECT, ZONE)[&name]["metadata"]["items"][0]["value"];
     assert_eq!(
         uid, "someone-else",
         "the other machine's instance is untouched"
     );
+}
+
+#[tokio::test]
+async fn an_instance_the_go_provider_created_for_the_machine_is_adopted_by_name_and_cluster_tags() {
+    let fake = start().await;
+    let d = driver(&fake);
+    let c = class("c", spec("shoot--migrated"));
+    let m = machine();
+    let name = m.metadata.name.clone().unwrap();
+    // What machine-controller-manager-provider-gcp writes: the machine's
+    // name, the class's network tags and labels, user-data; no UID.
+    fake.put_instance(
+        PROJECT,
+        ZONE,
+        json!({"name": name, "labels": {"name": "test"},
+               "tags": {"items": ["kubernetes-io-cluster-shoot--migrated", "kubernetes-io-role-node", "extra"]},
+               "metadata": {"items": [{"key": "user-data", "value": USER_DATA}]}}),
+    );
+    let created = d.create_machine(&req(&m, &c)).await.expect("adopted");
+    assert_eq!(
+        created.provider_id,
+        format!("gce:///{PROJECT}/{ZONE}/{name}")
+    );
+    assert_eq!(fake.instance_count(), 1, "adopted, not created twice");
+    // The same VM in another cluster's class is not this machine's.
+    let other = class("o", spec("shoot--elsewhere"));
+    let e = d.create_machine(&req(&m, &other)).await.unwrap_err();
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
 }
 
 #[tokio::test]
