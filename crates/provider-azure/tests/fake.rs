@@ -254,6 +254,81 @@ async fn a_retried_create_adopts_the_vm_carrying_the_machines_uid() {
     assert_eq!(f.vms(RG).len(), 1);
 }
 
+/// A VM as the Go provider (machine-controller-manager-provider-azure)
+/// leaves it: the machine's name, the class's tags, no machine identity.
+fn go_provider_vm(tags: serde_json::Value) -> serde_json::Value {
+    json!({"location": LOCATION, "tags": tags,
+           "properties": {"provisioningState": "Succeeded", "vmId": "11111111-0000-4000-8000-000000000001",
+                          "hardwareProfile": {"vmSize": "Standard_D2s_v3"}}})
+}
+
+#[tokio::test]
+async fn a_vm_the_go_provider_created_for_the_machine_is_adopted_by_name_and_cluster_tags() {
+    let f = fake().await;
+    let d = driver(&f);
+    let req = request(&class());
+    let vm = name(&req);
+    f.put_raw(
+        "virtualMachines",
+        RG,
+        &vm,
+        go_provider_vm(
+            json!({CLUSTER_TAG: "1", "kubernetes.io-role-node": "1", "Name": "shoot--test"}),
+        ),
+    );
+    f.clear_requests();
+    let created = d.create_machine(&req).await.expect("adopted");
+    assert!(
+        created.provider_id.ends_with(&vm),
+        "{}",
+        created.provider_id
+    );
+    assert_eq!(
+        f.requests(),
+        vec![format!("GET virtualMachines/{vm}")],
+        "adopted with no further call"
+    );
+    assert!(f.nics(RG).is_empty(), "nothing created beside it");
+}
+
+#[tokio::test]
+async fn a_vm_of_the_name_that_is_not_the_machines_is_refused_not_updated() {
+    let f = fake().await;
+    let d = driver(&f);
+    // Another machine's VM (our identity tags with another UID) ...
+    let req = request(&class());
+    let vm = name(&req);
+    f.put_raw(
+        "virtualMachines",
+        RG,
+        &vm,
+        go_provider_vm(json!({CLUSTER_TAG: "1", "kubernetes.io-role-node": "1",
+                              "machine.sapcloud.io-namespace": "default", "machine.sapcloud.io-uid": "someone-else"})),
+    );
+    let e = d.create_machine(&req).await.unwrap_err();
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains("someone-else"), "{}", e.message);
+    // ... and a VM of another cluster, without identity.
+    let req = request(&class());
+    let vm = name(&req);
+    f.put_raw(
+        "virtualMachines",
+        RG,
+        &vm,
+        go_provider_vm(
+            json!({"kubernetes.io-cluster-shoot--other": "1", "kubernetes.io-role-node": "1"}),
+        ),
+    );
+    let e = d.create_machine(&req).await.unwrap_err();
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(f.nics(RG).is_empty(), "no NIC for a refused create");
+    assert_eq!(
+        f.vms(RG)[&vm]["tags"]["kubernetes.io-cluster-shoot--other"],
+        "1",
+        "the other VM is untouched"
+    );
+}
+
 #[tokio::test]
 async fn delete_removes_the_vm_its_nic_and_its_disks_and_a_second_delete_is_ok() {
     let f = fake().await;
