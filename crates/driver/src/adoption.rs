@@ -148,7 +148,11 @@ mod tests {
         ] {
             let e = decide(&machine(), "m-1", &c).unwrap_err();
             assert_eq!(e.code, Code::FailedPrecondition, "{c:?}");
-            assert!(e.message.contains("belongs to the Machine with UID"), "{}", e.message);
+            assert!(
+                e.message.contains("belongs to the Machine with UID"),
+                "{}",
+                e.message
+            );
         }
     }
 

@@ -333,10 +333,9 @@ impl GcpDriver {
                 // this name and cluster; refuse anyone else's
                 // (docs/design/safety.md, "Adoption on a retried create").
                 let carried = mcm_driver::adoption::Carried {
-                    owner: mcm_driver::MachineOwner::from_tags(
-                        mcm_driver::TagStyle::Label,
-                        |k| existing.labels.get(k).map(String::as_str),
-                    ),
+                    owner: mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Label, |k| {
+                        existing.labels.get(k).map(String::as_str)
+                    }),
                     uid: machine_uid_of(&existing).map(str::to_string),
                     cluster_tags: belongs(&p.spec, &existing),
                 };
