@@ -206,6 +206,12 @@ impl FakeOpenStack {
     pub fn add_server(&self, name: &str, metadata: Value) -> String {
         lock(&self.state).add_server_direct(name, metadata)
     }
+
+    /// Adds an ACTIVE server with a port on `network_id` (a server another
+    /// client, e.g. the Go provider, booted); returns its ID.
+    pub fn add_server_on(&self, name: &str, metadata: Value, network_id: &str) -> String {
+        lock(&self.state).add_server_on(name, metadata, network_id)
+    }
 }
 
 /// Checks the token of every request but token issuing and version discovery.

@@ -370,6 +370,23 @@ impl State {
         id
     }
 
+    /// A server as [`Self::add_server_direct`], with a Nova-made port on
+    /// `network_id` (as a server another client booted has).
+    pub fn add_server_on(&mut self, name: &str, metadata: Value, network_id: &str) -> String {
+        let id = self.add_server_direct(name, metadata);
+        let port = self.new_port("", network_id, Vec::new(), Vec::new());
+        let pid = port["id"].as_str().unwrap_or_default().to_string();
+        if let Some(p) = self.ports.get_mut(&pid) {
+            p["device_id"] = serde_json::json!(id);
+            p["device_owner"] = serde_json::json!("compute:nova");
+        }
+        if let Some(rec) = self.servers.get_mut(&id) {
+            rec.ports.push(pid.clone());
+            rec.own_ports.push(pid);
+        }
+        id
+    }
+
     /// One read of a server: BUILD counts down, then ACTIVE or ERROR.
     pub fn advance(&mut self, id: &str) {
         let Some(rec) = self.servers.get_mut(id) else {

@@ -175,13 +175,51 @@ async fn a_server_of_the_same_name_with_another_machines_uid_is_not_adopted() {
         &format!("{name}0"),
         json!({CLUSTER_KEY: "1", ROLE_KEY: "1"}),
     );
+    let e = env
+        .driver
+        .create_machine(&env.request(&c, m))
+        .await
+        .expect_err("another machine's server of the name");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains("another-uid"), "{}", e.message);
+    assert_eq!(env.fake.servers().len(), 2, "no second server of the name");
+    assert!(env.fake.servers().iter().any(|s| s["id"] == stale.as_str()));
+}
+
+#[tokio::test]
+async fn a_server_the_go_provider_created_for_the_machine_is_adopted_by_name_and_cluster_metadata()
+{
+    let env = env().await;
+    let c = class("c", env.spec());
+    let m = machine("migrated");
+    let name = m.metadata.name.clone().unwrap();
+    // What machine-controller-manager-provider-openstack writes: the
+    // machine's name and the class's tags as metadata, no UID.
+    let theirs = env.fake.add_server_on(
+        &name,
+        json!({CLUSTER_KEY: "1", ROLE_KEY: "1"}),
+        &env.network,
+    );
+    // A server of the name in another cluster is someone else's: ignored.
+    env.fake.add_server(
+        &name,
+        json!({"kubernetes.io-cluster-other": "1", ROLE_KEY: "1"}),
+    );
     let created = env
         .driver
         .create_machine(&env.request(&c, m))
         .await
-        .expect("create");
-    assert!(!created.provider_id.ends_with(&stale));
-    assert_eq!(env.fake.servers().len(), 3);
+        .expect("adopted");
+    assert!(
+        created.provider_id.ends_with(&theirs),
+        "{}",
+        created.provider_id
+    );
+    assert_eq!(
+        env.fake.calls().get("nova.servers.create"),
+        None,
+        "nothing created"
+    );
 }
 
 #[tokio::test]
