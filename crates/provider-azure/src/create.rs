@@ -89,9 +89,8 @@ impl AzureDriver {
                     uid: existing.tags.get(names::MACHINE_UID_TAG).cloned(),
                     cluster_tags: carries_cluster_tags(&ctx.spec.tags, &existing.tags),
                 };
-                let why = mcm_driver::adoption::decide(&req.machine, &vm, &carried).map_err(|e| {
+                let why = mcm_driver::adoption::decide(&req.machine, &vm, &carried).inspect_err(|e| {
                     warn!(machine = %vm, resource_group = %rg, error = %e.message, "a VM of this name is not this machine's");
-                    e
                 })?;
                 if existing.provisioning_state() == Some("Succeeded") {
                     info!(machine = %vm, resource_group = %rg, reason = why.as_str(), "adopting the VM of this machine's name");
