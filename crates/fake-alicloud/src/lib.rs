@@ -148,6 +148,38 @@ impl FakeEcs {
         s.instances.get(id).map(|i| i.status(s.pending_for))
     }
 
+    /// Creates an instance as another client would (e.g. the Go provider):
+    /// a RunInstances of `name` in `region` with `tags`, not recorded among
+    /// the requests. Returns its ID.
+    pub fn put_instance(
+        &self,
+        region: &str,
+        name: &str,
+        tags: &[(&str, &str)],
+    ) -> Result<String, String> {
+        let mut p = BTreeMap::new();
+        for (k, v) in [
+            ("RegionId", region),
+            ("ImageId", "m-fake"),
+            ("InstanceType", "ecs.g6.large"),
+            ("InstanceName", name),
+        ] {
+            p.insert(k.to_string(), v.to_string());
+        }
+        for (n, (k, v)) in tags.iter().enumerate() {
+            p.insert(format!("Tag.{}.Key", n + 1), k.to_string());
+            p.insert(format!("Tag.{}.Value", n + 1), v.to_string());
+        }
+        let mut st = self.shared.lock();
+        let seen = st.requests.len();
+        let answer = st.handle("RunInstances", p).map_err(|e| e.code)?;
+        st.requests.truncate(seen);
+        answer["InstanceIdSets"]["InstanceIdSet"][0]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| "no instance ID".to_string())
+    }
+
     /// Removes an instance behind the driver's back (as a user in the console).
     pub fn remove_instance(&self, id: &str) -> bool {
         self.shared.lock().instances.remove(id).is_some()

@@ -71,7 +71,7 @@ async fn out_of_stock_and_quota_answers_are_resource_exhausted_and_create_nothin
 }
 
 #[tokio::test]
-async fn a_replayed_client_token_adopts_the_first_instance_instead_of_creating_a_second() {
+async fn a_retried_create_adopts_the_first_instance_instead_of_creating_a_second() {
     let (fake, driver) = setup().await;
     let c = class("c", spec("shoot--replay"));
     let m = machine("m");
@@ -88,7 +88,11 @@ async fn a_replayed_client_token_adopts_the_first_instance_instead_of_creating_a
         .filter(|(a, _)| a == "RunInstances")
         .map(|(_, p)| p["ClientToken"].clone())
         .collect();
-    assert_eq!(tokens, vec![format!("mcm-{uid}"), format!("mcm-{uid}")]);
+    assert_eq!(
+        tokens,
+        vec![format!("mcm-{uid}")],
+        "the retry finds the instance by name before drawing a token"
+    );
     assert!(first.provider_id.starts_with(&format!("{REGION}.i-")));
     let id = first.provider_id.rsplit('.').next().unwrap();
     assert_eq!(first.node_name, format!("{}z", id.replacen('-', "z", 1)));
@@ -223,24 +227,83 @@ async fn delete_waits_for_a_pending_instance_and_tolerates_a_gone_one() {
 
 #[tokio::test]
 async fn two_vms_named_after_one_machine_are_out_of_range() {
-    let (_fake, driver) = setup().await;
+    let (fake, driver) = setup().await;
     let c = class("c", spec("shoot--dup"));
     let a = machine("dup");
-    let mut b = machine("dup");
-    b.metadata.name = a.metadata.name.clone();
+    let name = a.metadata.name.clone().unwrap();
     driver
         .create_machine(&request(&a, &c, &secret()))
         .await
         .unwrap();
-    driver
-        .create_machine(&request(&b, &c, &secret()))
-        .await
-        .unwrap();
+    // A second VM of the name in the cluster (made behind the driver's back).
+    fake.put_instance(
+        REGION,
+        &name,
+        &[
+            ("kubernetes.io/cluster/shoot--dup", "1"),
+            ("kubernetes.io/role/node", "1"),
+        ],
+    )
+    .unwrap();
     let err = driver
         .get_machine_status(&request(&a, &c, &secret()))
         .await
         .unwrap_err();
     assert_eq!(err.code, Code::OutOfRange, "{err:?}");
+}
+
+#[tokio::test]
+async fn an_instance_the_go_provider_created_for_the_machine_is_adopted_by_name_and_cluster_tag() {
+    let (fake, driver) = setup().await;
+    let c = class("c", spec("shoot--migrated"));
+    let m = machine("migrated");
+    let name = m.metadata.name.clone().unwrap();
+    // What machine-controller-manager-provider-alicloud writes: the
+    // machine's name and the class's tags, no identity.
+    let theirs = fake
+        .put_instance(
+            REGION,
+            &name,
+            &[
+                ("kubernetes.io/cluster/shoot--migrated", "1"),
+                ("kubernetes.io/role/node", "1"),
+            ],
+        )
+        .unwrap();
+    // Another instance of the name, of no cluster: someone else's, ignored.
+    fake.put_instance(REGION, &name, &[("team", "other")])
+        .unwrap();
+    let created = driver
+        .create_machine(&request(&m, &c, &secret()))
+        .await
+        .expect("adopted");
+    assert!(
+        created.provider_id.ends_with(&theirs),
+        "{}",
+        created.provider_id
+    );
+    assert_eq!(fake.calls().get("RunInstances"), None, "nothing created");
+}
+
+#[tokio::test]
+async fn an_instance_of_the_name_with_another_machines_identity_refuses_the_create() {
+    let (fake, driver) = setup().await;
+    let c = class("c", spec("shoot--taken"));
+    let a = machine("taken");
+    let mut b = machine("taken");
+    b.metadata.name = a.metadata.name.clone();
+    let ua = a.metadata.uid.clone().unwrap();
+    driver
+        .create_machine(&request(&a, &c, &secret()))
+        .await
+        .unwrap();
+    let e = driver
+        .create_machine(&request(&b, &c, &secret()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains(&ua), "{}", e.message);
+    assert_eq!(fake.instances().len(), 1, "no second VM of the name");
 }
 
 #[tokio::test]
@@ -489,7 +552,9 @@ async fn ecs_calls_per_machine_lifecycle() {
     println!("ECS calls for one machine (status, create, status, delete): {calls:?}");
     assert_eq!(calls.get("RunInstances"), Some(&1));
     assert_eq!(calls.get("DeleteInstance"), Some(&1));
-    assert_eq!(calls.get("DescribeInstances"), Some(&4));
+    // Status, the create's adoption look-up by name, the new instance,
+    // status, and delete's wait for the instance to go.
+    assert_eq!(calls.get("DescribeInstances"), Some(&5));
     assert_eq!(
         driver.api_calls(),
         calls,
