@@ -326,6 +326,62 @@ async fn an_instance_the_go_provider_created_for_the_machine_is_adopted_by_name_
 }
 
 #[tokio::test]
+async fn a_vm_whose_tags_no_longer_match_the_class_is_deleted_by_the_machines_identity() {
+    let fake = start().await;
+    let d = driver(&fake);
+    let m = machine();
+    let mut created = m.clone();
+    created.spec.provider_id = d
+        .create_machine(&req(&m, &class("c", spec("shoot--before"))))
+        .await
+        .unwrap()
+        .provider_id;
+    // The class's cluster tag changed since: the VM carries this Machine's
+    // UID, so it is deleted instead of keeping the Machine Terminating.
+    let now = class("c", spec("shoot--after"));
+    d.delete_machine(&req(&created, &now))
+        .await
+        .expect("deleted");
+    assert_eq!(fake.instance_count(), 0);
+
+    // The Go provider's VM (no UID) that the providerID names: deleted too.
+    let go = machine();
+    let name = go.metadata.name.clone().unwrap();
+    fake.put_instance(
+        PROJECT,
+        ZONE,
+        json!({"name": name, "tags": {"items": ["kubernetes-io-cluster-shoot--before", "kubernetes-io-role-node"]}}),
+    );
+    let mut go_m = go.clone();
+    go_m.spec.provider_id = format!("gce:///{PROJECT}/{ZONE}/{name}");
+    d.delete_machine(&req(&go_m, &now)).await.expect("deleted");
+    assert_eq!(fake.instance_count(), 0);
+
+    // Another Machine's VM under this name is kept, with a reason.
+    let other = machine();
+    let name = other.metadata.name.clone().unwrap();
+    fake.put_instance(
+        PROJECT,
+        ZONE,
+        json!({"name": name, "metadata": {"items": [{"key": "mcm-machine-uid", "value": "someone-else"}]}}),
+    );
+    let mut other_m = other.clone();
+    other_m.spec.provider_id = format!("gce:///{PROJECT}/{ZONE}/{name}");
+    let e = d.delete_machine(&req(&other_m, &now)).await.unwrap_err();
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains("someone-else"), "{}", e.message);
+    assert_eq!(fake.instance_count(), 1, "kept");
+    // Without a providerID, an instance of the name with neither identity
+    // nor tags is not this machine's: nothing to delete.
+    let stranger = machine();
+    fake.put_instance(PROJECT, ZONE, json!({"name": stranger.metadata.name}));
+    d.delete_machine(&req(&stranger, &now))
+        .await
+        .expect("nothing to delete");
+    assert_eq!(fake.instance_count(), 2);
+}
+
+#[tokio::test]
 async fn deleting_a_gone_instance_succeeds_also_when_it_vanishes_in_between() {
     let fake = start().await;
     let d = driver(&fake);
