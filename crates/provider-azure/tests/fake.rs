@@ -354,10 +354,11 @@ async fn a_half_created_machine_is_listed_by_its_nic_and_delete_removes_the_orph
     let f = fake().await;
     let d = driver(&f);
     let req = request(&class());
+    // A 500 on every try (the first and the three transient retries).
     f.inject(Fault::http(
         "PUT",
         "virtualMachines",
-        1,
+        4,
         500,
         "InternalServerError",
         "boom",
@@ -851,5 +852,71 @@ async fn computer_names_compute_refuses_are_refused_and_the_driver_reports_arms_
         e.message.contains("InvalidParameter") && e.message.contains("64 characters"),
         "{}",
         e.message
+    );
+}
+
+#[tokio::test]
+async fn transient_arm_answers_are_retried_as_the_go_sdk_does_and_persistent_ones_fail() {
+    let f = fake().await;
+    let d = driver(&f);
+    let req = request(&class());
+    let vm = name(&req);
+    f.inject(Fault::http(
+        "PUT",
+        "virtualMachines",
+        1,
+        503,
+        "ServiceUnavailable",
+        "try later",
+    ));
+    f.inject(Fault::http(
+        "PUT",
+        "virtualMachines",
+        1,
+        408,
+        "RequestTimeout",
+        "slow",
+    ));
+    d.create_machine(&req)
+        .await
+        .expect("retried through 503 and 408");
+    let puts = f
+        .requests()
+        .iter()
+        .filter(|r| *r == &format!("PUT virtualMachines/{vm}"))
+        .count();
+    assert_eq!(puts, 3, "two transient answers, then the VM");
+    assert_eq!(f.vms(RG).len(), 1);
+
+    // More transient answers than the retries: the call fails, Internal.
+    let req = request(&class());
+    f.inject(Fault::http(
+        "GET",
+        "virtualMachines",
+        4,
+        500,
+        "InternalServerError",
+        "boom",
+    ));
+    let e = d.create_machine(&req).await.unwrap_err();
+    assert_eq!(e.code, Code::Internal, "{e:?}");
+    assert!(e.message.contains("InternalServerError"), "{}", e.message);
+    // A 400 is not transient: no retry.
+    f.clear_faults();
+    f.clear_requests();
+    f.inject(Fault::http(
+        "GET",
+        "virtualMachines",
+        1,
+        400,
+        "BadRequest",
+        "no",
+    ));
+    let req = request(&class());
+    let e = d.create_machine(&req).await.unwrap_err();
+    assert_eq!(
+        f.requests(),
+        vec![format!("GET virtualMachines/{}", name(&req))],
+        "{e:?}"
     );
 }
