@@ -17,6 +17,7 @@
 //! [`conformance`] holds reusable async checks that each provider crate runs
 //! against its own backend.
 
+pub mod adoption;
 pub mod bounded;
 pub mod budget;
 pub mod class_check;

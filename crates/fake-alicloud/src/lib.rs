@@ -9,6 +9,9 @@
 //!   `SignatureNonceUsed` for a replayed nonce);
 //! - refuses any parameter that Alibaba's ECS metadata does not list for the
 //!   action ([`metadata`]), so the client cannot drift from the real API;
+//! - refuses values ECS refuses ([`checks`]): a value that is not of the
+//!   metadata's type, a malformed instance name or tag, an unknown disk
+//!   category, each with an error code the metadata lists for the action;
 //! - moves instances from `Pending` to `Running` after
 //!   [`FakeEcs::set_pending_for`];
 //! - replays a `ClientToken`: a second RunInstances with the same token
@@ -28,6 +31,7 @@
 //! # }
 //! ```
 
+pub mod checks;
 pub mod metadata;
 pub mod state;
 pub mod verify;
@@ -142,6 +146,38 @@ impl FakeEcs {
     pub fn status_of(&self, id: &str) -> Option<&'static str> {
         let s = self.shared.lock();
         s.instances.get(id).map(|i| i.status(s.pending_for))
+    }
+
+    /// Creates an instance as another client would (e.g. the Go provider):
+    /// a RunInstances of `name` in `region` with `tags`, not recorded among
+    /// the requests. Returns its ID.
+    pub fn put_instance(
+        &self,
+        region: &str,
+        name: &str,
+        tags: &[(&str, &str)],
+    ) -> Result<String, String> {
+        let mut p = BTreeMap::new();
+        for (k, v) in [
+            ("RegionId", region),
+            ("ImageId", "m-fake"),
+            ("InstanceType", "ecs.g6.large"),
+            ("InstanceName", name),
+        ] {
+            p.insert(k.to_string(), v.to_string());
+        }
+        for (n, (k, v)) in tags.iter().enumerate() {
+            p.insert(format!("Tag.{}.Key", n + 1), k.to_string());
+            p.insert(format!("Tag.{}.Value", n + 1), v.to_string());
+        }
+        let mut st = self.shared.lock();
+        let seen = st.requests.len();
+        let answer = st.handle("RunInstances", p).map_err(|e| e.code)?;
+        st.requests.truncate(seen);
+        answer["InstanceIdSets"]["InstanceIdSet"][0]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| "no instance ID".to_string())
     }
 
     /// Removes an instance behind the driver's back (as a user in the console).

@@ -140,6 +140,9 @@ impl State {
                 format!("{bad} is not a parameter of {action} in the ECS metadata"),
             ));
         }
+        if let Err((code, message)) = crate::checks::values(meta, action, &params) {
+            return Err(fault(400, code, message));
+        }
         self.requests.push((action.to_string(), params.clone()));
         if let Some((code, status)) = self.faults.get_mut(action).and_then(VecDeque::pop_front) {
             return Err(fault(status, &code, "injected by the fake"));

@@ -16,12 +16,18 @@
 //! is never returned.
 //! Errors use ARM's envelope `{"error": {"code", "message"}}`.
 //!
+//! Like ARM, every request's `api-version` is checked per resource type, and a
+//! VM PUT is refused when its body has a member the API version does not
+//! define, misses a required parameter or names a computer name Compute
+//! refuses (`checks`; the sources are listed in the README).
+//!
 //! Faults are injected per operation ([`Fault`]): an HTTP error (404, 409,
 //! 429 with `Retry-After`, `OperationNotAllowed`, quota, …) instead of the
 //! answer, or a long-running operation that ends `Failed` with a code such
 //! as `AllocationFailed`. The response shapes follow the `x-ms-examples` of
 //! `Azure/azure-rest-api-specs` kept in `testdata/azure-rest-api-specs`.
 
+mod checks;
 mod resources;
 mod server;
 mod state;

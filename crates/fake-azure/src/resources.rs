@@ -384,6 +384,9 @@ fn put_vm(
     mut body: Value,
     failure: Option<(String, String)>,
 ) -> Reply {
+    if let Err(r) = crate::checks::vm_put(&body) {
+        return crate::server::refused(r);
+    }
     let location = body["location"].as_str().unwrap_or_default().to_string();
     if location.is_empty() {
         return arm_error(

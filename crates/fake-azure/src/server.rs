@@ -21,6 +21,15 @@ pub(crate) fn arm_error(status: u16, code: &str, message: &str) -> Reply {
     Reply::json(status, json!({"error": {"code": code, "message": message}}))
 }
 
+/// A check's refusal as ARM answers it (with `target` when it names one).
+pub(crate) fn refused((status, code, message, target): crate::checks::Refused) -> Reply {
+    let mut e = json!({"code": code, "message": message});
+    if let Some(t) = target {
+        e["target"] = json!(t);
+    }
+    Reply::json(status, json!({ "error": e }))
+}
+
 fn eq(a: &str, b: &str) -> bool {
     a.eq_ignore_ascii_case(b)
 }
@@ -96,6 +105,9 @@ fn dispatch(s: &mut State, method: &Method, uri: &Uri, headers: &HeaderMap, body
             "AuthenticationFailed",
             "Authentication failed. The 'Authorization' header is missing.",
         );
+    }
+    if let Err(r) = crate::checks::api_version(&segs, uri.query()) {
+        return refused(r);
     }
     let json_body = || serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
     let m = method.as_str();

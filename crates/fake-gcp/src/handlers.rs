@@ -119,17 +119,10 @@ async fn insert_instance(
         _ => return error(400, "parseError", "Parse Error"),
     };
     st.inserted.push(instance.clone());
-    let Some(name) = instance
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-    else {
-        return error(
-            400,
-            "required",
-            "Required field 'resource.name' not specified",
-        );
-    };
+    if let Err((status, reason, message)) = crate::checks::insert(&instance) {
+        return error(status, reason, &message);
+    }
+    let name = instance["name"].as_str().unwrap_or_default().to_string();
     let key = (project.clone(), zone.clone(), name.clone());
     let failing = matches!(fault, Some(Fault::OperationError { .. }));
     st.insert_log
@@ -364,15 +357,6 @@ fn update_instance(
     Json(op).into_response()
 }
 
-/// A label key or value as Compute allows it: lowercase letters, digits,
-/// `_` and `-`, at most 63 characters; a key starts with a letter.
-fn label_ok(s: &str, key: bool) -> bool {
-    s.len() <= 63
-        && (!key || s.starts_with(|c: char| c.is_ascii_lowercase()))
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-}
-
 /// `instances.setLabels` (`InstancesSetLabelsRequest`): replaces every
 /// label when `labelFingerprint` is the instance's.
 async fn set_labels(
@@ -397,24 +381,7 @@ async fn set_labels(
                 ));
             }
             let labels = b.get("labels").cloned().unwrap_or(json!({}));
-            let Some(map) = labels.as_object() else {
-                return Err((400, "invalid", "Invalid value for field 'labels'".into()));
-            };
-            if map.len() > 64 {
-                return Err((400, "invalid", "Resource has more than 64 labels".into()));
-            }
-            for (k, v) in map {
-                let value = v.as_str().unwrap_or_default();
-                if !label_ok(k, true) || !label_ok(value, false) {
-                    return Err((
-                    400,
-                    "invalid",
-                    format!(
-                        "Invalid value for field 'labels': '{k}={value}'. Label keys and values can only contain lowercase letters, numeric characters, underscores and dashes, at most 63 characters; keys must start with a lowercase letter."
-                    ),
-                ));
-                }
-            }
+            crate::checks::labels(&labels)?;
             i.insert("labelFingerprint".into(), json!(fingerprint(&labels)));
             i.insert("labels".into(), labels);
             Ok(())

@@ -33,11 +33,17 @@
 //! `ZONE_RESOURCE_POOL_EXHAUSTED`). A duplicate insert answers 409
 //! `alreadyExists` like the real API.
 //!
+//! `instances.insert` refuses what Compute Engine refuses (see `checks`
+//! and the README): a body outside the discovery schema, a name that is
+//! not RFC 1035, a missing machine type or disk, malformed labels, and
+//! scheduling combinations GCE does not allow.
+//!
 //! Authentication is not checked beyond the presence of a bearer token
 //! ([`FakeGce::unauthenticated_requests`] counts requests without one).
 //! This crate is test support only (`publish = false`), never a dependency of
 //! the product.
 
+mod checks;
 mod filter;
 mod handlers;
 mod state;

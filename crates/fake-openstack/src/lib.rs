@@ -11,6 +11,10 @@
 //! samples (the provider's `samples` test checks them against the samples
 //! shipped in the `nova` and `neutron-lib` source distributions).
 //!
+//! A server create is refused as Nova refuses it (`nova::create_checks`):
+//! a member Nova's request schema does not allow, an unknown `key_name`
+//! or availability zone, a server group hint that is not a UUID.
+//!
 //! Everything runs on `127.0.0.1` on a port chosen by the OS; state lives in
 //! memory. Faults are injected per operation ([`Fault`]), servers can be kept
 //! in `BUILD` for a number of polls or sent to `ERROR`, and every request is
@@ -120,6 +124,16 @@ impl FakeOpenStack {
         lock(&self.state).add_flavor(name)
     }
 
+    /// Adds a key pair: a server create may name it as `key_name`.
+    pub fn add_keypair(&self, name: &str) {
+        lock(&self.state).keypairs.insert(name.to_string());
+    }
+
+    /// Adds an availability zone (`nova` is there from the start).
+    pub fn add_availability_zone(&self, name: &str) {
+        lock(&self.state).zones.insert(name.to_string());
+    }
+
     /// Adds an image (visible through Nova's image proxy); returns its ID.
     pub fn add_image(&self, name: &str) -> String {
         lock(&self.state).add_image(name)
@@ -191,6 +205,12 @@ impl FakeOpenStack {
     /// Adds a server directly (as another tool would), with the given metadata; returns its ID.
     pub fn add_server(&self, name: &str, metadata: Value) -> String {
         lock(&self.state).add_server_direct(name, metadata)
+    }
+
+    /// Adds an ACTIVE server with a port on `network_id` (a server another
+    /// client, e.g. the Go provider, booted); returns its ID.
+    pub fn add_server_on(&self, name: &str, metadata: Value, network_id: &str) -> String {
+        lock(&self.state).add_server_on(name, metadata, network_id)
     }
 }
 

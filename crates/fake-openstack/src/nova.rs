@@ -60,12 +60,99 @@ fn bad(msg: &str) -> Response {
     error(StatusCode::BAD_REQUEST, msg)
 }
 
+/// Members of `server` in Nova's create request schema
+/// (`nova/api/openstack/compute/schemas/servers.py`, 2.1 up to the
+/// microversions the driver may negotiate).
+const SERVER_MEMBERS: &[&str] = &[
+    "name",
+    "imageRef",
+    "flavorRef",
+    "adminPass",
+    "metadata",
+    "networks",
+    "OS-DCF:diskConfig",
+    "accessIPv4",
+    "accessIPv6",
+    "personality",
+    "availability_zone",
+    "block_device_mapping",
+    "block_device_mapping_v2",
+    "config_drive",
+    "key_name",
+    "min_count",
+    "max_count",
+    "return_reservation_id",
+    "security_groups",
+    "user_data",
+    "description",
+    "tags",
+    "trusted_image_certificates",
+    "host",
+    "hypervisor_hostname",
+    "hostname",
+];
+
+fn is_uuid(s: &str) -> bool {
+    let hex: String = s.chars().filter(|c| *c != '-').collect();
+    hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// What Nova checks of a create request before it schedules, with Nova's
+/// messages: the request schema (no additional properties in `server`, the
+/// `group` hint a string, here a UUID as the server group IDs are), then the
+/// key pair and the availability zone.
+pub(crate) fn create_checks(st: &crate::state::State, body: &Value) -> Result<(), String> {
+    let srv = &body["server"];
+    let Some(members) = srv.as_object() else {
+        return Err(
+            "Invalid input for field/attribute server. Value: None. None is not of type 'object'"
+                .into(),
+        );
+    };
+    for k in members.keys() {
+        if !SERVER_MEMBERS.contains(&k.as_str()) {
+            return Err(format!(
+                "Invalid input for field/attribute server. Value: {srv}. Additional properties are not allowed ('{k}' was unexpected)"
+            ));
+        }
+    }
+    for hints in ["os:scheduler_hints", "OS-SCH-HNT:scheduler_hints"] {
+        if let Some(g) = body[hints].get("group") {
+            let ok = g.as_str().is_some_and(is_uuid);
+            if !ok {
+                let why = if g.is_string() {
+                    format!("{g} is not a 'uuid'")
+                } else {
+                    format!("{g} is not of type 'string'")
+                };
+                return Err(format!(
+                    "Invalid input for field/attribute group. Value: {g}. {why}"
+                ));
+            }
+        }
+    }
+    if let Some(k) = srv.get("key_name") {
+        if !k.as_str().is_some_and(|k| st.keypairs.contains(k)) {
+            return Err("Invalid key_name provided.".into());
+        }
+    }
+    if let Some(az) = srv.get("availability_zone").and_then(Value::as_str) {
+        if !st.zones.contains(az) {
+            return Err("The requested availability zone is not available".into());
+        }
+    }
+    Ok(())
+}
+
 async fn create_server(State(s): State<Shared>, Json(body): Json<Value>) -> Response {
     if let Some(r) = begin(&s, Op::CreateServer) {
         return r;
     }
     let mut st = lock(&s);
     st.last_server_create = Some(body.clone());
+    if let Err(message) = create_checks(&st, &body) {
+        return bad(&message);
+    }
     let srv = &body["server"];
     let Some(name) = srv["name"].as_str().filter(|n| !n.is_empty()) else {
         return bad("Invalid input for field/attribute name.");

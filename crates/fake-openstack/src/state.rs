@@ -164,6 +164,10 @@ pub(crate) struct State {
     pub unmatched: Vec<String>,
     pub last_server_create: Option<Value>,
     pub ip_counter: u32,
+    /// Key pairs of the project (`key_name` must name one).
+    pub keypairs: BTreeSet<String>,
+    /// Availability zones (`nova` from the start).
+    pub zones: BTreeSet<String>,
 }
 
 pub(crate) const TIME: &str = "2026-12-02T12:00:00Z";
@@ -192,6 +196,8 @@ impl State {
             unmatched: Vec::new(),
             last_server_create: None,
             ip_counter: 10,
+            keypairs: BTreeSet::new(),
+            zones: ["nova".to_string()].into_iter().collect(),
         }
     }
 
@@ -361,6 +367,23 @@ impl State {
             created: TIME.into(),
         };
         self.servers.insert(id.clone(), rec);
+        id
+    }
+
+    /// A server as [`Self::add_server_direct`], with a Nova-made port on
+    /// `network_id` (as a server another client booted has).
+    pub fn add_server_on(&mut self, name: &str, metadata: Value, network_id: &str) -> String {
+        let id = self.add_server_direct(name, metadata);
+        let port = self.new_port("", network_id, Vec::new(), Vec::new());
+        let pid = port["id"].as_str().unwrap_or_default().to_string();
+        if let Some(p) = self.ports.get_mut(&pid) {
+            p["device_id"] = serde_json::json!(id);
+            p["device_owner"] = serde_json::json!("compute:nova");
+        }
+        if let Some(rec) = self.servers.get_mut(&id) {
+            rec.ports.push(pid.clone());
+            rec.own_ports.push(pid);
+        }
         id
     }
 

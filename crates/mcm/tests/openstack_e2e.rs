@@ -63,6 +63,7 @@ async fn mcm_run_on_the_openstack_fake_brings_3_machines_to_available_and_scales
     fake.add_flavor("m1.large");
     fake.add_image("ubuntu-24.04");
     fake.add_security_group("shoot--demo-nodes");
+    fake.add_keypair("shoot--demo-ssh-publickey");
     let network = fake.add_network("shoot--demo");
     let subnet = fake.add_subnet(&network, "shoot--demo-nodes", "10.250.0.0/24");
     fake.set_build_polls(1);

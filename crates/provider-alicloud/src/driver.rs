@@ -70,6 +70,25 @@ pub fn node_name(instance_id: &str) -> String {
     format!("{}z", instance_id.replacen('-', "z", 1))
 }
 
+/// What an instance carries of a machine: its identity tags and whether it
+/// has the class's cluster tag (and role tag, when the class has one).
+fn carried(spec: &AlicloudProviderSpec, i: &Instance) -> mcm_driver::adoption::Carried {
+    let tag = |k: &str| {
+        i.tags()
+            .iter()
+            .find(|t| t.tag_key == k)
+            .map(|t| t.tag_value.as_str())
+    };
+    let has = |t: Option<(&str, &str)>| t.is_none_or(|(k, _)| tag(k).is_some());
+    mcm_driver::adoption::Carried {
+        owner: mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Slash, tag),
+        uid: None,
+        cluster_tags: spec.cluster_tag().is_some()
+            && has(spec.cluster_tag())
+            && has(spec.role_tag()),
+    }
+}
+
 fn machine_name(m: &Machine) -> Result<&str, Status> {
     m.metadata
         .name
@@ -196,14 +215,67 @@ impl AlicloudDriver {
         Ok(Prepared { spec, ecs })
     }
 
-    /// The instances named after the machine that carry the class's cluster tag.
-    async fn instances_by_name(&self, p: &Prepared, name: &str) -> Result<Vec<Instance>, EcsError> {
+    /// Every instance ECS answers for the machine's name (its name filter
+    /// is exact; the check is repeated), whatever its tags.
+    async fn named(&self, p: &Prepared, name: &str) -> Result<Vec<Instance>, EcsError> {
         let mut f = Params::new();
         f.set("InstanceName", name);
-        if let Some((k, v)) = p.spec.cluster_tag() {
-            f.set_tags([(k, v)]);
+        Ok(p.ecs
+            .describe_instances(&f)
+            .await?
+            .into_iter()
+            .filter(|i| i.instance_name == name)
+            .collect())
+    }
+
+    /// The machine's instances, found by name as the reference finds them:
+    /// those carrying the class's cluster tag or this Machine's identity (so
+    /// a class whose cluster tag changed still finds its VMs).
+    async fn instances_by_name(
+        &self,
+        p: &Prepared,
+        machine: &Machine,
+        name: &str,
+    ) -> Result<Vec<Instance>, EcsError> {
+        Ok(self
+            .named(p, name)
+            .await?
+            .into_iter()
+            .filter(|i| {
+                let c = carried(&p.spec, i);
+                c.cluster_tags
+                    || mcm_driver::adoption::decide(machine, name, &c)
+                        == Ok(mcm_driver::adoption::Adopted::Identity)
+            })
+            .collect())
+    }
+
+    /// The instance a create adopts (docs/design/safety.md, "Adoption on a
+    /// retried create"): of the machine's name, with this Machine's identity
+    /// or, without one, the class's cluster tag (the Go provider's instance).
+    /// One with another Machine's identity refuses the create; instances of
+    /// the name with neither are someone else's and ignored (ECS names are
+    /// not unique).
+    async fn adoptable(
+        &self,
+        p: &Prepared,
+        machine: &Machine,
+        name: &str,
+    ) -> Result<Option<Instance>, Status> {
+        let what = format!("looking up the VM of machine {name}");
+        let mut refused = None;
+        for i in self.named(p, name).await.map_err(|e| e.status(&what))? {
+            let c = carried(&p.spec, &i);
+            match mcm_driver::adoption::decide(machine, name, &c) {
+                Ok(why) => {
+                    info!(instance_id = %i.instance_id, reason = why.as_str(), "machine already has a VM; adopting it");
+                    return Ok(Some(i));
+                }
+                Err(e) if c.owner.is_some() => refused = Some(e),
+                Err(_) => {}
+            }
         }
-        p.ecs.describe_instances(&f).await
+        refused.map_or(Ok(None), Err)
     }
 
     /// Polls an instance until DescribeInstances shows it with a status other
@@ -241,17 +313,10 @@ impl AlicloudDriver {
         let user_data = base64::engine::general_purpose::STANDARD.encode(user_data);
         let what = format!("creating the VM of machine {name}");
         for generation in 0..MAX_TOKEN_GENERATIONS {
-            if generation > 0 {
-                // An earlier token's instance is gone: make sure no VM of this
-                // machine exists before drawing a new token.
-                let existing = self
-                    .instances_by_name(&p, name)
-                    .await
-                    .map_err(|e| e.status(&what))?;
-                if let Some(i) = existing.first() {
-                    info!(instance_id = %i.instance_id, "machine already has a VM; adopting it");
-                    return Ok(create_response(&p.spec.region, i));
-                }
+            // A VM of this machine (an earlier attempt whose token is gone, or
+            // the Go provider's) is adopted before a token is drawn.
+            if let Some(i) = self.adoptable(&p, &req.machine, name).await? {
+                return Ok(create_response(&p.spec.region, &i));
             }
             let token = client_token(uid, generation);
             let params = run_params(&p.spec, name, &user_data, &token);
@@ -295,7 +360,7 @@ impl AlicloudDriver {
         let p = self.prepare(&req.machine_class, &req.secret, false)?;
         let name = machine_name(&req.machine)?;
         let found = self
-            .instances_by_name(&p, name)
+            .instances_by_name(&p, &req.machine, name)
             .await
             .map_err(|e| e.status(&format!("looking up the VM of machine {name}")))?;
         match found.as_slice() {
@@ -330,7 +395,7 @@ impl AlicloudDriver {
         let ids: Vec<String> = match Some(pid).filter(|s| !s.is_empty()) {
             Some(pid) => vec![instance_id_of(pid).to_string()],
             None => self
-                .instances_by_name(&p, name)
+                .instances_by_name(&p, &req.machine, name)
                 .await
                 .map_err(|e| e.status(&what))?
                 .into_iter()
@@ -447,7 +512,7 @@ impl AlicloudDriver {
         let last =
             AlicloudProviderSpec::from_json(&req.last_applied_provider_spec).unwrap_or_default();
         let found = self
-            .instances_by_name(&p, name)
+            .instances_by_name(&p, &req.machine, name)
             .await
             .map_err(|e| e.status(&format!("looking up the VM of machine {name}")))?;
         let instance = match found.as_slice() {

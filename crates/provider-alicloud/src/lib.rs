@@ -30,7 +30,12 @@
 //!   base64-encoded). Secrets and user data are never logged.
 //!
 //! ## Behaviour
-//! - **CreateMachine**: RunInstances with `InstanceName` = machine name and
+//! - **CreateMachine**: first looks the machine's name up (DescribeInstances
+//!   by `InstanceName`) and adopts the instance that carries this Machine's
+//!   identity or, without one, the class's cluster and role tags (the Go
+//!   provider's instance); one with another Machine's identity refuses the
+//!   create (`FailedPrecondition`). Otherwise RunInstances with
+//!   `InstanceName` = machine name and
 //!   `ClientToken` = `mcm-<machine uid>`, so a retried create returns the
 //!   instance of the first call; the answer's instance is then looked up
 //!   (DescribeInstances by ID). When a token names an instance deleted since,
@@ -38,8 +43,10 @@
 //!   `<region>.<instance-id>`, node name = the instance ID with its first `-`
 //!   replaced by `z` plus a trailing `z`.
 //! - **InitializeMachine** answers `Unimplemented`, as the reference.
-//! - **GetMachineStatus**: DescribeInstances by machine name (and the cluster
-//!   tag): `NotFound` for none, `OutOfRange` for several.
+//! - **GetMachineStatus**: DescribeInstances by machine name, keeping the
+//!   instances with the class's cluster tag or this Machine's identity (a
+//!   class whose cluster tag changed still finds them): `NotFound` for none,
+//!   `OutOfRange` for several.
 //! - **DeleteMachine**: DeleteInstance with `Force=true` for the providerID's
 //!   instance (or every instance named after the machine); gone = OK; a
 //!   Pending/Starting/Stopping instance is awaited up to

@@ -71,7 +71,7 @@ async fn out_of_stock_and_quota_answers_are_resource_exhausted_and_create_nothin
 }
 
 #[tokio::test]
-async fn a_replayed_client_token_adopts_the_first_instance_instead_of_creating_a_second() {
+async fn a_retried_create_adopts_the_first_instance_instead_of_creating_a_second() {
     let (fake, driver) = setup().await;
     let c = class("c", spec("shoot--replay"));
     let m = machine("m");
@@ -88,7 +88,11 @@ async fn a_replayed_client_token_adopts_the_first_instance_instead_of_creating_a
         .filter(|(a, _)| a == "RunInstances")
         .map(|(_, p)| p["ClientToken"].clone())
         .collect();
-    assert_eq!(tokens, vec![format!("mcm-{uid}"), format!("mcm-{uid}")]);
+    assert_eq!(
+        tokens,
+        vec![format!("mcm-{uid}")],
+        "the retry finds the instance by name before drawing a token"
+    );
     assert!(first.provider_id.starts_with(&format!("{REGION}.i-")));
     let id = first.provider_id.rsplit('.').next().unwrap();
     assert_eq!(first.node_name, format!("{}z", id.replacen('-', "z", 1)));
@@ -223,24 +227,83 @@ async fn delete_waits_for_a_pending_instance_and_tolerates_a_gone_one() {
 
 #[tokio::test]
 async fn two_vms_named_after_one_machine_are_out_of_range() {
-    let (_fake, driver) = setup().await;
+    let (fake, driver) = setup().await;
     let c = class("c", spec("shoot--dup"));
     let a = machine("dup");
-    let mut b = machine("dup");
-    b.metadata.name = a.metadata.name.clone();
+    let name = a.metadata.name.clone().unwrap();
     driver
         .create_machine(&request(&a, &c, &secret()))
         .await
         .unwrap();
-    driver
-        .create_machine(&request(&b, &c, &secret()))
-        .await
-        .unwrap();
+    // A second VM of the name in the cluster (made behind the driver's back).
+    fake.put_instance(
+        REGION,
+        &name,
+        &[
+            ("kubernetes.io/cluster/shoot--dup", "1"),
+            ("kubernetes.io/role/node", "1"),
+        ],
+    )
+    .unwrap();
     let err = driver
         .get_machine_status(&request(&a, &c, &secret()))
         .await
         .unwrap_err();
     assert_eq!(err.code, Code::OutOfRange, "{err:?}");
+}
+
+#[tokio::test]
+async fn an_instance_the_go_provider_created_for_the_machine_is_adopted_by_name_and_cluster_tag() {
+    let (fake, driver) = setup().await;
+    let c = class("c", spec("shoot--migrated"));
+    let m = machine("migrated");
+    let name = m.metadata.name.clone().unwrap();
+    // What machine-controller-manager-provider-alicloud writes: the
+    // machine's name and the class's tags, no identity.
+    let theirs = fake
+        .put_instance(
+            REGION,
+            &name,
+            &[
+                ("kubernetes.io/cluster/shoot--migrated", "1"),
+                ("kubernetes.io/role/node", "1"),
+            ],
+        )
+        .unwrap();
+    // Another instance of the name, of no cluster: someone else's, ignored.
+    fake.put_instance(REGION, &name, &[("team", "other")])
+        .unwrap();
+    let created = driver
+        .create_machine(&request(&m, &c, &secret()))
+        .await
+        .expect("adopted");
+    assert!(
+        created.provider_id.ends_with(&theirs),
+        "{}",
+        created.provider_id
+    );
+    assert_eq!(fake.calls().get("RunInstances"), None, "nothing created");
+}
+
+#[tokio::test]
+async fn an_instance_of_the_name_with_another_machines_identity_refuses_the_create() {
+    let (fake, driver) = setup().await;
+    let c = class("c", spec("shoot--taken"));
+    let a = machine("taken");
+    let mut b = machine("taken");
+    b.metadata.name = a.metadata.name.clone();
+    let ua = a.metadata.uid.clone().unwrap();
+    driver
+        .create_machine(&request(&a, &c, &secret()))
+        .await
+        .unwrap();
+    let e = driver
+        .create_machine(&request(&b, &c, &secret()))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains(&ua), "{}", e.message);
+    assert_eq!(fake.instances().len(), 1, "no second VM of the name");
 }
 
 #[tokio::test]
@@ -489,7 +552,9 @@ async fn ecs_calls_per_machine_lifecycle() {
     println!("ECS calls for one machine (status, create, status, delete): {calls:?}");
     assert_eq!(calls.get("RunInstances"), Some(&1));
     assert_eq!(calls.get("DeleteInstance"), Some(&1));
-    assert_eq!(calls.get("DescribeInstances"), Some(&4));
+    // Status, the create's adoption look-up by name, the new instance,
+    // status, and delete's wait for the instance to go.
+    assert_eq!(calls.get("DescribeInstances"), Some(&5));
     assert_eq!(
         driver.api_calls(),
         calls,
@@ -525,4 +590,110 @@ async fn gzipped_userdata_reaches_ecs_byte_for_byte() {
         .decode(&run["UserData"])
         .unwrap();
     assert_eq!(sent, GZIPPED_CLOUD_CONFIG);
+}
+
+// ---- The fake refuses what ECS refuses; our RunInstances passes ----
+
+/// The RunInstances parameters our driver sent for a valid class (which
+/// the fake took).
+async fn sent_run_instances(
+    fake: &mcm_fake_alicloud::FakeEcs,
+    driver: &mcm_provider_alicloud::AlicloudDriver,
+) -> std::collections::BTreeMap<String, String> {
+    let c = class("c", spec("shoot--refusals"));
+    driver
+        .create_machine(&request(&machine("refusal"), &c, &secret()))
+        .await
+        .expect("ECS's checks pass for a valid class");
+    fake.requests()
+        .into_iter()
+        .rfind(|(a, _)| a == "RunInstances")
+        .map(|(_, p)| p)
+        .expect("RunInstances")
+}
+
+/// Serves a spoiled copy of the driver's parameters on a fresh fake state;
+/// the refusal's status and code, which must be one the ECS metadata
+/// documents for RunInstances with that status.
+fn refusal_of(params: std::collections::BTreeMap<String, String>) -> (u16, String) {
+    let mut st = mcm_fake_alicloud::state::State::default();
+    let e = st.handle("RunInstances", params).expect_err("refused");
+    let meta = metadata().expect("metadata");
+    assert_eq!(
+        meta.error_status("RunInstances", &e.code),
+        Some(e.status),
+        "{} is documented for RunInstances with HTTP {}",
+        e.code,
+        e.status
+    );
+    (e.status, e.code)
+}
+
+#[tokio::test]
+async fn values_not_of_the_metadata_type_are_refused_and_ours_are_typed_right() {
+    let (fake, driver) = setup().await;
+    let mut p = sent_run_instances(&fake, &driver).await;
+    p.insert("InternetMaxBandwidthOut".into(), "five".into());
+    assert_eq!(refusal_of(p.clone()), (400, "InvalidParameter".into()));
+    p.insert("InternetMaxBandwidthOut".into(), "5".into());
+    p.insert("DryRun".into(), "yes".into());
+    assert_eq!(refusal_of(p), (400, "InvalidParameter".into()));
+}
+
+#[tokio::test]
+async fn malformed_instance_names_are_refused_and_the_driver_reports_ecs_code() {
+    let (fake, driver) = setup().await;
+    let p = sent_run_instances(&fake, &driver).await;
+    for bad in ["1-starts-with-a-digit", "x", "has space", &"n".repeat(129)] {
+        let mut q = p.clone();
+        q.insert("InstanceName".into(), bad.to_string());
+        assert_eq!(
+            refusal_of(q),
+            (400, "InvalidInstanceName.Malformed".into()),
+            "{bad}"
+        );
+    }
+    // A Kubernetes name may start with a digit, an ECS instance name may
+    // not: the driver carries ECS's code to the Machine.
+    let c = class("c", spec("shoot--refusals"));
+    let mut m = machine("digit");
+    m.metadata.name = Some("0-node".into());
+    let e = driver
+        .create_machine(&request(&m, &c, &secret()))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("InvalidInstanceName.Malformed"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn reserved_tag_keys_and_unknown_disk_categories_are_refused_and_ours_pass() {
+    let (fake, driver) = setup().await;
+    let p = sent_run_instances(&fake, &driver).await;
+    let key = p
+        .iter()
+        .find(|(k, _)| k.starts_with("Tag.") && k.ends_with(".Key"))
+        .map(|(k, _)| k.clone())
+        .expect("the driver sends tags");
+    for bad in ["aliyun-owned", "acs:x", "see https://x"] {
+        let mut q = p.clone();
+        q.insert(key.clone(), bad.into());
+        assert_eq!(
+            refusal_of(q),
+            (400, "InvalidTagKey.Malformed".into()),
+            "{bad}"
+        );
+    }
+    let mut q = p.clone();
+    q.insert(key.replace("Key", "Value"), "v".repeat(129));
+    assert_eq!(refusal_of(q), (400, "InvalidTagValue.Malformed".into()));
+    let mut q = p;
+    q.insert("SystemDisk.Category".into(), "cloud_turbo".into());
+    assert_eq!(
+        refusal_of(q),
+        (400, "InvalidSystemDiskCategory.ValueNotSupported".into())
+    );
 }

@@ -38,7 +38,9 @@
 //!
 //! ## Behaviour
 //! - **CreateMachine** adopts a VM that already carries the machine's `Name`
-//!   tag, else calls RunInstances with a `ClientToken` derived from the
+//!   tag and the class's cluster and role tags, when it carries this
+//!   Machine's identity or none (the Go provider's VM); one carrying another
+//!   Machine's identity refuses the create (`FailedPrecondition`). Else it calls RunInstances with a `ClientToken` derived from the
 //!   Machine's UID (a retried create returns the same instance; a token whose
 //!   instance was terminated since moves on to the next token generation), tags
 //!   instance, volumes and interfaces with the spec's tags plus

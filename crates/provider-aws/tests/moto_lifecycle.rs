@@ -447,3 +447,99 @@ async fn moto_delete_after_the_class_moved_region_terminates_the_vm_where_it_liv
         "the instance in region A was terminated: {states:?}"
     );
 }
+
+/// Launches an instance as another client would (the Go provider): the
+/// machine's `Name`, the class's cluster and role tags, plus `extra` tags.
+async fn launch_foreign(env: &Env, name: &str, extra: &[(&str, &str)]) -> String {
+    use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+    let mut tags = TagSpecification::builder()
+        .resource_type(ResourceType::Instance)
+        .tags(Tag::builder().key("Name").value(name).build())
+        .tags(Tag::builder().key(&env.cluster).value("1").build())
+        .tags(
+            Tag::builder()
+                .key("kubernetes.io/role/node")
+                .value("1")
+                .build(),
+        );
+    for (k, v) in extra {
+        tags = tags.tags(Tag::builder().key(*k).value(*v).build());
+    }
+    let out = env
+        .client
+        .run_instances()
+        .image_id(&env.ami)
+        .instance_type(aws_sdk_ec2::types::InstanceType::M5Large)
+        .subnet_id(&env.subnet)
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(tags.build())
+        .send()
+        .await
+        .expect("RunInstances");
+    out.instances()[0]
+        .instance_id()
+        .expect("instance id")
+        .to_string()
+}
+
+#[tokio::test]
+async fn moto_a_vm_the_go_provider_created_for_the_machine_is_adopted_by_name_and_cluster_tags() {
+    let Some(env) = Env::new().await else { return };
+    let class = class("migrated", env.spec());
+    let m = machine("migrated");
+    let name = m.metadata.name.clone().expect("name");
+    let theirs = launch_foreign(&env, &name, &[]).await;
+    let created = env
+        .driver
+        .create_machine(&request(&m, &class, &secret()))
+        .await
+        .expect("adopted");
+    assert_eq!(instance_id(&created.provider_id), theirs);
+    let live = env
+        .instances_named(&name)
+        .await
+        .into_iter()
+        .filter(|i| i.state().and_then(|s| s.name()).map(|s| s.as_str()) != Some("terminated"))
+        .count();
+    assert_eq!(live, 1, "adopted, not launched a second time");
+    env.driver
+        .delete_machine(&request(&m, &class, &secret()))
+        .await
+        .expect("delete");
+}
+
+#[tokio::test]
+async fn moto_a_vm_of_the_name_with_another_machines_identity_refuses_the_create() {
+    let Some(env) = Env::new().await else { return };
+    let class = class("taken", env.spec());
+    let m = machine("taken");
+    let name = m.metadata.name.clone().expect("name");
+    let theirs = launch_foreign(
+        &env,
+        &name,
+        &[
+            ("machine.sapcloud.io/namespace", "default"),
+            (
+                "machine.sapcloud.io/uid",
+                "0000aaaa-0000-4000-8000-00000000beef",
+            ),
+        ],
+    )
+    .await;
+    let e = env
+        .driver
+        .create_machine(&request(&m, &class, &secret()))
+        .await
+        .expect_err("another machine's VM");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains("0000aaaa"), "{}", e.message);
+    let live: Vec<String> = env
+        .instances_named(&name)
+        .await
+        .into_iter()
+        .filter(|i| i.state().and_then(|s| s.name()).map(|s| s.as_str()) != Some("terminated"))
+        .filter_map(|i| i.instance_id().map(str::to_string))
+        .collect();
+    assert_eq!(live, vec![theirs], "no second VM of the name");
+}

@@ -10,6 +10,24 @@ use mcm_driver::{Code, CreateMachineRequest, CreateMachineResponse, DriverResult
 use std::collections::BTreeMap;
 use tracing::{info, warn};
 
+/// Whether `vm_tags` carry the class's cluster tag and, if the class has
+/// one, its role tag (what the Go provider writes onto a VM).
+fn carries_cluster_tags(
+    class_tags: &std::collections::BTreeMap<String, String>,
+    vm_tags: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    let wanted: Vec<&String> = class_tags
+        .keys()
+        .filter(|k| {
+            k.starts_with(names::CLUSTER_TAG_PREFIX) || k.starts_with(names::ROLE_TAG_PREFIX)
+        })
+        .collect();
+    wanted
+        .iter()
+        .any(|k| k.starts_with(names::CLUSTER_TAG_PREFIX))
+        && wanted.iter().all(|k| vm_tags.contains_key(k.as_str()))
+}
+
 fn response(ctx: &Ctx, vm: &str, ip: Option<String>) -> CreateMachineResponse {
     let mut addresses = vec![NodeAddress {
         type_: "Hostname".into(),
@@ -57,20 +75,29 @@ impl AzureDriver {
         let rg = ctx.spec.resource_group.clone();
         let nic_name = names::nic_name(&vm);
 
-        // A VM carrying this Machine's UID is adopted (a retried create after a
-        // crash or a lost answer): no further call.
+        // A VM of this name is adopted when it carries this Machine's
+        // identity (a retried create after a crash or a lost answer) or, with
+        // no identity, the class's cluster and role tags (the Go provider's
+        // VM of this machine); any other is refused, never updated
+        // (docs/design/safety.md, "Adoption on a retried create").
         match ctx.arm.get_vm(&rg, &vm).await {
-            Ok(Some(existing))
-                if !uid.is_empty()
-                    && existing.tags.get(names::MACHINE_UID_TAG) == Some(&uid)
-                    && existing.provisioning_state() == Some("Succeeded") =>
-            {
-                info!(machine = %vm, resource_group = %rg, "adopting the VM that carries this machine's UID");
-                return Ok(response(&ctx, &vm, None));
-            }
             Ok(Some(existing)) => {
+                let carried = mcm_driver::adoption::Carried {
+                    owner: mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Dash, |k| {
+                        existing.tags.get(k).map(String::as_str)
+                    }),
+                    uid: existing.tags.get(names::MACHINE_UID_TAG).cloned(),
+                    cluster_tags: carries_cluster_tags(&ctx.spec.tags, &existing.tags),
+                };
+                let why = mcm_driver::adoption::decide(&req.machine, &vm, &carried).inspect_err(|e| {
+                    warn!(machine = %vm, resource_group = %rg, error = %e.message, "a VM of this name is not this machine's");
+                })?;
+                if existing.provisioning_state() == Some("Succeeded") {
+                    info!(machine = %vm, resource_group = %rg, reason = why.as_str(), "adopting the VM of this machine's name");
+                    return Ok(response(&ctx, &vm, None));
+                }
                 warn!(machine = %vm, resource_group = %rg, state = ?existing.provisioning_state(),
-                    "a VM of this name exists without this machine's UID or not provisioned; updating it");
+                    "this machine's VM exists but is not provisioned; creating it again");
             }
             Ok(None) => {}
             Err(e) => {

@@ -38,7 +38,9 @@
 //!
 //! ## Behaviour
 //! - **CreateMachine**: a VM of the machine's name carrying the machine's UID
-//!   tag is adopted; otherwise marketplace terms are accepted when needed, the
+//!   tag, or no UID but the class's cluster and role tags (the Go provider's
+//!   VM), is adopted; any other VM of the name is refused with
+//!   `FailedPrecondition`, never updated; otherwise marketplace terms are accepted when needed, the
 //!   subnet is read, the NIC `<vm>-nic` is created unless it exists, data disks
 //!   with an image are created, and the VM is PUT (idempotent by name) with
 //!   every NIC and disk set to be deleted with it. A VM that fails for capacity

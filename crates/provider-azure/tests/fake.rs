@@ -254,6 +254,81 @@ async fn a_retried_create_adopts_the_vm_carrying_the_machines_uid() {
     assert_eq!(f.vms(RG).len(), 1);
 }
 
+/// A VM as the Go provider (machine-controller-manager-provider-azure)
+/// leaves it: the machine's name, the class's tags, no machine identity.
+fn go_provider_vm(tags: serde_json::Value) -> serde_json::Value {
+    json!({"location": LOCATION, "tags": tags,
+           "properties": {"provisioningState": "Succeeded", "vmId": "11111111-0000-4000-8000-000000000001",
+                          "hardwareProfile": {"vmSize": "Standard_D2s_v3"}}})
+}
+
+#[tokio::test]
+async fn a_vm_the_go_provider_created_for_the_machine_is_adopted_by_name_and_cluster_tags() {
+    let f = fake().await;
+    let d = driver(&f);
+    let req = request(&class());
+    let vm = name(&req);
+    f.put_raw(
+        "virtualMachines",
+        RG,
+        &vm,
+        go_provider_vm(
+            json!({CLUSTER_TAG: "1", "kubernetes.io-role-node": "1", "Name": "shoot--test"}),
+        ),
+    );
+    f.clear_requests();
+    let created = d.create_machine(&req).await.expect("adopted");
+    assert!(
+        created.provider_id.ends_with(&vm),
+        "{}",
+        created.provider_id
+    );
+    assert_eq!(
+        f.requests(),
+        vec![format!("GET virtualMachines/{vm}")],
+        "adopted with no further call"
+    );
+    assert!(f.nics(RG).is_empty(), "nothing created beside it");
+}
+
+#[tokio::test]
+async fn a_vm_of_the_name_that_is_not_the_machines_is_refused_not_updated() {
+    let f = fake().await;
+    let d = driver(&f);
+    // Another machine's VM (our identity tags with another UID) ...
+    let req = request(&class());
+    let vm = name(&req);
+    f.put_raw(
+        "virtualMachines",
+        RG,
+        &vm,
+        go_provider_vm(json!({CLUSTER_TAG: "1", "kubernetes.io-role-node": "1",
+                              "machine.sapcloud.io-namespace": "default", "machine.sapcloud.io-uid": "someone-else"})),
+    );
+    let e = d.create_machine(&req).await.unwrap_err();
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains("someone-else"), "{}", e.message);
+    // ... and a VM of another cluster, without identity.
+    let req = request(&class());
+    let vm = name(&req);
+    f.put_raw(
+        "virtualMachines",
+        RG,
+        &vm,
+        go_provider_vm(
+            json!({"kubernetes.io-cluster-shoot--other": "1", "kubernetes.io-role-node": "1"}),
+        ),
+    );
+    let e = d.create_machine(&req).await.unwrap_err();
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(f.nics(RG).is_empty(), "no NIC for a refused create");
+    assert_eq!(
+        f.vms(RG)[&vm]["tags"]["kubernetes.io-cluster-shoot--other"],
+        "1",
+        "the other VM is untouched"
+    );
+}
+
 #[tokio::test]
 async fn delete_removes_the_vm_its_nic_and_its_disks_and_a_second_delete_is_ok() {
     let f = fake().await;
@@ -279,10 +354,11 @@ async fn a_half_created_machine_is_listed_by_its_nic_and_delete_removes_the_orph
     let f = fake().await;
     let d = driver(&f);
     let req = request(&class());
+    // A 500 on every try (the first and the three transient retries).
     f.inject(Fault::http(
         "PUT",
         "virtualMachines",
-        1,
+        4,
         500,
         "InternalServerError",
         "boom",
@@ -606,4 +682,241 @@ async fn a_running_machines_vm_is_listed_as_its_own_after_the_class_location_is_
     .await
     .expect("delete");
     assert!(f.vms(RG).is_empty());
+}
+
+// ---- The fake refuses what ARM refuses; our requests pass ----
+
+/// A raw ARM call against the fake, as a client that skipped our driver
+/// would send it: the status and ARM's error envelope.
+async fn raw(
+    f: &mcm_fake_azure::FakeAzure,
+    method: reqwest::Method,
+    path_and_query: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let mut r = reqwest::Client::new()
+        .request(method, format!("{}{path_and_query}", f.url()))
+        .bearer_auth("test-token");
+    if let Some(b) = body {
+        r = r.json(&b);
+    }
+    let resp = r.send().await.expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+fn vm_path(vm: &str, version: &str) -> String {
+    format!(
+        "/subscriptions/{}/resourceGroups/{RG}/providers/Microsoft.Compute/virtualMachines/{vm}?api-version={version}",
+        mcm_fake_azure::SUBSCRIPTION
+    )
+}
+
+/// Creates a machine through the driver (the fake took every request) and
+/// answers the stored VM, a body ARM takes, to spoil.
+async fn created_vm(f: &mcm_fake_azure::FakeAzure) -> (String, serde_json::Value) {
+    let d = driver(f);
+    let req = request(&class());
+    d.create_machine(&req)
+        .await
+        .expect("the fake takes our requests");
+    let vm = name(&req);
+    let body = f.vms(RG).remove(&vm).expect("the VM");
+    (vm, body)
+}
+
+#[tokio::test]
+async fn api_versions_are_checked_per_type_and_ours_are_published_ones() {
+    let f = fake().await;
+    // Every call of a create carried a version the fake knows.
+    let (vm, _) = created_vm(&f).await;
+    let (status, body) = raw(&f, reqwest::Method::GET, &vm_path(&vm, "2099-01-01"), None).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "NoRegisteredProviderFound");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2023-07-01"),
+        "{body}"
+    );
+    // A disk version is not a VM version: the versions are per type.
+    let (status, body) = raw(&f, reqwest::Method::GET, &vm_path(&vm, "2023-04-02"), None).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("NoRegisteredProviderFound"))
+    );
+    let no_version = vm_path(&vm, "").replace("?api-version=", "");
+    let (status, body) = raw(&f, reqwest::Method::GET, &no_version, None).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("MissingApiVersionParameter"))
+    );
+    let (status, _) = raw(&f, reqwest::Method::GET, &vm_path(&vm, "2023-07-01"), None).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn unknown_vm_members_are_refused_and_our_vm_body_has_none() {
+    let f = fake().await;
+    let (_, mut body) = created_vm(&f).await;
+    body["properties"]["hardwareProfil"] = json!({"vmSize": "Standard_D2s_v3"});
+    let (status, answer) = raw(
+        &f,
+        reqwest::Method::PUT,
+        &vm_path("spoiled", "2023-07-01"),
+        Some(body.clone()),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], "InvalidRequestContent");
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("'hardwareProfil'"));
+    body["properties"]
+        .as_object_mut()
+        .unwrap()
+        .remove("hardwareProfil");
+    body["sku"] = json!({"name": "x"});
+    let (status, answer) = raw(
+        &f,
+        reqwest::Method::PUT,
+        &vm_path("spoiled", "2023-07-01"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (400, Some("InvalidRequestContent"))
+    );
+    assert!(!f.vms(RG).contains_key("spoiled"), "nothing was created");
+}
+
+#[tokio::test]
+async fn required_vm_parameters_are_checked_and_our_vm_body_carries_them() {
+    let f = fake().await;
+    let (_, body) = created_vm(&f).await;
+    for (field, target) in [
+        ("createOption", "osDisk.createOption"),
+        ("adminUsername", "adminUsername"),
+    ] {
+        let mut b = body.clone();
+        let at = if field == "createOption" {
+            &mut b["properties"]["storageProfile"]["osDisk"]
+        } else {
+            &mut b["properties"]["osProfile"]
+        };
+        at.as_object_mut().unwrap().remove(field);
+        let (status, answer) = raw(
+            &f,
+            reqwest::Method::PUT,
+            &vm_path("spoiled", "2023-07-01"),
+            Some(b),
+        )
+        .await;
+        assert_eq!(status, 400, "{answer}");
+        assert_eq!(answer["error"]["code"], "InvalidParameter");
+        assert_eq!(answer["error"]["target"], target);
+    }
+}
+
+#[tokio::test]
+async fn computer_names_compute_refuses_are_refused_and_the_driver_reports_arms_answer() {
+    let f = fake().await;
+    let (_, body) = created_vm(&f).await;
+    let mut b = body.clone();
+    b["properties"]["osProfile"]["computerName"] = json!("under_score");
+    let (status, answer) = raw(
+        &f,
+        reqwest::Method::PUT,
+        &vm_path("spoiled", "2023-07-01"),
+        Some(b),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["target"].as_str()),
+        (400, Some("computerName"))
+    );
+    // A Machine name longer than Linux allows reaches the VM's computer
+    // name; the driver carries ARM's code and message to the Machine.
+    let d = driver(&f);
+    let mut req = request(&class());
+    req.machine.metadata.name = Some(format!("m{}", "x".repeat(70)));
+    let e = d.create_machine(&req).await.unwrap_err();
+    assert!(
+        e.message.contains("InvalidParameter") && e.message.contains("64 characters"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn transient_arm_answers_are_retried_as_the_go_sdk_does_and_persistent_ones_fail() {
+    let f = fake().await;
+    let d = driver(&f);
+    let req = request(&class());
+    let vm = name(&req);
+    f.inject(Fault::http(
+        "PUT",
+        "virtualMachines",
+        1,
+        503,
+        "ServiceUnavailable",
+        "try later",
+    ));
+    f.inject(Fault::http(
+        "PUT",
+        "virtualMachines",
+        1,
+        408,
+        "RequestTimeout",
+        "slow",
+    ));
+    d.create_machine(&req)
+        .await
+        .expect("retried through 503 and 408");
+    let puts = f
+        .requests()
+        .iter()
+        .filter(|r| *r == &format!("PUT virtualMachines/{vm}"))
+        .count();
+    assert_eq!(puts, 3, "two transient answers, then the VM");
+    assert_eq!(f.vms(RG).len(), 1);
+
+    // More transient answers than the retries: the call fails, Internal.
+    let req = request(&class());
+    f.inject(Fault::http(
+        "GET",
+        "virtualMachines",
+        4,
+        500,
+        "InternalServerError",
+        "boom",
+    ));
+    let e = d.create_machine(&req).await.unwrap_err();
+    assert_eq!(e.code, Code::Internal, "{e:?}");
+    assert!(e.message.contains("InternalServerError"), "{}", e.message);
+    // A 400 is not transient: no retry.
+    f.clear_faults();
+    f.clear_requests();
+    f.inject(Fault::http(
+        "GET",
+        "virtualMachines",
+        1,
+        400,
+        "BadRequest",
+        "no",
+    ));
+    let req = request(&class());
+    let e = d.create_machine(&req).await.unwrap_err();
+    assert_eq!(
+        f.requests(),
+        vec![format!("GET virtualMachines/{}", name(&req))],
+        "{e:?}"
+    );
 }

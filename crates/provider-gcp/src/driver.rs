@@ -329,25 +329,26 @@ impl GcpDriver {
                             "{ctx} failed: the insert answered alreadyExists, but the instance is gone; retry"
                         ))
                     })?;
-                match machine_uid_of(&existing) {
-                    Some(found) if !uid.is_empty() && found == uid => {
-                        info!("an instance of this machine exists already (a retried create); adopting it");
+                // Adopt our own earlier attempt, or the Go provider's VM of
+                // this name and cluster; refuse anyone else's
+                // (docs/design/safety.md, "Adoption on a retried create").
+                let carried = mcm_driver::adoption::Carried {
+                    owner: mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Label, |k| {
+                        existing.labels.get(k).map(String::as_str)
+                    }),
+                    uid: machine_uid_of(&existing).map(str::to_string),
+                    cluster_tags: belongs(&p.spec, &existing),
+                };
+                match mcm_driver::adoption::decide(&req.machine, name, &carried) {
+                    Ok(why) => {
+                        info!(reason = why.as_str(), "an instance of this machine's name exists (a retried create); adopting it");
                         Some(existing)
                     }
-                    other => {
-                        warn!(
-                            instance_uid = other.unwrap_or("-"),
-                            "an instance of the same name belongs to another machine"
-                        );
+                    Err(refused) => {
+                        warn!(error = %refused.message, "an instance of the same name is not this machine's");
                         return Err(Status::new(
-                            Code::AlreadyExists,
-                            format!(
-                                "{ctx} failed: instance {name} exists already and belongs to {}; it is not adopted",
-                                match other {
-                                    Some(u) => format!("the machine with UID {u}"),
-                                    None => "no machine of this controller".to_string(),
-                                }
-                            ),
+                            refused.code,
+                            format!("{ctx} failed: {}", refused.message),
                         ));
                     }
                 }
@@ -439,20 +440,39 @@ impl GcpDriver {
                 return Ok(DeleteMachineResponse::default());
             }
             Some(i) if !belongs(&p.spec, &i) => {
-                if at.from_provider_id {
-                    // The machine's own VM (its providerID names it) no longer
-                    // carries the class's tags: it is not gone, and deleting
-                    // it is not proven safe. Keep the machine; say why.
-                    return Err(Status::new(
-                        Code::FailedPrecondition,
-                        format!(
-                            "{ctx} failed: instance {} exists but lacks the class's cluster and role tags; fix the MachineClass tags (or delete the instance) to finish the deletion",
-                            provider_id(project, zone, name)
-                        ),
-                    ));
+                // The class's tags no longer match (they changed, or the class
+                // is another's): decide by the machine's identity. The VM is
+                // this machine's when it carries this Machine's UID, or no UID
+                // while the providerID names it (the Go provider's VM, or one
+                // of ours from before identity labels); never when it carries
+                // another Machine's UID.
+                let carried = mcm_driver::adoption::Carried {
+                    owner: mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Label, |k| {
+                        i.labels.get(k).map(String::as_str)
+                    }),
+                    uid: machine_uid_of(&i).map(str::to_string),
+                    cluster_tags: at.from_provider_id,
+                };
+                let has_identity = carried.owner.is_some() || carried.uid.is_some();
+                match mcm_driver::adoption::decide(&req.machine, name, &carried) {
+                    Ok(why) => {
+                        info!(reason = why.as_str(), "the instance lacks the class's tags but is this machine's; deleting it");
+                    }
+                    Err(e) if has_identity => {
+                        return Err(Status::new(
+                            Code::FailedPrecondition,
+                            format!(
+                                "{ctx} failed: instance {} lacks the class's cluster and role tags and is not this machine's: {}",
+                                provider_id(project, zone, name),
+                                e.message
+                            ),
+                        ));
+                    }
+                    Err(_) => {
+                        info!("an instance of this name exists without the class's tags or this machine's identity; not this machine's, nothing to delete");
+                        return Ok(DeleteMachineResponse::default());
+                    }
                 }
-                info!("an instance of this name exists without the class's tags; not this machine's, nothing to delete");
-                return Ok(DeleteMachineResponse::default());
             }
             Some(_) => {}
         }

@@ -36,8 +36,10 @@
 //! - **CreateMachine** inserts one instance named after the machine, with the
 //!   Machine's UID in its metadata (`mcm-machine-uid`), and polls the zone
 //!   operation until `DONE`. A retried insert that gets `409 alreadyExists`
-//!   reads the instance and adopts it when its UID is the machine's; an
-//!   instance of another UID is `AlreadyExists`, never adopted. Provider ID
+//!   reads the instance and adopts it when its UID is the machine's, or when
+//!   it has no UID but the class's cluster and role tags (the Go provider's
+//!   instance of this machine); any other is `FailedPrecondition`, never
+//!   adopted (`mcm_driver::adoption`). Provider ID
 //!   `gce:///<project>/<zone>/<name>`, node name = machine name.
 //! - **GetMachineStatus** reads the instance by name (`instances.get`) and
 //!   requires the class's cluster and role tags; `NotFound` otherwise.

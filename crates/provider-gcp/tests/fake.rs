@@ -282,18 +282,103 @@ async fn an_instance_of_the_same_name_with_another_uid_is_not_adopted() {
                "metadata": {"items": [{"key": "mcm-machine-uid", "value": "someone-else"}]}}),
     );
     let e = d.create_machine(&req(&m, &c)).await.unwrap_err();
-    assert_eq!(e.code, Code::AlreadyExists, "{e:?}");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
     assert!(e.message.contains("someone-else"), "{}", e.message);
-    // Nor one without any UID.
+    // Nor one without any UID and without the class's cluster tags.
     let m2 = machine();
     fake.put_instance(PROJECT, ZONE, json!({"name": m2.metadata.name}));
     let e = d.create_machine(&req(&m2, &c)).await.unwrap_err();
-    assert_eq!(e.code, Code::AlreadyExists, "{e:?}");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains("neither"), "{}", e.message);
     let uid = &fake.instances(PROJECT, ZONE)[&name]["metadata"]["items"][0]["value"];
     assert_eq!(
         uid, "someone-else",
         "the other machine's instance is untouched"
     );
+}
+
+#[tokio::test]
+async fn an_instance_the_go_provider_created_for_the_machine_is_adopted_by_name_and_cluster_tags() {
+    let fake = start().await;
+    let d = driver(&fake);
+    let c = class("c", spec("shoot--migrated"));
+    let m = machine();
+    let name = m.metadata.name.clone().unwrap();
+    // What machine-controller-manager-provider-gcp writes: the machine's
+    // name, the class's network tags and labels, user-data; no UID.
+    fake.put_instance(
+        PROJECT,
+        ZONE,
+        json!({"name": name, "labels": {"name": "test"},
+               "tags": {"items": ["kubernetes-io-cluster-shoot--migrated", "kubernetes-io-role-node", "extra"]},
+               "metadata": {"items": [{"key": "user-data", "value": USER_DATA}]}}),
+    );
+    let created = d.create_machine(&req(&m, &c)).await.expect("adopted");
+    assert_eq!(
+        created.provider_id,
+        format!("gce:///{PROJECT}/{ZONE}/{name}")
+    );
+    assert_eq!(fake.instance_count(), 1, "adopted, not created twice");
+    // The same VM in another cluster's class is not this machine's.
+    let other = class("o", spec("shoot--elsewhere"));
+    let e = d.create_machine(&req(&m, &other)).await.unwrap_err();
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+}
+
+#[tokio::test]
+async fn a_vm_whose_tags_no_longer_match_the_class_is_deleted_by_the_machines_identity() {
+    let fake = start().await;
+    let d = driver(&fake);
+    let m = machine();
+    let mut created = m.clone();
+    created.spec.provider_id = d
+        .create_machine(&req(&m, &class("c", spec("shoot--before"))))
+        .await
+        .unwrap()
+        .provider_id;
+    // The class's cluster tag changed since: the VM carries this Machine's
+    // UID, so it is deleted instead of keeping the Machine Terminating.
+    let now = class("c", spec("shoot--after"));
+    d.delete_machine(&req(&created, &now))
+        .await
+        .expect("deleted");
+    assert_eq!(fake.instance_count(), 0);
+
+    // The Go provider's VM (no UID) that the providerID names: deleted too.
+    let go = machine();
+    let name = go.metadata.name.clone().unwrap();
+    fake.put_instance(
+        PROJECT,
+        ZONE,
+        json!({"name": name, "tags": {"items": ["kubernetes-io-cluster-shoot--before", "kubernetes-io-role-node"]}}),
+    );
+    let mut go_m = go.clone();
+    go_m.spec.provider_id = format!("gce:///{PROJECT}/{ZONE}/{name}");
+    d.delete_machine(&req(&go_m, &now)).await.expect("deleted");
+    assert_eq!(fake.instance_count(), 0);
+
+    // Another Machine's VM under this name is kept, with a reason.
+    let other = machine();
+    let name = other.metadata.name.clone().unwrap();
+    fake.put_instance(
+        PROJECT,
+        ZONE,
+        json!({"name": name, "metadata": {"items": [{"key": "mcm-machine-uid", "value": "someone-else"}]}}),
+    );
+    let mut other_m = other.clone();
+    other_m.spec.provider_id = format!("gce:///{PROJECT}/{ZONE}/{name}");
+    let e = d.delete_machine(&req(&other_m, &now)).await.unwrap_err();
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains("someone-else"), "{}", e.message);
+    assert_eq!(fake.instance_count(), 1, "kept");
+    // Without a providerID, an instance of the name with neither identity
+    // nor tags is not this machine's: nothing to delete.
+    let stranger = machine();
+    fake.put_instance(PROJECT, ZONE, json!({"name": stranger.metadata.name}));
+    d.delete_machine(&req(&stranger, &now))
+        .await
+        .expect("nothing to delete");
+    assert_eq!(fake.instance_count(), 2);
 }
 
 #[tokio::test]
@@ -623,4 +708,152 @@ async fn initialize_machine_is_unimplemented_and_the_project_may_come_from_the_s
     );
     let sent = fake.inserted_bodies().pop().unwrap();
     assert_eq!(sent["metadata"]["items"][0]["key"], "startup-script");
+}
+
+// ---- The fake refuses what Compute Engine refuses; our inserts pass ----
+
+/// A raw `instances.insert` against the fake, as a client that skipped our
+/// driver would send it: the status and Google's error envelope.
+async fn raw_insert(fake: &FakeGce, body: Value) -> (u16, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!(
+            "{}/compute/v1/projects/{PROJECT}/zones/{ZONE}/instances",
+            fake.endpoint()
+        ))
+        .bearer_auth("token")
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.expect("JSON"))
+}
+
+/// The body our driver inserted (which the fake took), resent raw after
+/// `spoil` changed it.
+async fn spoiled_insert(fake: &FakeGce, spoil: impl FnOnce(&mut Value)) -> (u16, Value) {
+    let mut body = fake
+        .inserted_bodies()
+        .into_iter()
+        .rfind(|b| {
+            b["name"] != "spoiled"
+                && b["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("shoot--m-"))
+        })
+        .expect("the driver inserted");
+    body["name"] = json!("spoiled");
+    spoil(&mut body);
+    raw_insert(fake, body).await
+}
+
+fn assert_google_invalid(status: u16, body: &Value, needle: &str) {
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], 400, "{body}");
+    let reason = body["error"]["errors"][0]["reason"].as_str().unwrap();
+    assert!(matches!(reason, "invalid" | "required"), "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(needle), "{message}");
+}
+
+#[tokio::test]
+async fn unknown_and_mistyped_fields_are_refused_and_our_insert_fits_the_discovery_schema() {
+    let fake = start().await;
+    let d = driver(&fake);
+    let mut s = spec("shoot--schema");
+    s["minCpuPlatform"] = json!("Intel Skylake");
+    s["description"] = json!("a node");
+    s["deletionProtection"] = json!(false);
+    d.create_machine(&req(&machine(), &class("c", s)))
+        .await
+        .expect("every field the driver sends is in the Instance schema");
+    let (status, body) = spoiled_insert(&fake, |b| b["minCPUPlatform"] = json!("x")).await;
+    assert_google_invalid(status, &body, "Unknown name \"minCPUPlatform\"");
+    let (status, body) = spoiled_insert(&fake, |b| b["canIpForward"] = json!("yes")).await;
+    assert_google_invalid(status, &body, "can_ip_forward");
+    let (status, body) = spoiled_insert(&fake, |b| {
+        b["scheduling"]["onHostMaintenance"] = json!("migrate")
+    })
+    .await;
+    assert_google_invalid(status, &body, "on_host_maintenance");
+    assert_eq!(
+        fake.instance_count(),
+        1,
+        "no refused insert created anything"
+    );
+}
+
+#[tokio::test]
+async fn names_outside_rfc_1035_are_refused_and_the_driver_reports_the_refusal() {
+    let fake = start().await;
+    let d = driver(&fake);
+    d.create_machine(&req(&machine(), &class("c", spec("shoot--names"))))
+        .await
+        .expect("a Machine name is a valid instance name");
+    for bad in ["Upper", "under_score", "ends-", "1digit", &"x".repeat(64)] {
+        let (status, body) = spoiled_insert(&fake, |b| b["name"] = json!(bad)).await;
+        assert_google_invalid(status, &body, "resource.name");
+    }
+    // A Kubernetes name may hold a dot, an instance name may not: the
+    // driver carries GCE's own answer to the Machine.
+    let mut m = machine();
+    m.metadata.name = Some("shoot.dotted".into());
+    let e = d
+        .create_machine(&req(&m, &class("c", spec("shoot--names"))))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("HTTP 400") && e.message.contains("resource.name"),
+        "the envelope is parsed: {}",
+        e.message
+    );
+    assert_eq!(fake.instance_count(), 1);
+}
+
+#[tokio::test]
+async fn required_fields_and_label_syntax_are_checked_and_our_insert_carries_them() {
+    let fake = start().await;
+    let d = driver(&fake);
+    let mut s = spec("shoot--labels");
+    s["labels"] = json!({"name": "test", "pool": "worker-a_1"});
+    d.create_machine(&req(&machine(), &class("c", s)))
+        .await
+        .expect("machine type, disks and labels as GCE takes them");
+    let (status, body) = spoiled_insert(&fake, |b| {
+        b.as_object_mut().unwrap().remove("machineType");
+    })
+    .await;
+    assert_google_invalid(status, &body, "resource.machineType");
+    let (status, body) = spoiled_insert(&fake, |b| b["disks"] = json!([])).await;
+    assert_google_invalid(status, &body, "resource.disks");
+    let (status, body) = spoiled_insert(&fake, |b| b["labels"]["Pool"] = json!("x")).await;
+    assert_google_invalid(status, &body, "labels");
+}
+
+#[tokio::test]
+async fn scheduling_combinations_gce_refuses_are_refused_and_valid_preemptible_and_gpu_classes_pass(
+) {
+    let fake = start().await;
+    let d = driver(&fake);
+    let mut preemptible = spec("shoot--sched");
+    preemptible["scheduling"] =
+        json!({"automaticRestart": false, "onHostMaintenance": "TERMINATE", "preemptible": true});
+    d.create_machine(&req(&machine(), &class("p", preemptible)))
+        .await
+        .expect("a preemptible class as GCE takes it");
+    let (status, body) =
+        spoiled_insert(&fake, |b| b["scheduling"]["automaticRestart"] = json!(true)).await;
+    assert_google_invalid(status, &body, "automaticRestart");
+    let mut gpu = spec("shoot--sched");
+    gpu["scheduling"] = json!({"automaticRestart": true, "onHostMaintenance": "TERMINATE"});
+    gpu["gpu"] = json!({"acceleratorType": "nvidia-tesla-t4", "count": 1});
+    d.create_machine(&req(&machine(), &class("g", gpu)))
+        .await
+        .expect("a GPU class as GCE takes it");
+    let (status, body) = spoiled_insert(&fake, |b| {
+        b["scheduling"]["onHostMaintenance"] = json!("MIGRATE")
+    })
+    .await;
+    assert_google_invalid(status, &body, "guest accelerators");
+    assert_eq!(fake.instance_count(), 2);
 }

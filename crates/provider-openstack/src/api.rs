@@ -333,8 +333,14 @@ pub(crate) async fn create_server(c: &Cloud, s: &ServerCreate) -> Result<String,
     req.server(server.build().map_err(build_err)?);
     if let Some(g) = &s.server_group {
         req.os_scheduler_hints(
+            // Nova's schema takes the group as a string (as gophercloud
+            // sends it); the SDK's generated field is a list, so the string
+            // goes in as an extra hint.
             server_create::OsSchedulerHintsBuilder::default()
-                .group(vec![g.as_str().into()])
+                .properties(std::iter::once((
+                    "group",
+                    serde_json::Value::from(g.as_str()),
+                )))
                 .build()
                 .map_err(build_err)?,
         );

@@ -299,6 +299,48 @@ impl OpenStackDriver {
     }
 }
 
+impl OpenStackDriver {
+    /// The server a create adopts: the one of the machine's name that
+    /// carries this Machine's identity or, without one, the class's cluster
+    /// and role metadata (the Go provider's server). A server of the name
+    /// with another Machine's identity refuses the create
+    /// (`FailedPrecondition`); servers of the name with neither identity
+    /// nor this cluster's metadata are someone else's and ignored (Nova
+    /// names are not unique). Design: docs/design/safety.md, "Adoption on a
+    /// retried create".
+    async fn adoptable(&self, p: &Prepared, req: &MachineRequest) -> DriverResult<Option<Server>> {
+        let name = machine_name(req);
+        let servers = api::list_servers(&p.cloud, Some(name))
+            .await
+            .map_err(status)?;
+        let mut adopt = Vec::new();
+        let mut refused = None;
+        for s in servers.into_iter().filter(|s| s.name == name) {
+            let carried = mcm_driver::adoption::Carried {
+                owner: mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Dash, |k| {
+                    s.metadata.get(k).map(String::as_str)
+                }),
+                uid: s.metadata.get(MACHINE_UID_KEY).cloned(),
+                cluster_tags: p.is_member(&s),
+            };
+            let has_identity = carried.owner.is_some() || carried.uid.is_some();
+            match mcm_driver::adoption::decide(&req.machine, name, &carried) {
+                Ok(_) => adopt.push(s),
+                Err(e) if has_identity => refused = Some(e),
+                Err(_) => {}
+            }
+        }
+        match (adopt.len(), refused) {
+            (0, Some(e)) => Err(e),
+            (0, None) => Ok(None),
+            (1, _) => Ok(adopt.pop()),
+            _ => Err(status(OsError::MultipleFound(format!(
+                "failed to find server [Name={name:?}]"
+            )))),
+        }
+    }
+}
+
 /// The machine's name.
 pub(crate) fn machine_name(req: &MachineRequest) -> &str {
     req.machine.metadata.name.as_deref().unwrap_or_default()
@@ -452,7 +494,7 @@ impl OpenStackDriver {
     async fn create(&self, req: &CreateMachineRequest) -> DriverResult<CreateMachineResponse> {
         let p = self.prepare(&req.machine_class, &req.secret).await?;
         let name = machine_name(req);
-        let server = match self.find_by_name(&p, req).await.map_err(status)? {
+        let server = match self.adoptable(&p, req).await? {
             Some(s) => {
                 info!(machine = name, server = %s.id, "adopting the existing server of the machine");
                 s

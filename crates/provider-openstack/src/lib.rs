@@ -26,8 +26,10 @@
 //!   `userDomainName`/`userDomainID`, `caCert`, `insecure`; `userData`.
 //!
 //! ## Behaviour
-//! - **CreateMachine** adopts the server that has the machine's exact name,
-//!   the class's cluster and role metadata keys and no other Machine's UID;
+//! - **CreateMachine** adopts the server that has the machine's exact name and
+//!   this Machine's UID or, without a UID, the class's cluster and role
+//!   metadata keys (the Go provider's server); a server of the name with
+//!   another Machine's UID refuses the create (`FailedPrecondition`);
 //!   otherwise it creates (for `networkID` + subnets) the machine's port,
 //!   tagged with the two keys, resolves image and flavor names (cached per
 //!   class), creates the root volume (`rootDiskType`), and creates the server

@@ -101,7 +101,8 @@ async fn create_sends_the_reference_server_and_a_tagged_port_with_pod_cidrs() {
     assert_eq!(ud, USER_DATA.as_bytes());
     assert_eq!(
         body["os:scheduler_hints"]["group"],
-        json!(["11111111-2222-4333-8444-555555555555"])
+        json!("11111111-2222-4333-8444-555555555555"),
+        "a string, as Nova's schema and gophercloud have it"
     );
     let ports = env.fake.ports();
     assert_eq!(ports.len(), 1);
@@ -174,13 +175,51 @@ async fn a_server_of_the_same_name_with_another_machines_uid_is_not_adopted() {
         &format!("{name}0"),
         json!({CLUSTER_KEY: "1", ROLE_KEY: "1"}),
     );
+    let e = env
+        .driver
+        .create_machine(&env.request(&c, m))
+        .await
+        .expect_err("another machine's server of the name");
+    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    assert!(e.message.contains("another-uid"), "{}", e.message);
+    assert_eq!(env.fake.servers().len(), 2, "no second server of the name");
+    assert!(env.fake.servers().iter().any(|s| s["id"] == stale.as_str()));
+}
+
+#[tokio::test]
+async fn a_server_the_go_provider_created_for_the_machine_is_adopted_by_name_and_cluster_metadata()
+{
+    let env = env().await;
+    let c = class("c", env.spec());
+    let m = machine("migrated");
+    let name = m.metadata.name.clone().unwrap();
+    // What machine-controller-manager-provider-openstack writes: the
+    // machine's name and the class's tags as metadata, no UID.
+    let theirs = env.fake.add_server_on(
+        &name,
+        json!({CLUSTER_KEY: "1", ROLE_KEY: "1"}),
+        &env.network,
+    );
+    // A server of the name in another cluster is someone else's: ignored.
+    env.fake.add_server(
+        &name,
+        json!({"kubernetes.io-cluster-other": "1", ROLE_KEY: "1"}),
+    );
     let created = env
         .driver
         .create_machine(&env.request(&c, m))
         .await
-        .expect("create");
-    assert!(!created.provider_id.ends_with(&stale));
-    assert_eq!(env.fake.servers().len(), 3);
+        .expect("adopted");
+    assert!(
+        created.provider_id.ends_with(&theirs),
+        "{}",
+        created.provider_id
+    );
+    assert_eq!(
+        env.fake.calls().get("nova.servers.create"),
+        None,
+        "nothing created"
+    );
 }
 
 #[tokio::test]
@@ -372,7 +411,7 @@ async fn boot_from_an_image_volume_and_networks_by_name_need_no_port_of_our_own(
         "kind": "MachineProviderConfig",
         "spec": {
             "imageID": env.image, "region": "RegionOne", "availabilityZone": "nova",
-            "flavorName": "m1.large", "keyName": "k", "rootDiskSize": 30,
+            "flavorName": "m1.large", "keyName": "mcm-key", "rootDiskSize": 30,
             "networks": [{"name": "mcm-net", "podNetwork": true}],
             "podNetworkCidr": "100.64.0.0/12",
             "tags": {CLUSTER_KEY: "1", ROLE_KEY: "1"}
@@ -600,4 +639,108 @@ async fn a_cancelled_create_leaves_no_create_lock_entry() {
         1,
         "the lock kept it to one server"
     );
+}
+
+// ---- The fake refuses what Nova refuses; our server create passes ----
+
+/// Creates a machine through the driver (with a server group, a key pair
+/// and a zone the fake knows) and answers the create body it sent.
+async fn created_body(env: &common::Env) -> Value {
+    let mut spec = env.spec();
+    spec["spec"]["serverGroupID"] = json!("11111111-2222-4333-8444-555555555555");
+    let req = env.request(&class("c", spec), machine("refusal"));
+    env.driver
+        .create_machine(&req)
+        .await
+        .expect("Nova's checks pass for a valid class");
+    env.fake.last_server_create().expect("the body")
+}
+
+/// Sends a spoiled copy of a create body, raw, with a token of the
+/// fake's Keystone: the status and Nova's error envelope.
+async fn raw_create(env: &common::Env, body: Value) -> (u16, Value) {
+    let http = reqwest::Client::new();
+    let auth = json!({"auth": {
+        "identity": {"methods": ["password"], "password": {"user": {"name": mcm_fake_openstack::USERNAME, "domain": {"name": mcm_fake_openstack::DOMAIN}, "password": mcm_fake_openstack::PASSWORD}}},
+        "scope": {"project": {"name": mcm_fake_openstack::PROJECT, "domain": {"name": mcm_fake_openstack::DOMAIN}}}
+    }});
+    let r = http
+        .post(format!("{}/auth/tokens", env.fake.auth_url()))
+        .json(&auth)
+        .send()
+        .await
+        .expect("token");
+    let token = r.headers()["x-subject-token"].to_str().unwrap().to_string();
+    let r = http
+        .post(format!("{}/compute/v2.1/servers", env.fake.base_url()))
+        .header("x-auth-token", token)
+        .json(&body)
+        .send()
+        .await
+        .expect("create");
+    let status = r.status().as_u16();
+    (status, r.json().await.expect("JSON"))
+}
+
+fn assert_bad_request(status: u16, body: &Value, needle: &str) {
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["badRequest"]["code"], 400, "Nova's envelope: {body}");
+    let message = body["badRequest"]["message"].as_str().unwrap();
+    assert!(message.contains(needle), "{message}");
+}
+
+#[tokio::test]
+async fn members_outside_novas_schema_are_refused_and_our_body_has_none() {
+    let env = env().await;
+    let body = created_body(&env).await;
+    let mut b = body.clone();
+    b["server"]["keyName"] = json!("mcm-key");
+    let (status, answer) = raw_create(&env, b).await;
+    assert_bad_request(
+        status,
+        &answer,
+        "Additional properties are not allowed ('keyName' was unexpected)",
+    );
+    let mut b = body;
+    b["os:scheduler_hints"]["group"] = json!(["11111111-2222-4333-8444-555555555555"]);
+    let (status, answer) = raw_create(&env, b).await;
+    assert_bad_request(status, &answer, "is not of type 'string'");
+    assert_eq!(env.fake.servers().len(), 1, "nothing else was created");
+}
+
+#[tokio::test]
+async fn an_unknown_key_pair_is_refused_and_the_driver_reports_novas_message() {
+    let env = env().await;
+    let mut b = created_body(&env).await;
+    b["server"]["key_name"] = json!("nobodys-key");
+    let (status, answer) = raw_create(&env, b).await;
+    assert_bad_request(status, &answer, "Invalid key_name provided.");
+    let mut spec = env.spec();
+    spec["spec"]["keyName"] = json!("nobodys-key");
+    let e = env
+        .driver
+        .create_machine(&env.request(&class("c", spec), machine("nokey")))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("Invalid key_name provided."),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_availability_zone_is_refused_and_the_driver_reports_novas_message() {
+    let env = env().await;
+    let mut b = created_body(&env).await;
+    b["server"]["availability_zone"] = json!("eu-nowhere-1");
+    let (status, answer) = raw_create(&env, b).await;
+    assert_bad_request(status, &answer, "availability zone is not available");
+    env.fake.add_availability_zone("eu-nl-1b");
+    let mut spec = env.spec();
+    spec["spec"]["availabilityZone"] = json!("eu-nl-1b");
+    env.driver
+        .create_machine(&env.request(&class("c", spec), machine("zone")))
+        .await
+        .expect("a zone the cloud has");
 }

@@ -70,6 +70,42 @@ impl AwsDriver {
                     e.lookup_status(&format!("looking for an existing VM of machine {name}"))
                 })?
         };
+        // Of the VMs with the machine's Name and the class's cluster and role
+        // tags, one carrying another Machine's identity is not adopted: the
+        // create is refused (docs/design/safety.md, "Adoption on a retried
+        // create"). One without identity is the Go provider's VM of this
+        // machine, adopted as ours.
+        let mut refused = None;
+        let existing: Vec<Instance> = existing
+            .into_iter()
+            .filter(|i| {
+                let carried = mcm_driver::adoption::Carried {
+                    owner: mcm_driver::MachineOwner::from_tags(mcm_driver::TagStyle::Slash, |k| {
+                        i.tags()
+                            .iter()
+                            .find(|t| t.key() == Some(k))
+                            .and_then(|t| t.value())
+                    }),
+                    uid: None,
+                    cluster_tags: true,
+                };
+                match mcm_driver::adoption::decide(&req.machine, name, &carried) {
+                    Ok(_) => true,
+                    Err(e) => {
+                        warn!(
+                            instance_id = i.instance_id().unwrap_or_default(),
+                            error = %e.message,
+                            "a VM of this name is not this machine's"
+                        );
+                        refused = Some(e);
+                        false
+                    }
+                }
+            })
+            .collect();
+        if let (true, Some(e)) = (existing.is_empty(), refused) {
+            return Err(e);
+        }
         match existing.as_slice() {
             [] => {}
             [one] => {

@@ -9,6 +9,11 @@
 //!   [`ArmSettings::max_throttle_retries`] times. An answer whose
 //!   `x-ms-ratelimit-remaining-subscription-*` header reaches 0 pauses the
 //!   class before ARM starts answering 429.
+//! - **Transient answers:** 408, 500, 502, 503 and 504, and no answer at all,
+//!   are retried [`ArmSettings::max_transient_retries`] times after
+//!   `Retry-After` or an exponential back-off, as the Go SDK's retry policy
+//!   does; each try takes its budget token. What still fails keeps its code
+//!   (a `Failed` operation's own error code, so quota stays `ResourceExhausted`).
 //! - **Long-running operations:** PUT/PATCH/DELETE answered 201/202 are polled
 //!   at the `Azure-AsyncOperation` URL (status `InProgress` → `Succeeded` /
 //!   `Failed` / `Canceled`), else at the `Location` URL (202 until done), else
@@ -90,6 +95,14 @@ pub struct ArmSettings {
     pub default_retry_after: Duration,
     /// Longest wait after a 429.
     pub max_retry_after: Duration,
+    /// Extra tries after a transient answer (408, 500, 502, 503, 504) or no
+    /// answer at all, as the Go SDK's retry policy (3).
+    pub max_transient_retries: u32,
+    /// First wait after a transient answer without `Retry-After`, doubling
+    /// per try (the Go SDK: 4 s) ...
+    pub transient_delay: Duration,
+    /// ... up to this (the Go SDK: 60 s).
+    pub max_transient_delay: Duration,
     /// Timeout of one HTTP request.
     pub request_timeout: Duration,
     /// VM create/update and delete (the reference: 15 min).
@@ -105,6 +118,9 @@ impl Default for ArmSettings {
             max_throttle_retries: 5,
             default_retry_after: Duration::from_secs(10),
             max_retry_after: Duration::from_secs(120),
+            max_transient_retries: 3,
+            transient_delay: Duration::from_secs(4),
+            max_transient_delay: Duration::from_secs(60),
             request_timeout: Duration::from_secs(60),
             vm_timeout: Duration::from_secs(15 * 60),
             nic_disk_timeout: Duration::from_secs(15 * 60),
@@ -265,8 +281,44 @@ impl ArmClient {
             let answer = send(req, operation).await;
             let ok = answer.as_ref().is_ok_and(Answer::is_success);
             cloud_metrics::record(&method, url, started, ok);
-            let answer = answer?;
+            // Transient answers are retried as the Go SDK's pipeline does,
+            // each try taking a token of the budget like the first.
+            let transient_wait = |tries: u32, after: Option<Duration>| {
+                after
+                    .unwrap_or_else(|| {
+                        self.settings
+                            .transient_delay
+                            .saturating_mul(1 << (tries - 1).min(16))
+                    })
+                    .min(self.settings.max_transient_delay)
+            };
+            let answer = match answer {
+                Err(e @ ArmError::Transport { .. })
+                    if tries <= self.settings.max_transient_retries =>
+                {
+                    let wait = transient_wait(tries, None);
+                    warn!(operation, tries, wait_s = wait.as_secs_f64(), error = %e, "no answer from ARM; retrying");
+                    tokio::time::sleep(wait).await;
+                    continue;
+                }
+                other => other?,
+            };
             let status = answer.status;
+            if matches!(status, 408 | 500 | 502 | 503 | 504)
+                && tries <= self.settings.max_transient_retries
+            {
+                let wait = transient_wait(tries, answer.retry_after());
+                warn!(
+                    operation,
+                    status,
+                    tries,
+                    wait_s = wait.as_secs_f64(),
+                    request_id = answer.request_id().unwrap_or_default(),
+                    "transient ARM answer; retrying"
+                );
+                tokio::time::sleep(wait).await;
+                continue;
+            }
             if status == 429 {
                 let retry_after = answer
                     .retry_after()

@@ -36,6 +36,7 @@ pub async fn env() -> Env {
     let network = fake.add_network("mcm-net");
     let subnet = fake.add_subnet(&network, "mcm-subnet", "10.250.0.0/24");
     let security_group = fake.add_security_group("mcm-nodes");
+    fake.add_keypair("mcm-key");
     Env {
         fake,
         driver: OpenStackDriver::new(OpenStackDriverConfig::for_tests()),
