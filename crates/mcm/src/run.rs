@@ -181,17 +181,27 @@ impl Scrape {
     }
 }
 
+/// A probe's answer, as the reference's `handlers.Healthz`: `200 OK`, or
+/// `500` with `Unhealthy` (and, mcm-rs, the reason after a colon).
+fn probe_answer(r: Result<(), String>) -> (axum::http::StatusCode, String) {
+    use axum::http::StatusCode;
+    match r {
+        Ok(()) => (StatusCode::OK, "OK".to_string()),
+        Err(reason) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("Unhealthy: {reason}"),
+        ),
+    }
+}
+
 async fn serve_http(
     addr: SocketAddr,
     scrape: Arc<Scrape>,
     health: Arc<Health>,
 ) -> anyhow::Result<()> {
-    use axum::http::{header, StatusCode};
+    use axum::http::header;
     use axum::routing::get;
-    let answer = |r: Result<(), String>| match r {
-        Ok(()) => (StatusCode::OK, "OK".to_string()),
-        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
-    };
+    let answer = probe_answer;
     let live = health.clone();
     let healthz = move || {
         let live = live.clone();
