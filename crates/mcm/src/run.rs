@@ -428,6 +428,8 @@ fn runtime_config(plan: &Plan) -> mcm_runtime::Config {
         config.in_place_update_timeout = mf.machine_inplace_update_timeout;
         config.max_evict_retries = mf.machine_max_evict_retries;
         config.pv_detach_timeout = mf.machine_pv_detach_timeout;
+        config.pv_reattach_timeout = mf.machine_pv_reattach_timeout;
+        config.resource_exhausted_retry = mf.resource_exhausted_retry;
         config.preserve_timeout = mf.machine_preserve_timeout;
         config.node_conditions = mf.node_conditions.clone();
         config.bootstrap_token_auth_extra_groups = mf.bootstrap_token_auth_extra_groups.clone();
