@@ -3,10 +3,11 @@
 //! Evictions respect PodDisruptionBudgets: a 429 is retried every
 //! `eviction_retry_interval`, up to `max_evict_retries` attempts or the drain's
 //! deadline, and then the drain fails; the pod is never deleted around its
-//! budget. A 429 from a budget that can never allow the eviction
-//! (`mcm_core::machine::pdb`) fails the drain at once. Only a forced drain (the `force-deletion` label, the drain timeout
-//! passed since the deletion, or a node NotReady/ReadonlyFilesystem for more
-//! than 5 minutes; decided by `mcm_core::machine::plan_drain`) deletes pods,
+//! budget. A refusal by a budget that can never allow the eviction
+//! (`mcm_core::machine::pdb`) fails the drain at once. Only a forced drain
+//! (the `force-deletion` label, the drain timeout passed since the deletion,
+//! or a node NotReady/ReadonlyFilesystem for more than 5 minutes; decided by
+//! `mcm_core::machine::plan_drain`) deletes pods,
 //! each with grace period 0 and without waiting. DaemonSet and mirror pods are
 //! skipped; pods without volumes are evicted in parallel, pods with volumes one
 //! at a time by priority, each waiting until its volumes' VolumeAttachments on
