@@ -71,9 +71,9 @@ KUBECTL=${KUBECTL:-/usr/bin/kubectl}
 CLK_TCK=$(getconf CLK_TCK)
 T_START=$SECONDS
 
-say() { printf '[bench %5ss] %s\n' "$((SECONDS - T_START))" "$*" >&2; }
-die() { say "FAILED: $*"; exit 1; }
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+LIB_TAG=bench LIB_T0=$T_START
+# shellcheck source=hack/lib.sh
+source "$ROOT/hack/lib.sh"
 for tool in python3 jq curl openssl "$KUBECTL"; do
   command -v "$tool" >/dev/null || die "$tool is required"
 done
@@ -93,21 +93,12 @@ CLOUD_PID=""
 MCM_PID=""
 MCM2_PID=""
 TESTENV_STARTED=""
-stop_pid() { # name pid
-  local name=$1 pid=$2
-  [ -n "$pid" ] || return 0
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; say "killed $name (pid $pid)"; fi
-  wait "$pid" 2>/dev/null || true
-}
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
-  stop_pid "controllers" "$MCM_PID"
-  stop_pid "reference manager" "$MCM2_PID"
-  stop_pid "local cloud" "$CLOUD_PID"
+  stop_pid "$MCM_PID" "controllers"
+  stop_pid "$MCM2_PID" "reference manager"
+  stop_pid "$CLOUD_PID" "local cloud"
   if [ -n "$TESTENV_STARTED" ]; then
     MCM_TESTENV_DIR=$ENV_DIR bash "$ROOT/hack/testenv.sh" down >/dev/null 2>&1 || true
   fi

@@ -30,9 +30,9 @@ KUBECTL=${KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
 T_START=$SECONDS
 SENTINEL="chaos-sentinel-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
 
-say() { printf '[chaos %5ss] %s\n' "$((SECONDS - T_START))" "$*" >&2; }
-die() { say "FAILED: $*"; exit 1; }
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+LIB_TAG=chaos LIB_T0=$T_START
+# shellcheck source=hack/lib.sh
+source "$ROOT/hack/lib.sh"
 for tool in python3 jq curl "$KUBECTL"; do command -v "$tool" >/dev/null || die "$tool is required"; done
 for c in $CASES; do case " $ALL_CASES " in *" $c "*) ;; *) die "unknown case $c (cases: $ALL_CASES)" ;; esac; done
 
@@ -48,16 +48,6 @@ ENV_DIR=$WORK/testenv
 say "work folder: $WORK"
 
 TESTENV_STARTED=""
-stop_pid() { # pid
-  local pid=$1
-  [ -n "$pid" ] || return 0
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill -CONT "$pid" 2>/dev/null || true
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
 stop_all() { for f in "$WORK"/pids/*; do case "$f" in *.port) rm -f "$f"; continue ;; esac; [ -e "$f" ] && { stop_pid "$(cat "$f")"; rm -f "$f"; }; done; return 0; }
 cleanup() {
   local rc=$?
@@ -196,14 +186,6 @@ live_vms() { # tag
 duplicates() {
   cat "$WORK"/logs/local-cloud-*.log 2>/dev/null | sed -E 's/\x1b\[[0-9;]*m//g' | grep 'instance launched' \
     | grep -oE 'machine=[^ ]+ namespace=[^ ]*' | sort | uniq -d | wc -l || true
-}
-wait_for() { # seconds description command...
-  local limit=$1 what=$2; shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@"; do
-    [ "$SECONDS" -lt "$deadline" ] || { FAIL="timeout after ${limit}s waiting for $what"; return 1; }
-    sleep 1
-  done
 }
 eq() { [ "$($1 "$2")" = "$3" ]; }
 # Removes everything of a namespace and waits until its VMs are gone.

@@ -28,9 +28,9 @@ REPORT=${MCM_REF_REPORT:-$ROOT/docs/reference-halves-report.md}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mcm-rs/target}
 KUBECTL=${KUBECTL:-$(command -v kubectl || echo /usr/bin/kubectl)}
 T0=$SECONDS
-say() { printf '[halves %5ss] %s\n' "$((SECONDS - T0))" "$*" >&2; }
-die() { say "FAILED: $*"; exit 1; }
-free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+LIB_TAG=halves LIB_T0=$T0
+# shellcheck source=hack/lib.sh
+source "$ROOT/hack/lib.sh"
 for tool in python3 jq curl "$KUBECTL"; do command -v "$tool" >/dev/null || die "$tool is required"; done
 for s in $SCENARIOS; do case " $ALL " in *" $s "*) ;; *) die "unknown scenario $s (scenarios: $ALL)" ;; esac; done
 
@@ -39,14 +39,6 @@ mkdir -p "$WORK/logs" "$WORK/pids"
 ENV_DIR=$WORK/testenv
 say "work folder: $WORK"
 
-stop_pid() {
-  local pid=$1
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-}
 stop() { [ -e "$WORK/pids/$1" ] && { stop_pid "$(cat "$WORK/pids/$1")"; rm -f "$WORK/pids/$1"; }; return 0; }
 STARTED=""
 cleanup() {
@@ -155,14 +147,6 @@ nodes() { k get nodes -o json | jq --arg ns "$1" '[.items[] | select(.metadata.n
 cordoned() { k get nodes -o json | jq '[.items[] | select(.spec.unschedulable == true)] | length'; }
 stat() { curl -sf --max-time 10 "$CLOUD_URL/admin/stats" | jq --arg op "$1" '.operations[$op].ok // 0'; }
 identities() { machines "$1" | jq -r '[.items[] | "\(.metadata.name)/\(.metadata.uid)/\(.spec.providerID)"] | sort | join(",")'; }
-wait_for() { # seconds what command...
-  local limit=$1 what=$2; shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@"; do
-    [ "$SECONDS" -lt "$deadline" ] || { FAIL="timeout after ${limit}s waiting for $what"; return 1; }
-    sleep 1
-  done
-}
 is() { [ "$("${@:1:$#-1}")" = "${!#}" ]; }
 
 # A MachineDeployment of 3 to Running, rolled to class-b, scaled to 0.

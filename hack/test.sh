@@ -17,6 +17,9 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mcm-rs/target}
 export MCM_TESTENV_DIR=${MCM_TESTENV_DIR:-$ROOT/.mcm/testenv}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
 export MCM_TEST_REQUIRE_SERVICES=1
+# Each crate's integration tests are one binary whose tests mostly wait on the
+# control plane and the clouds' fakes, so four run side by side on 2 cores.
+export RUST_TEST_THREADS=${RUST_TEST_THREADS:-4}
 T0=$SECONDS
 say() { echo "[test] $*"; }
 
@@ -36,6 +39,12 @@ export KUBECONFIG=$MCM_TESTENV_DIR/kubeconfig
 say "helm (for the chart tests)"
 MCM_HELM=$(bash hack/build-helm.sh | tail -n1)
 export MCM_HELM
+
+say "the Go driver bridge (for crates/mcm/tests/go_bridge.rs)"
+# Cached by the hash of hack/reference (go.mod, go.sum, *.go); a cold build
+# also builds the reference's halves from the Go module proxy.
+MCM_DRIVER_BRIDGE=$(bash hack/build-reference.sh | tail -n1)/driver-bridge
+export MCM_DRIVER_BRIDGE
 
 if [ -f hack/moto.sh ]; then
   say "moto_server"

@@ -58,7 +58,7 @@
 //! same settings. [`crds_yaml()`] renders them as one multi-document YAML stream.
 //! The generated files are committed under `deploy/crds/<plural>.machine.sapcloud.io.yaml`;
 //! the test `committed_crds_match_generated` fails when they are stale, and
-//! `MCM_UPDATE_CRDS=1 cargo test -p mcm-api --test crds` rewrites them. The compatibility
+//! `MCM_UPDATE_CRDS=1 cargo test -p mcm-api --test integration crds::` rewrites them. The compatibility
 //! tests (`tests/compat.rs`) check the generated schemas against Gardener's own CRDs: every
 //! field the reference accepts is accepted with the same type, and every place that preserves
 //! unknown fields does so here too.

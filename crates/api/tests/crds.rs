@@ -1,6 +1,6 @@
 //! The committed CRD manifests under `deploy/crds/` must equal the generated ones.
 //!
-//! Regenerate them with `MCM_UPDATE_CRDS=1 cargo test -p mcm-api --test crds`.
+//! Regenerate them with `MCM_UPDATE_CRDS=1 cargo test -p mcm-api --test integration crds::`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
@@ -10,7 +10,7 @@ use mcm_api::{crd_file_name, crd_yaml, crds, crds_yaml};
 
 const HEADER: &str = "\
 # Generated from the Rust types of crates/api (mcm_api::crds()); do not edit.
-# Regenerate with: MCM_UPDATE_CRDS=1 cargo test -p mcm-api --test crds
+# Regenerate with: MCM_UPDATE_CRDS=1 cargo test -p mcm-api --test integration crds::
 ";
 
 fn crds_dir() -> PathBuf {
@@ -46,7 +46,7 @@ fn committed_crds_match_generated() {
     assert!(
         stale.is_empty(),
         "the committed CRDs are out of date: {stale:#?}\n\
-         Regenerate them with `MCM_UPDATE_CRDS=1 cargo test -p mcm-api --test crds` and commit the result."
+         Regenerate them with `MCM_UPDATE_CRDS=1 cargo test -p mcm-api --test integration crds::` and commit the result."
     );
 }
 

@@ -3,7 +3,7 @@
 //! panic, and creation stays idempotent across the boundary.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use async_trait::async_trait;
 use common::*;

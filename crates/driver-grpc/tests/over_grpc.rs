@@ -2,7 +2,7 @@
 //! codes through a `GrpcDriver` → Unix socket → `serve` → `LocalDriver` hop.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
+use crate::common;
 
 use common::*;
 use mcm_driver::conformance::{run_all, Fixture};

@@ -78,6 +78,8 @@ pub fn init_process() {
 pub fn registry_with_endpoints(
     args: &ProviderArgs,
 ) -> anyhow::Result<(DriverRegistry, EndpointDrivers)> {
+    // Both are extended only with the `grpc` feature.
+    #[allow(unused_mut)]
     let mut reg = registry(args)?;
     #[allow(unused_mut)]
     let mut endpoints = EndpointDrivers::new();

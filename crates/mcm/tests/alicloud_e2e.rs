@@ -12,7 +12,7 @@
 //!
 //! Without the control plane the test skips, except in CI (`CI` set and not `false`/`0`), where it fails.
 
-mod e2e;
+use crate::e2e;
 
 use e2e::wait_for_machines;
 use k8s_openapi::api::core::v1::Secret;

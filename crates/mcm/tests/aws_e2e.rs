@@ -19,9 +19,9 @@
 //! Without the control plane or moto the test skips visibly, except in CI,
 //! where it fails (`mcm_testenv::skip`).
 
-mod aws_common;
-mod e2e;
-mod ec2_proxy;
+use crate::aws_common;
+use crate::e2e;
+use crate::ec2_proxy;
 
 use aws_common::{
     create_example, deployment, mcm_run, moto_setup, unique, wait_for_machines, REGION,

@@ -14,8 +14,7 @@
 //! Without a target cluster the machines' steady phase is Available, which
 //! hot update treats like Running (docs/design/hot-update.md).
 
-mod aws_common;
-mod e2e;
+use crate::aws_common;
 
 use aws_common::{
     create_example, deployment, mcm_run, moto_setup, unique, wait_for_machines, Cloud, REGION,

@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-mod rbac_calls;
+use crate::rbac_calls;
 use rbac_calls::{Call, Scope, CALLS, CORE, LEASES, MCM};
 use Scope::{AnyNamespace, Cluster, Control, KubeSystem};
 

@@ -20,7 +20,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod dropin;
+use crate::dropin;
 
 use dropin::{
     assert_gardener_parses, dashboard_metric_names, family_names, family_of, http_get,

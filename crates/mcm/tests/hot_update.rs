@@ -18,7 +18,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-use k8s_openapi::api::core::v1::Secret;
+use crate::local_scenario::{self, LocalScenario};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
@@ -28,11 +28,9 @@ use mcm_api::{
 };
 use mcm_core::machine::update::AppliedSpec;
 use mcm_provider_local::wire::Instance;
-use mcm_provider_local::{server, AdminClient, Tunables};
-use mcm_testenv::{free_port, must_eventually, KillOnDrop, TempDir, TestEnv};
+use mcm_testenv::must_eventually;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const REPLICAS: usize = 20;
@@ -43,13 +41,14 @@ const MIN_RETRY: Duration = Duration::from_secs(1);
 const MAX_RETRY: Duration = Duration::from_secs(5);
 const STEP: Duration = Duration::from_secs(90);
 
-struct World {
-    env: TestEnv,
-    ns: String,
-    admin: AdminClient,
-    _cloud: server::ServerHandle,
-    _controllers: KillOnDrop,
-    _dir: TempDir,
+/// The local scenario (`local_scenario`) with the class `hot`.
+struct World(LocalScenario);
+
+impl std::ops::Deref for World {
+    type Target = LocalScenario;
+    fn deref(&self) -> &LocalScenario {
+        &self.0
+    }
 }
 
 fn spec(ns: &str, image: &str, team: &str) -> Value {
@@ -66,72 +65,29 @@ fn spec(ns: &str, image: &str, team: &str) -> Value {
 
 impl World {
     async fn start() -> Option<World> {
-        let env = TestEnv::new("hot-update").await?;
-        let ns = env.namespace.clone();
-        let kubeconfig = mcm_testenv::kubeconfig_path();
-        let kc = kubeconfig.to_string_lossy().to_string();
-        let dir = TempDir(std::env::temp_dir().join(format!("mcm-hot-update-{ns}")));
-        std::fs::create_dir_all(&dir.0).expect("temp dir");
-        let mut config = server::CloudConfig::new(dir.0.join("local-cloud.redb"));
-        config.zone = ns.clone();
-        config.target_kubeconfig = Some(kubeconfig.clone());
-        config.heartbeat_interval = Duration::from_secs(2);
-        config.tunables = Tunables::unlimited();
-        let (addr, cloud) = server::spawn(config).await.expect("local cloud");
-        let url = format!("http://{addr}");
-        let log_path = std::env::temp_dir().join(format!("mcm-hot-update-{ns}.log"));
-        let log = std::fs::File::create(&log_path).expect("log file");
-        eprintln!("controllers' log: {}", log_path.display());
-        let controllers = KillOnDrop(
-            Command::new(env!("CARGO_BIN_EXE_mcm"))
-                .args([
-                    "run",
-                    "--control-kubeconfig",
-                    &kc,
-                    "--target-kubeconfig",
-                    &kc,
-                ])
-                .args(["--namespace", &ns, "--local-cloud-url", &url])
-                .args(["--leader-elect=false", "--address", "127.0.0.1"])
-                .args(["--port", &free_port().to_string()])
-                .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
-                .stdout(Stdio::from(log.try_clone().expect("log file")))
-                .stderr(Stdio::from(log))
-                .spawn()
-                .expect("spawn mcm run"),
-        );
-        let pp = PostParams::default();
-        let secret: Secret = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "hot-secret", "namespace": ns},
-            "stringData": {"userData": "#cloud-config\n"}
-        }))
-        .expect("Secret");
-        env.api::<Secret>()
-            .create(&pp, &secret)
-            .await
-            .expect("Secret");
+        let s = local_scenario::start(
+            "hot-update",
+            |_| {},
+            &["--max-retry-period", &format!("{}s", MAX_RETRY.as_secs())],
+        )
+        .await?;
+        s.create_userdata_secret("hot-secret").await;
+        let ns = &s.ns;
         let class: MachineClass = serde_json::from_value(json!({
             "apiVersion": "machine.sapcloud.io/v1alpha1",
             "kind": "MachineClass",
             "metadata": {"name": CLASS, "namespace": ns},
             "provider": "local",
-            "providerSpec": spec(&ns, "image-1", "a"),
+            "providerSpec": spec(ns, "image-1", "a"),
             "secretRef": {"name": "hot-secret", "namespace": ns}
         }))
         .expect("MachineClass");
-        env.api::<MachineClass>()
-            .create(&pp, &class)
+        s.env
+            .api::<MachineClass>()
+            .create(&PostParams::default(), &class)
             .await
             .expect("MachineClass");
-        Some(World {
-            admin: AdminClient::new(&url).expect("admin client"),
-            env,
-            ns,
-            _cloud: cloud,
-            _controllers: controllers,
-            _dir: dir,
-        })
+        Some(World(s))
     }
 
     fn machines(&self) -> Api<Machine> {
@@ -301,16 +257,20 @@ async fn class_edits_update_running_machines_in_place_without_replacing_any() {
     assert!(list.iter().all(|m| phase(m) == MachinePhase::Running));
     // The annotation is written before the status (a crash between the two
     // finishes without a second call), so the status may trail it briefly.
-    must_eventually(STEP, "lastOperation Update/Successful everywhere", || async {
-        w.list()
-            .await
-            .iter()
-            .all(|m| {
-                let op = m.status.clone().unwrap_or_default().last_operation;
-                op.type_ == MachineOperationType::Update && op.state == MachineState::Successful
-            })
-            .then_some(())
-    })
+    must_eventually(
+        STEP,
+        "lastOperation Update/Successful everywhere",
+        || async {
+            w.list()
+                .await
+                .iter()
+                .all(|m| {
+                    let op = m.status.clone().unwrap_or_default().last_operation;
+                    op.type_ == MachineOperationType::Update && op.state == MachineState::Successful
+                })
+                .then_some(())
+        },
+    )
     .await;
 
     // 2. New tags while every call fails: bounded by the backoff, machines

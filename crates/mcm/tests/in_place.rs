@@ -9,18 +9,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-use k8s_openapi::api::core::v1::{Node, Secret};
+use crate::local_scenario::{self, LocalScenario};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachineDeployment, MachinePhase, MachineSet};
 use mcm_provider_local::tunables::InPlaceUpdateMode;
 use mcm_provider_local::wire::Instance;
-use mcm_provider_local::{server, AdminClient, Tunables};
-use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
+use mcm_testenv::{must_eventually, must_hold_for};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `--max-retry-period` of the controllers (the longest requeue of a failed item).
@@ -30,16 +29,15 @@ const MAX_RETRY: Duration = Duration::from_secs(5);
 const STEP: Duration = Duration::from_secs(60);
 const MCD: &str = "ipu";
 
-use mcm_testenv::{free_port, KillOnDrop, TempDir};
-
 /// One test's world: namespace, cloud, controllers.
-struct World {
-    env: TestEnv,
-    ns: String,
-    admin: AdminClient,
-    _cloud: server::ServerHandle,
-    _controllers: KillOnDrop,
-    _dir: TempDir,
+/// The local scenario (`local_scenario`) with the classes below.
+struct World(LocalScenario);
+
+impl std::ops::Deref for World {
+    type Target = LocalScenario;
+    fn deref(&self) -> &LocalScenario {
+        &self.0
+    }
 }
 
 fn class(ns: &str, name: &str, image: &str, instance_type: &str) -> MachineClass {
@@ -87,77 +85,31 @@ impl World {
     /// A namespace with classes `ipu-v1` (image-v1, small) and `ipu-v2`
     /// (image-v2, large), a local cloud and the controllers.
     async fn start(test: &str, agent: InPlaceUpdateMode, extra: &[&str]) -> Option<World> {
-        let env = TestEnv::new(test).await?;
-        let ns = env.namespace.clone();
-        let kubeconfig = mcm_testenv::kubeconfig_path();
-        let kc = kubeconfig.to_string_lossy().to_string();
-        let dir = TempDir(std::env::temp_dir().join(format!("mcm-in-place-{ns}")));
-        std::fs::create_dir_all(&dir.0).expect("temp dir");
-        let mut config = server::CloudConfig::new(dir.0.join("local-cloud.redb"));
-        config.zone = ns.clone();
-        config.target_kubeconfig = Some(kubeconfig.clone());
-        config.heartbeat_interval = Duration::from_secs(2);
-        config.tunables = Tunables::unlimited();
-        config.tunables.in_place_update.mode = agent;
-        config.tunables.in_place_update.fail_reason = "image-v2 does not fit the disk".into();
-        let (addr, cloud) = server::spawn(config).await.expect("local cloud");
-        let url = format!("http://{addr}");
-        let log_path = std::env::temp_dir().join(format!("mcm-in-place-{ns}.log"));
-        let log = std::fs::File::create(&log_path).expect("log file");
-        eprintln!("controllers' log: {}", log_path.display());
-        let controllers = KillOnDrop(
-            Command::new(env!("CARGO_BIN_EXE_mcm"))
-                .args([
-                    "run",
-                    "--control-kubeconfig",
-                    &kc,
-                    "--target-kubeconfig",
-                    &kc,
-                ])
-                .args(["--namespace", &ns, "--local-cloud-url", &url])
-                .args(["--leader-elect=false", "--address", "127.0.0.1"])
-                .args(["--port", &free_port().to_string()])
-                .args([
-                    "--min-retry-period",
-                    "1s",
-                    "--max-retry-period",
-                    MAX_RETRY_FLAG,
-                ])
-                .args(extra)
-                .stdout(Stdio::from(log.try_clone().expect("log file")))
-                .stderr(Stdio::from(log))
-                .spawn()
-                .expect("spawn mcm run"),
-        );
-        let pp = PostParams::default();
-        let secret: Secret = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": "ipu-secret", "namespace": ns},
-            "stringData": {"userData": "#cloud-config\n"}
-        }))
-        .expect("Secret");
-        env.api::<Secret>()
-            .create(&pp, &secret)
-            .await
-            .expect("Secret");
+        let mut args = vec!["--max-retry-period", MAX_RETRY_FLAG];
+        args.extend_from_slice(extra);
+        let s = local_scenario::start(
+            test,
+            |config| {
+                config.tunables.in_place_update.mode = agent;
+                config.tunables.in_place_update.fail_reason =
+                    "image-v2 does not fit the disk".into();
+            },
+            &args,
+        )
+        .await?;
+        s.create_userdata_secret("ipu-secret").await;
+        let (env, ns, pp) = (&s.env, &s.ns, PostParams::default());
         let classes: Api<MachineClass> = env.api();
         for (name, image, ty) in [
             ("ipu-v1", "image-v1", "small"),
             ("ipu-v2", "image-v2", "large"),
         ] {
             classes
-                .create(&pp, &class(&ns, name, image, ty))
+                .create(&pp, &class(ns, name, image, ty))
                 .await
                 .expect("MachineClass");
         }
-        Some(World {
-            admin: AdminClient::new(&url).expect("admin client"),
-            env,
-            ns,
-            _cloud: cloud,
-            _controllers: controllers,
-            _dir: dir,
-        })
+        Some(World(s))
     }
 
     fn machines(&self) -> Api<Machine> {

@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod dropin;
+use crate::dropin;
 
 use dropin::{http_get, Proc};
 use k8s_openapi::api::coordination::v1::Lease;

@@ -8,21 +8,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-use k8s_openapi::api::core::v1::{Node, Secret};
+use crate::local_scenario;
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachineSet};
-use mcm_provider_local::{server, AdminClient, InstanceAction, Tunables};
-use mcm_testenv::{must_eventually, TestEnv};
+use mcm_provider_local::InstanceAction;
+use mcm_testenv::must_eventually;
 use serde_json::json;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// Node `Unknown` takes the control plane's 20 s grace period, then the 5 s health timeout.
 const STEP: Duration = Duration::from_secs(60);
-
-use mcm_testenv::{free_port, KillOnDrop, TempDir};
 
 fn preserved(n: &Node) -> Option<(String, String, String)> {
     n.status
@@ -49,54 +47,25 @@ fn tainted(n: &Node) -> bool {
 
 #[tokio::test]
 async fn a_node_annotated_when_failed_keeps_its_crashed_vm_until_the_expiry_then_is_replaced() {
-    let Some(env) = TestEnv::new("preservation-local").await else {
+    let Some(s) = local_scenario::start(
+        "preservation-local",
+        |config| config.tunables.boot_delay_ms = 1_000,
+        &[
+            "--max-retry-period",
+            "5s",
+            "--machine-health-timeout",
+            "5s",
+            "--machine-preserve-timeout",
+            "15s",
+        ],
+    )
+    .await
+    else {
         return;
     };
-    let ns = env.namespace.clone();
-    let kubeconfig = mcm_testenv::kubeconfig_path();
-    let kubeconfig_str = kubeconfig.to_string_lossy().to_string();
-
-    let dir = TempDir(std::env::temp_dir().join(format!("mcm-preservation-{ns}")));
-    std::fs::create_dir_all(&dir.0).expect("temp dir");
-    let mut config = server::CloudConfig::new(dir.0.join("local-cloud.redb"));
-    config.zone = ns.clone();
-    config.target_kubeconfig = Some(kubeconfig.clone());
-    config.heartbeat_interval = Duration::from_secs(2);
-    config.tunables = Tunables::unlimited();
-    config.tunables.boot_delay_ms = 1_000;
-    let (addr, _cloud) = server::spawn(config).await.expect("local cloud");
-    let url = format!("http://{addr}");
-    let admin = AdminClient::new(&url).expect("admin client");
-
-    let log_path = std::env::temp_dir().join(format!("mcm-preservation-{ns}.log"));
-    let log = std::fs::File::create(&log_path).expect("log file");
-    eprintln!("controllers' log: {}", log_path.display());
-    let _controllers = KillOnDrop(
-        Command::new(env!("CARGO_BIN_EXE_mcm"))
-            .args(["run", "--control-kubeconfig", &kubeconfig_str])
-            .args(["--target-kubeconfig", &kubeconfig_str])
-            .args(["--namespace", &ns, "--local-cloud-url", &url])
-            .args(["--leader-elect=false", "--address", "127.0.0.1"])
-            .args(["--port", &free_port().to_string()])
-            .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
-            .args(["--machine-health-timeout", "5s"])
-            .args(["--machine-preserve-timeout", "15s"])
-            .stdout(Stdio::from(log.try_clone().expect("log file")))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .expect("spawn mcm run"),
-    );
-
+    let (env, ns, admin) = (&s.env, s.ns.clone(), &s.admin);
     let pp = PostParams::default();
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "userdata", "namespace": ns},
-        "stringData": {"userData": "#cloud-config\n"}
-    }))
-    .expect("Secret");
-    env.api::<Secret>()
-        .create(&pp, &secret)
-        .await
-        .expect("create Secret");
+    s.create_userdata_secret("userdata").await;
     let class: MachineClass = serde_json::from_value(json!({
         "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
         "metadata": {"name": "local", "namespace": ns},

@@ -25,7 +25,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod rbac_calls;
+use crate::rbac_calls;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod common;
+use crate::common;
 
 use common::*;
 use mcm_driver::{Code, Driver, UpdateMachineRequest};

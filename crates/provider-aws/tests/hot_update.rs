@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod common;
+use crate::common;
 
 use aws_sdk_ec2::operation::describe_network_interfaces::DescribeNetworkInterfacesOutput;
 use aws_sdk_ec2::operation::describe_volumes::DescribeVolumesOutput;

@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod common;
+use crate::common;
 
 use aws_sdk_ec2::operation::assign_ipv6_addresses::AssignIpv6AddressesOutput;
 use aws_sdk_ec2::operation::describe_subnets::DescribeSubnetsOutput;

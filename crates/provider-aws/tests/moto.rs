@@ -14,7 +14,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod common;
+use crate::common;
 
 use aws_sdk_ec2::config::interceptors::BeforeSerializationInterceptorContextRef;
 use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};

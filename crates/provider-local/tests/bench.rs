@@ -1,10 +1,10 @@
 //! Throughput figures of the local cloud (ignored by default; run with
-//! `cargo test -p mcm-provider-local --test bench -- --ignored --nocapture`).
+//! `cargo test -p mcm-provider-local --test integration bench:: -- --ignored --nocapture`).
 //! Bounded in count and time; loopback only.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod common;
+use crate::common;
 
 use common::*;
 use futures::StreamExt;

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod common;
+use crate::common;
 
 use common::{class, env, machine, secret_with, CLUSTER_KEY, ROLE_KEY, USER_DATA};
 use mcm_driver::conformance::{run_all, Fixture};

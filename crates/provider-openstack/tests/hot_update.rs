@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod common;
+use crate::common;
 
 use common::{class, env, machine, Env, CLUSTER_KEY, ROLE_KEY};
 use mcm_api::Machine;

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod blackhole;
+use crate::blackhole;
 
 use blackhole::Blackhole;
 use mcm_api::Machine;

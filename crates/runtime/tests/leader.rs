@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod blackhole;
+use crate::blackhole;
 
 use blackhole::Blackhole;
 use k8s_openapi::api::coordination::v1::Lease;

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod sets_common;
+use crate::sets_common;
 
 use chrono::{SecondsFormat, Utc};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod sets_common;
+use crate::sets_common;
 
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::api::{Api, ListParams, Patch, PatchParams};

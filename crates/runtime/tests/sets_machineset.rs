@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-mod sets_common;
+use crate::sets_common;
 
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;

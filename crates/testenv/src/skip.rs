@@ -31,6 +31,9 @@ pub mod service {
     /// The control-plane binaries built into `~/.cache/mcm-kube-testenv`.
     pub const CONTROL_PLANE_BINARIES: &str =
         "the control-plane binaries (hack/testenv.sh up builds them)";
+    /// The Go driver bridge binary (docs/design/driver.md, "The Go bridge").
+    pub const DRIVER_BRIDGE: &str =
+        "the Go driver bridge (MCM_DRIVER_BRIDGE=<path of driver-bridge>, or MCM_DRIVER_BRIDGE=build to run hack/build-reference.sh)";
     /// The OpenStack API samples (pip download of the nova/neutron sources).
     pub const OPENSTACK_SAMPLES: &str =
         "the OpenStack API samples (pip download nova, neutron-lib)";

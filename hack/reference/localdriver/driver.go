@@ -324,3 +324,34 @@ func (d *Driver) GetVolumeIDs(_ context.Context, r *driver.GetVolumeIDsRequest) 
 	}
 	return &driver.GetVolumeIDsResponse{VolumeIDs: ids}, nil
 }
+
+// ListedVM is one instance with the identity CreateMachine tagged it with.
+// (The same shape as the bridge's; declared here so that this package does
+// not depend on the bridge.)
+type ListedVM = struct {
+	ProviderID  string
+	MachineName string
+	InstanceKey string
+	Namespace   string
+	UID         string
+}
+
+// ListMachineIdentities is ListMachines with each instance's ID as its key
+// and the Machine namespace and UID tagged on it at creation: the bridge's
+// optional IdentityLister extension (docs/design/driver.md, "The Go bridge").
+func (d *Driver) ListMachineIdentities(ctx context.Context, r *driver.ListMachinesRequest) ([]ListedVM, error) {
+	s, err := classSpec(r.MachineClass)
+	if err != nil {
+		return nil, err
+	}
+	var l instanceList
+	if err := d.call(ctx, http.MethodGet, "/v1/instances?clusterTag="+url.QueryEscape(s.clusterTag()), nil, &l); err != nil {
+		return nil, err
+	}
+	out := make([]ListedVM, 0, len(l.Instances))
+	for _, i := range l.Instances {
+		out = append(out, ListedVM{ProviderID: i.ProviderID, MachineName: i.MachineName, InstanceKey: i.ID,
+			Namespace: i.Tags[namespaceTag], UID: i.Tags[uidTag]})
+	}
+	return out, nil
+}

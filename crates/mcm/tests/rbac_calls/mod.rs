@@ -88,7 +88,7 @@ use Scope::{AnyNamespace, Cluster, Control, KubeSystem};
 
 /// Every API call `mcm run` makes (the MachineSet and MachineDeployment
 /// controllers in `runtime/src/sets` included).
-pub const CALLS: &[Call] = &[
+pub static CALLS: &[Call] = &[
     // Machines. Readers use a watch cache; only a finalizer removal that
     // found its copy stale GETs a fresh one.
     run("get", MCM, "machines", Control, "finalizer.rs remove_retrying_stale (machine/delete.rs finalizer removal on a stale copy)"),

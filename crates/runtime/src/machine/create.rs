@@ -10,7 +10,6 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::ByteString;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::ResourceExt;
 use mcm_api::constants as c;
 use mcm_api::MachineClass;
@@ -134,12 +133,6 @@ impl Reconciler<'_> {
                                 self.machine.metadata.creation_timestamp.as_ref(),
                             ),
                         );
-                        self.event(
-                            EventType::Normal,
-                            "Created",
-                            format!("VM {} created", resp.provider_id),
-                        )
-                        .await;
                     }
                     CreationOutcome::Created(result)
                 }
@@ -178,12 +171,6 @@ impl Reconciler<'_> {
                             Some(&req.machine_class),
                             started.elapsed(),
                         );
-                        self.event(
-                            EventType::Normal,
-                            "Initialized",
-                            "InitializeMachine succeeded".into(),
-                        )
-                        .await;
                     }
                     CreationOutcome::Initialized(result)
                 }

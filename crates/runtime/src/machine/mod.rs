@@ -288,6 +288,15 @@ impl<'a> Reconciler<'a> {
                 Phase::Failed | Phase::CrashLoopBackOff | Phase::Unknown
             );
             info!(from = %old_phase, to = %phase, %description, "phase changed");
+            // One Event per phase change, and none besides for the creation
+            // and initialization it follows: the VM is named here instead
+            // (design: machine.md, "Requests per machine").
+            let id = &self.machine.spec.provider_id;
+            let vm = if *phase == Phase::Pending && !id.is_empty() {
+                format!(" (VM {id})")
+            } else {
+                String::new()
+            };
             self.event(
                 if warn {
                     EventType::Warning
@@ -295,7 +304,12 @@ impl<'a> Reconciler<'a> {
                     EventType::Normal
                 },
                 phase.as_str(),
-                format!("{} -> {}: {}", display_phase(old_phase), phase, description),
+                format!(
+                    "{} -> {}: {}{vm}",
+                    display_phase(old_phase),
+                    phase,
+                    description
+                ),
             )
             .await;
         }

@@ -1,0 +1,16 @@
+//! The integration tests of this crate, in one test binary: each file beside
+//! this one is a module (its first lines say what it proves), and the folders
+//! are their shared support. Run one file's tests with
+//! `cargo test -p <crate> --test integration <file>::`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
+
+// Shared support.
+mod common;
+
+// The tests.
+mod bench;
+mod cloud;
+mod guard;
+mod kubelet;
+mod update;
