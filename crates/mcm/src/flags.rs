@@ -215,7 +215,7 @@ pub struct MachineFlags {
     /// How long a pod's volumes may take to detach.
     #[arg(long, default_value = "2m", value_parser = duration)]
     pub machine_pv_detach_timeout: Duration,
-    /// How long a volume may take to reattach elsewhere (accepted; drain waits for detachment only).
+    /// How long a drain waits for an evicted pod's volumes to attach to another node.
     #[arg(long, default_value = "90s", value_parser = duration)]
     pub machine_pv_reattach_timeout: Duration,
     /// How long an API server may be unreachable before machine reconciliation freezes.
@@ -242,7 +242,7 @@ pub struct MachineFlags {
     /// Extra groups of the bootstrap tokens (`auth-extra-groups`).
     #[arg(long, default_value = "")]
     pub bootstrap_token_auth_extra_groups: String,
-    /// Retry period after ResourceExhausted on creation (0: the long retry period).
+    /// Retry period of a creation answered ResourceExhausted (0: the reference's LongRetry, 10m).
     #[arg(long, default_value = "10m", value_parser = duration)]
     pub resource_exhausted_retry: Duration,
     /// mcm-rs: the `NoSchedule` taint a Node registers with and the controller removes once the machine is initialized and its node template is on the Node.

@@ -181,17 +181,27 @@ impl Scrape {
     }
 }
 
+/// A probe's answer, as the reference's `handlers.Healthz`: `200 OK`, or
+/// `500` with `Unhealthy` (and, mcm-rs, the reason after a colon).
+fn probe_answer(r: Result<(), String>) -> (axum::http::StatusCode, String) {
+    use axum::http::StatusCode;
+    match r {
+        Ok(()) => (StatusCode::OK, "OK".to_string()),
+        Err(reason) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("Unhealthy: {reason}"),
+        ),
+    }
+}
+
 async fn serve_http(
     addr: SocketAddr,
     scrape: Arc<Scrape>,
     health: Arc<Health>,
 ) -> anyhow::Result<()> {
-    use axum::http::{header, StatusCode};
+    use axum::http::header;
     use axum::routing::get;
-    let answer = |r: Result<(), String>| match r {
-        Ok(()) => (StatusCode::OK, "OK".to_string()),
-        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
-    };
+    let answer = probe_answer;
     let live = health.clone();
     let healthz = move || {
         let live = live.clone();
@@ -418,6 +428,8 @@ fn runtime_config(plan: &Plan) -> mcm_runtime::Config {
         config.in_place_update_timeout = mf.machine_inplace_update_timeout;
         config.max_evict_retries = mf.machine_max_evict_retries;
         config.pv_detach_timeout = mf.machine_pv_detach_timeout;
+        config.pv_reattach_timeout = mf.machine_pv_reattach_timeout;
+        config.resource_exhausted_retry = mf.resource_exhausted_retry;
         config.preserve_timeout = mf.machine_preserve_timeout;
         config.node_conditions = mf.node_conditions.clone();
         config.bootstrap_token_auth_extra_groups = mf.bootstrap_token_auth_extra_groups.clone();

@@ -23,6 +23,12 @@ pub struct Config {
     pub max_evict_retries: i32,
     /// `--machine-pv-detach-timeout` (2m).
     pub pv_detach_timeout: Duration,
+    /// `--machine-pv-reattach-timeout` (90s): how long a drain waits for an
+    /// evicted pod's volumes to attach to another Node.
+    pub pv_reattach_timeout: Duration,
+    /// `--resource-exhausted-retry` (10m; 0 = 10m): when a creation answered
+    /// `ResourceExhausted` is tried again.
+    pub resource_exhausted_retry: Duration,
     /// `--machine-preserve-timeout` (96h): how long a machine stays preserved.
     pub preserve_timeout: Duration,
     /// `--node-conditions`.
@@ -60,6 +66,8 @@ impl Default for Config {
             in_place_update_timeout: Duration::from_secs(20 * 60),
             max_evict_retries: 360,
             pv_detach_timeout: Duration::from_secs(120),
+            pv_reattach_timeout: Duration::from_secs(90),
+            resource_exhausted_retry: Duration::from_secs(600),
             preserve_timeout: Duration::from_secs(96 * 3600),
             node_conditions: "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
                 .into(),

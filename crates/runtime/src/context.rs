@@ -117,6 +117,7 @@ pub struct Context {
     pub(crate) sets: crate::sets::SetsState,
     backoff: Backoff,
     failures: Mutex<Pruned<u32>>,
+    /// Per machine: when its creation flow may start again.
     creation_attempts: Mutex<Pruned<std::time::Instant>>,
     /// Machines whose finalizer this process removed (key → UID), until the
     /// cache drops them.
@@ -335,21 +336,32 @@ impl Context {
     }
 
     /// How long the creation flow of `key` must still wait: `Some(wait)` while its last
-    /// attempt ended less than `short_retry` ago. A watch event (the controller's own
+    /// attempt ended less than `short_retry` ago, or a hold ([`Context::hold_creation`],
+    /// `--resource-exhausted-retry`) has not passed. A watch event (the controller's own
     /// finalizer, a label edit) therefore never makes the provider see a retry sooner
-    /// than the minimum period, whatever the backoff had scheduled.
+    /// than that, whatever the backoff had scheduled.
     pub fn creation_wait(&self, key: &str) -> Option<Duration> {
         let map = self.creation_attempts.lock().ok()?;
-        let since = map.get(key)?.elapsed();
-        let wait = self.config.short_retry.saturating_sub(since);
+        let wait = map
+            .get(key)?
+            .saturating_duration_since(std::time::Instant::now());
         (!wait.is_zero()).then_some(wait)
     }
 
-    /// Records that a creation attempt of `key` ended now.
+    /// Records that a creation attempt of `key` ended now: the next one
+    /// starts `short_retry` later at the earliest.
     pub fn creation_attempted(&self, key: &str) {
+        self.hold_creation(key, self.config.short_retry);
+    }
+
+    /// The creation flow of `key` starts again `hold` from now at the
+    /// earliest (a longer hold already set stays).
+    pub fn hold_creation(&self, key: &str, hold: Duration) {
         let exists = self.machine_exists();
+        let until = std::time::Instant::now() + hold;
         if let Ok(mut map) = self.creation_attempts.lock() {
-            *map.entry(key, std::time::Instant::now(), exists) = std::time::Instant::now();
+            let not_before = map.entry(key, until, exists);
+            *not_before = (*not_before).max(until);
         }
     }
 

@@ -1,14 +1,17 @@
 //! Drains against the real control plane: a drain blocked by a
-//! PodDisruptionBudget holds no reconcile slot (other machines are created and
+//! PodDisruptionBudget (one that may allow the eviction later) holds no reconcile slot (other machines are created and
 //! health-checked meanwhile, with `concurrent_syncs` 1), never deletes the pod
 //! around its budget, and the pod goes only by the forced drain once the drain
-//! timeout has passed. The tests play kubelet by writing Nodes and pod status.
+//! timeout has passed; after an evicted pod's volume detached, the drain
+//! waits until it is attached to another node (`--machine-pv-reattach-timeout`).
+//! The tests play kubelet by writing Nodes and pod status.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use mcm_api::{Machine, MachinePhase};
@@ -148,6 +151,18 @@ async fn guarded_pod(env: &TestEnv, node: &str) {
     )
     .await
     .expect("pod status");
+    // A second guarded pod, not scheduled and so not ready: the budget
+    // (1 of 2 healthy, minAvailable 1) refuses the eviction for now but is
+    // not misconfigured (a budget of only healthy pods allowing nothing
+    // fails the drain at once: machine_controller.rs).
+    let unready: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-unready", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &unready)
+        .await
+        .expect("unready pod");
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
         "metadata": {"name": "web"},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}
@@ -163,7 +178,11 @@ async fn guarded_pod(env: &TestEnv, node: &str) {
             .await
             .ok()
             .and_then(|p| p.status)
-            .filter(|s| s.observed_generation.is_some() && s.current_healthy == Some(1))
+            .filter(|s| {
+                s.observed_generation.is_some()
+                    && s.current_healthy == Some(1)
+                    && s.expected_pods == Some(2)
+            })
             .map(|_| ())
     })
     .await;
@@ -345,4 +364,126 @@ async fn a_running_drain_is_aborted_when_the_controller_stops() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// A VolumeAttachment `name` of PV `pv` on `node`, attached or not.
+async fn attachment(client: &Client, name: &str, pv: &str, node: &str, attached: bool) {
+    let vas: Api<VolumeAttachment> = Api::all(client.clone());
+    let va: VolumeAttachment = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"attacher": "csi.test", "nodeName": node,
+                 "source": {"persistentVolumeName": pv}},
+    }))
+    .expect("va");
+    vas.create(&PostParams::default(), &va)
+        .await
+        .expect("create volume attachment");
+    set_attached(client, name, attached).await;
+}
+
+async fn set_attached(client: &Client, name: &str, attached: bool) {
+    let vas: Api<VolumeAttachment> = Api::all(client.clone());
+    vas.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"attached": attached}})),
+    )
+    .await
+    .expect("volume attachment status");
+}
+
+#[tokio::test]
+async fn an_evicted_pods_volume_is_waited_for_until_it_attaches_to_another_node() {
+    let Some(env) = setup("drain-reattach").await else {
+        return;
+    };
+    let driver = Arc::new(ScriptedDriver::new(Script {
+        node_prefix: format!("{}-", env.namespace),
+        ..Script::default()
+    }));
+    let (_ctx, task) = start(&env, driver.clone());
+    create_machine(&env, "vol", json!({})).await;
+    wait_phase(&env, "vol", MachinePhase::Pending).await;
+    let node = node_of(&env, "vol");
+    kubelet(&env.client, &node, "vol").await;
+    wait_phase(&env, "vol", MachinePhase::Running).await;
+
+    // A pod on the node with a PersistentVolume (cluster-wide: named after the namespace).
+    let pv_name = format!("{}-data", env.namespace);
+    let pvs: Api<PersistentVolume> = Api::all(env.client.clone());
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": pv_name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "csi": {"driver": "csi.test", "volumeHandle": "vol-1"}},
+    }))
+    .expect("pv");
+    pvs.create(&PostParams::default(), &pv).await.expect("pv");
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "volumeName": pv_name, "storageClassName": "",
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    }))
+    .expect("pvc");
+    env.api::<PersistentVolumeClaim>()
+        .create(&PostParams::default(), &pvc)
+        .await
+        .expect("pvc");
+    let pods: Api<Pod> = env.api();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "db"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}],
+                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]}
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("pod");
+    let old_va = format!("{}-old", env.namespace);
+    let new_va = format!("{}-new", env.namespace);
+    attachment(&env.client, &old_va, &pv_name, &node, true).await;
+
+    env.api::<Machine>()
+        .delete("vol", &DeleteParams::default())
+        .await
+        .expect("delete");
+    // Play kubelet: the evicted pod goes, then its volume detaches from the node.
+    must_eventually(WAIT, "db evicted and gone", || async {
+        match pods.get_opt("db").await.expect("get") {
+            None => Some(()),
+            Some(p) if p.metadata.deletion_timestamp.is_some() => {
+                let zero = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                };
+                let _ = pods.delete("db", &zero).await;
+                None
+            }
+            Some(_) => None,
+        }
+    })
+    .await;
+    set_attached(&env.client, &old_va, false).await;
+    // Detached, but not yet attached anywhere else: the drain keeps waiting
+    // (up to --machine-pv-reattach-timeout, 90 s by default).
+    mcm_testenv::must_hold_for(
+        Duration::from_secs(4),
+        "the VM stays while the volume has not re-attached elsewhere",
+        || async { driver.vm("vol").is_some() },
+    )
+    .await;
+    let waiting = get(&env, "vol").await.expect("machine");
+    assert_eq!(last_op(&waiting).0, "Initiate node drain", "{waiting:?}");
+    // The replacement pod's node attaches the volume: the drain ends, the machine goes.
+    attachment(&env.client, &new_va, &pv_name, "elsewhere", true).await;
+    must_eventually(WAIT, "machine vol gone", || async {
+        get(&env, "vol").await.is_none().then_some(())
+    })
+    .await;
+    assert!(driver.vm("vol").is_none(), "VM deleted");
+    let vas: Api<VolumeAttachment> = Api::all(env.client.clone());
+    for va in [&old_va, &new_va] {
+        let _ = vas.delete(va, &DeleteParams::default()).await;
+    }
+    let _ = pvs.delete(&pv_name, &DeleteParams::default()).await;
+    task.abort();
 }

@@ -521,6 +521,22 @@ async fn deleting_a_running_machine_drains_respecting_pdbs_and_skipping_daemonse
         })
     })
     .await;
+    // minAvailable 1 of 1 healthy pod, none being disrupted: the budget can
+    // never allow an eviction, and the drain fails at once saying so, with
+    // the reference's text (it is retried on the next sync).
+    must_eventually(
+        WAIT,
+        "the drain fails on the misconfigured budget",
+        || async {
+            let m = get(&env, "m9").await?;
+            let description = m.status.unwrap_or_default().last_operation.description;
+            (description.contains("error while evicting pod \"web\": pod disruption budget")
+                && description
+                    .contains("/web is misconfigured and requires zero voluntary evictions"))
+            .then_some(())
+        },
+    )
+    .await;
     // Several eviction retries (each one eviction_retry_interval apart).
     must_hold_for(
         config(&env.namespace).eviction_retry_interval * 4,

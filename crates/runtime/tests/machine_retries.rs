@@ -3,6 +3,8 @@
 //!
 //! * a machine whose CreateMachine keeps failing is retried with growing, jittered spacing,
 //!   never more often than the minimum retry period (`Config::short_retry`);
+//! * a machine whose CreateMachine answers `ResourceExhausted` is retried after
+//!   `Config::resource_exhausted_retry` (`--resource-exhausted-retry`), not the backoff;
 //! * a machine with an invalid timeout (`creationTimeout: 0s`) is reported in its status and
 //!   by a Warning Event, and the driver is never called.
 //!
@@ -30,13 +32,22 @@ const MAX: Duration = Duration::from_millis(1600);
 /// The backoff's jitter: a delay is drawn from `[base × (1 − 0.2), base]`, never below MIN.
 const JITTER: f64 = 0.2;
 
-/// A driver whose CreateMachine always fails (Internal) and that records when it was called.
+/// A driver whose CreateMachine always fails (Internal, or `code`) and that records when it
+/// was called.
 #[derive(Default)]
 struct FailingDriver {
     creates: Mutex<BTreeMap<String, Vec<Instant>>>,
+    code: Option<Code>,
 }
 
 impl FailingDriver {
+    fn answering(code: Code) -> Self {
+        FailingDriver {
+            code: Some(code),
+            ..Default::default()
+        }
+    }
+
     fn creates_of(&self, machine: &str) -> Vec<Instant> {
         self.creates
             .lock()
@@ -62,7 +73,10 @@ impl Driver for FailingDriver {
         if let Ok(mut c) = self.creates.lock() {
             c.entry(name).or_default().push(Instant::now());
         }
-        Err(Status::internal("test: the cloud is broken"))
+        match self.code {
+            Some(code) => Err(Status::new(code, "test: no capacity")),
+            None => Err(Status::internal("test: the cloud is broken")),
+        }
     }
 
     async fn delete_machine(
@@ -101,6 +115,15 @@ impl Running {
 
 /// The machine controller (no target cluster) with the failing driver and small retry periods.
 fn start(env: &TestEnv, driver: Arc<FailingDriver>) -> Running {
+    start_with(env, driver, Config::default().resource_exhausted_retry)
+}
+
+/// [`start`] with `--resource-exhausted-retry` set to `resource_exhausted_retry`.
+fn start_with(
+    env: &TestEnv,
+    driver: Arc<FailingDriver>,
+    resource_exhausted_retry: Duration,
+) -> Running {
     let mut drivers = DriverRegistry::new();
     drivers.register("failing", driver);
     let mut registry = prometheus_client::registry::Registry::default();
@@ -109,6 +132,7 @@ fn start(env: &TestEnv, driver: Arc<FailingDriver>) -> Running {
         namespace: env.namespace.clone(),
         short_retry: MIN,
         long_retry: MAX,
+        resource_exhausted_retry,
         ..Config::default()
     };
     let ctx = Context::new(env.client.clone(), None, cfg, drivers, metrics);
@@ -266,4 +290,39 @@ async fn a_machine_with_a_zero_creation_timeout_is_reported_and_never_created() 
     })
     .await;
     ctl.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_answered_resource_exhausted_is_retried_after_the_resource_exhausted_retry_not_the_backoff(
+) {
+    let Some(env) = setup("mc-exhausted").await else {
+        return;
+    };
+    // Five times the longest backoff: a retry within it came from the backoff.
+    let period = MAX * 5 / 2;
+    let driver = Arc::new(FailingDriver::answering(Code::ResourceExhausted));
+    let ctl = start_with(&env, driver.clone(), period);
+    create_machine(&env, "ex1", json!({})).await;
+    must_eventually(Duration::from_secs(60), "3 create calls", || async {
+        (driver.creates_of("ex1").len() >= 3).then_some(())
+    })
+    .await;
+    ctl.stop().await;
+    let calls = driver.creates_of("ex1");
+    let gaps: Vec<Duration> = calls.windows(2).map(|w| w[1] - w[0]).collect();
+    eprintln!("ex1: gaps {gaps:?}");
+    for gap in &gaps {
+        assert!(
+            *gap >= period,
+            "retried after {gap:?}, before --resource-exhausted-retry {period:?}: {gaps:?}"
+        );
+        // Not much later either: the period, not the backoff's cap or a resync.
+        assert!(
+            *gap < period + Duration::from_secs(3),
+            "retried only after {gap:?}: {gaps:?}"
+        );
+    }
+    let m = env.api::<Machine>().get("ex1").await.expect("machine");
+    let op = m.status.expect("status").last_operation;
+    assert_eq!(op.error_code, "ResourceExhausted");
 }

@@ -599,3 +599,53 @@ async fn a_preserved_failed_machine_does_not_hold_up_failing_its_siblings() {
         "the preserved machine is still there"
     );
 }
+
+/// Upstream #1119: the preserve drain taints instead of cordoning and the
+/// controller never uncordons, so a Node the user cordoned stays cordoned
+/// while its Failed machine is preserved (v0.62.1 cordoned for the drain and
+/// uncordoned the Node when preservation stopped on a recovered machine).
+#[tokio::test]
+async fn a_node_the_user_cordoned_stays_cordoned_while_its_failed_machine_is_preserved() {
+    let Some((env, _driver, _controllers)) = setup("preserve-cordon").await else {
+        return;
+    };
+    create_set(&env, json!({}), 0).await;
+    let (name, node_name) = running_machine(&env).await;
+    annotate_machine(&env, &name, Some("now")).await;
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    nodes
+        .patch(
+            &node_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("the user cordons the node");
+    let cordoned = |n: &Node| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+
+    kubelet(&env.client, &node_name, &name, false).await;
+    wait_failed(&env, &name).await;
+    must_eventually(
+        WAIT,
+        "the failed machine's node is tainted and drained",
+        || async {
+            let n = node(&env.client, &node_name).await;
+            let cond = preserved_condition(&n)?;
+            (tainted(&n)
+                && cond
+                    .message
+                    .unwrap_or_default()
+                    .starts_with(c::PRESERVED_NODE_DRAIN_SUCCESSFUL))
+            .then_some(())
+        },
+    )
+    .await;
+    // The Node turns Ready again while the machine stays preserved.
+    kubelet(&env.client, &node_name, &name, true).await;
+    must_hold_for(
+        one_pass_of_each(&env.namespace) * 2,
+        "the user's cordon stays through the preservation",
+        || async { cordoned(&node(&env.client, &node_name).await) },
+    )
+    .await;
+}

@@ -219,8 +219,27 @@ pub fn stale_node() -> Transition {
 pub enum RetryClass {
     /// An ordinary failure: per-machine exponential backoff from the short period.
     Normal,
-    /// The cloud throttled or lacked capacity (`ResourceExhausted`): start higher.
+    /// The cloud throttled or lacked capacity (`ResourceExhausted`) on a call
+    /// other than those of [`RetryClass::ResourceExhausted`]: start higher.
     Throttled,
+    /// CreateMachine, or the probe (GetMachineStatus) before it, answered
+    /// `ResourceExhausted`: the creation is tried again after
+    /// `--resource-exhausted-retry` ([`resource_exhausted_retry`]), as the
+    /// reference's `machineCreateErrorHandler`, not with the backoff.
+    ResourceExhausted,
+}
+
+/// The reference's `LongRetry`, which `--resource-exhausted-retry 0` stands for.
+pub const LONG_RETRY: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// When a creation answered `ResourceExhausted` is tried again: the flag's
+/// period, or [`LONG_RETRY`] when it is 0 (as the reference).
+pub fn resource_exhausted_retry(flag: std::time::Duration) -> std::time::Duration {
+    if flag.is_zero() {
+        LONG_RETRY
+    } else {
+        flag
+    }
 }
 
 impl RetryClass {
@@ -507,15 +526,22 @@ impl CreationFlow {
     }
 }
 
-/// A failed provider call of the creation flow: the phase per the creation
-/// timeout, `lastKnownState` kept only for throttling and transient errors.
+/// A failed provider call of the creation flow (GetMachineStatus or
+/// CreateMachine): the phase per the creation timeout, `lastKnownState`
+/// kept only for throttling and transient errors, `ResourceExhausted`
+/// retried after `--resource-exhausted-retry`.
 fn fail(m: &MachineView, call: &'static str, error: Status, now: DateTime<Utc>) -> CreationStep {
-    let keep = error.code == Code::ResourceExhausted || error.code.is_transient();
+    let exhausted = error.code == Code::ResourceExhausted;
+    let keep = exhausted || error.code.is_transient();
     CreationStep::Fail(Box::new(CreationFailure {
         call,
         transition: Some(create_failed(m, &error, now)),
         keep_last_known_state: keep,
-        retry: RetryClass::of(&error),
+        retry: if exhausted {
+            RetryClass::ResourceExhausted
+        } else {
+            RetryClass::of(&error)
+        },
         error,
     }))
 }

@@ -60,3 +60,16 @@ pub fn machines_to_delete<'a>(
     sorted.truncate(count);
     sorted
 }
+
+/// Whether deleting this machine counts as a stale-machine removal
+/// (`mcm_machine_stale_machines_total`): as in the reference's MachineSet
+/// controller, a machine in phase `Failed` whose last operation is the
+/// health check (it turned Failed by staying unhealthy too long), whatever
+/// the reason the set deletes it.
+pub fn is_stale_removal(m: &MachineView) -> bool {
+    m.phase == MachinePhase::Failed
+        && matches!(
+            m.last_operation,
+            Some((_, _, mcm_api::MachineOperationType::HealthCheck))
+        )
+}

@@ -938,3 +938,29 @@ fn generate_name_is_the_set_name_with_a_dash() {
     let long = "x".repeat(250);
     assert!(machine_generate_name(&long).len() <= 248);
 }
+
+// --- stale-machine count ---
+
+#[test]
+fn only_a_failed_machine_whose_last_operation_is_the_health_check_counts_as_stale() {
+    let with_op = |phase, kind| {
+        let mut v = m("m", phase, 0);
+        v.last_operation = Some(("x".into(), OpState::Failed, kind));
+        v
+    };
+    assert!(is_stale_removal(&with_op(
+        MachinePhase::Failed,
+        OpType::HealthCheck
+    )));
+    // Failed during creation (timeout), not by unhealthiness.
+    assert!(!is_stale_removal(&with_op(
+        MachinePhase::Failed,
+        OpType::Create
+    )));
+    // Unhealthy but not yet Failed: a scale-down, not a stale removal.
+    assert!(!is_stale_removal(&with_op(
+        MachinePhase::Unknown,
+        OpType::HealthCheck
+    )));
+    assert!(!is_stale_removal(&m("m", MachinePhase::Failed, 0)));
+}

@@ -153,3 +153,12 @@ async fn each_client_role_has_its_own_request_budget() {
     );
     waiting.abort();
 }
+
+#[test]
+fn probes_answer_200_ok_or_500_unhealthy_as_the_reference() {
+    let (code, body) = probe_answer(Ok(()));
+    assert_eq!((code.as_u16(), body.as_str()), (200, "OK"));
+    let (code, body) = probe_answer(Err("shutting down".into()));
+    assert_eq!(code.as_u16(), 500);
+    assert_eq!(body, "Unhealthy: shutting down");
+}

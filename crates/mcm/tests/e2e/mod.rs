@@ -13,6 +13,10 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// `--resource-exhausted-retry` of the e2e runs: a creation answered
+/// `ResourceExhausted` is tried again this much later (`gcp_e2e.rs` checks it).
+pub const RESOURCE_EXHAUSTED_RETRY: &str = "2s";
+
 /// `mcm run`, stopped (SIGTERM, then SIGKILL) when dropped. When the test
 /// panics, the end of its log is printed.
 pub struct McmRun {
@@ -135,6 +139,7 @@ pub fn mcm_run(provider: &str, ns: &str, port: u16, extra: &[&str]) -> McmRun {
         .args(["--leader-elect=false", "--address", "127.0.0.1"])
         .args(["--port", &port.to_string()])
         .args(["--min-retry-period", "1s", "--max-retry-period", "5s"])
+        .args(["--resource-exhausted-retry", RESOURCE_EXHAUSTED_RETRY])
         .env("NO_COLOR", "1")
         .env(
             "RUST_LOG",

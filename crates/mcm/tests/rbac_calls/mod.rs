@@ -14,6 +14,7 @@ pub const MCM: &str = "machine.sapcloud.io";
 pub const CORE: &str = "";
 pub const LEASES: &str = "coordination.k8s.io";
 pub const STORAGE: &str = "storage.k8s.io";
+pub const POLICY: &str = "policy";
 
 /// Where a call is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -149,6 +150,7 @@ pub static CALLS: &[Call] = &[
     run("get", CORE, "pods", AnyNamespace, "drain.rs wait until evicted"),
     code("delete", CORE, "pods", AnyNamespace, "drain.rs forced drain only"),
     run("create", CORE, "pods/eviction", AnyNamespace, "drain.rs evict"),
+    code("list", POLICY, "poddisruptionbudgets", AnyNamespace, "drain.rs misconfigured_budget (a refused eviction)"),
     code("get", CORE, "persistentvolumeclaims", AnyNamespace, "drain.rs volume_ids"),
     code("get", CORE, "persistentvolumes", Cluster, "drain.rs volume_ids"),
     code("list", STORAGE, "volumeattachments", Cluster, "drain.rs wait_for_detach; machine.rs DeleteVolumeAttachments"),

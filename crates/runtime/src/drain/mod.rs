@@ -3,13 +3,16 @@
 //! Evictions respect PodDisruptionBudgets: a 429 is retried every
 //! `eviction_retry_interval`, up to `max_evict_retries` attempts or the drain's
 //! deadline, and then the drain fails; the pod is never deleted around its
-//! budget. Only a forced drain (the `force-deletion` label, the drain timeout
-//! passed since the deletion, or a node NotReady/ReadonlyFilesystem for more
-//! than 5 minutes; decided by `mcm_core::machine::plan_drain`) deletes pods,
+//! budget. A refusal by a budget that can never allow the eviction
+//! (`mcm_core::machine::pdb`) fails the drain at once. Only a forced drain
+//! (the `force-deletion` label, the drain timeout passed since the deletion,
+//! or a node NotReady/ReadonlyFilesystem for more than 5 minutes; decided by
+//! `mcm_core::machine::plan_drain`) deletes pods,
 //! each with grace period 0 and without waiting. DaemonSet and mirror pods are
 //! skipped; pods without volumes are evicted in parallel, pods with volumes one
 //! at a time by priority, each waiting until its volumes' VolumeAttachments on
-//! this node are detached.
+//! this node are detached, then until its PersistentVolumes are attached to
+//! another node (at most `--machine-pv-reattach-timeout`).
 //!
 //! Drains run as tasks beside the reconciles ([`tasks`]), so a drain blocked by
 //! a budget holds no reconcile slot. See `docs/design/machine.md` (Drain).
@@ -26,6 +29,7 @@ use crate::config::Config;
 use crate::leader::{TenureEnded, TenureGate};
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -51,6 +55,9 @@ pub struct DrainOptions {
     pub eviction_retry_interval: Duration,
     /// How long to wait for a pod's volumes to detach.
     pub pv_detach_timeout: Duration,
+    /// How long to wait, after they detached, for a pod's volumes to attach
+    /// to another Node.
+    pub pv_reattach_timeout: Duration,
     /// The machine half's tenure, checked before every cordon, eviction and
     /// pod deletion.
     pub tenure: TenureGate,
@@ -66,6 +73,7 @@ impl DrainOptions {
             max_evict_retries: plan.max_evict_retries,
             eviction_retry_interval: cfg.eviction_retry_interval,
             pv_detach_timeout: cfg.pv_detach_timeout,
+            pv_reattach_timeout: cfg.pv_reattach_timeout,
             tenure: tenure.clone(),
         }
     }
@@ -88,8 +96,9 @@ pub enum DrainError {
         /// Pods not yet gone.
         pending: usize,
     },
-    /// A PodDisruptionBudget blocks the eviction and cannot ever allow it.
-    #[error("eviction of {0} blocked by a misconfigured PodDisruptionBudget")]
+    /// A PodDisruptionBudget blocks the eviction and cannot ever allow it
+    /// (`mcm_core::machine::pdb::is_misconfigured_pdb`); the reference's text.
+    #[error("{0}")]
     Misconfigured(String),
     /// Evictions kept being refused (429, a PodDisruptionBudget) for all attempts.
     #[error("eviction of pod {pod} refused {attempts} time(s) (429 TooManyRequests: it would violate its PodDisruptionBudget); the pod is left alone")]
@@ -271,8 +280,16 @@ async fn remove_pods(
         wait_for_detach(
             client,
             node,
-            &volumes,
+            &volumes.all(),
             opts.pv_detach_timeout
+                .min(deadline.saturating_duration_since(Instant::now())),
+        )
+        .await;
+        wait_for_reattach(
+            client,
+            node,
+            &volumes.pv_names,
+            opts.pv_reattach_timeout
                 .min(deadline.saturating_duration_since(Instant::now())),
         )
         .await;
@@ -331,6 +348,11 @@ async fn evict_and_wait(
                 Ok(Err(e)) => return Err(e.into()),
                 Err(_) => true,
             };
+        // Refused: a budget that can never allow it fails the drain now.
+        if let Some(err) = misconfigured_budget(client, p).await {
+            warn!(pod = %name, namespace = %ns, node = %node, error = %err, "eviction refused by a misconfigured PodDisruptionBudget; drain fails");
+            return Err(err);
+        }
         let pause = if waited {
             Duration::ZERO
         } else {
@@ -363,8 +385,53 @@ async fn evict_and_wait(
     }
 }
 
-/// The provider volume IDs and PV names of a pod's persistent volumes.
-async fn volume_ids(client: &Client, p: &Pod, driver: &dyn Driver) -> Vec<String> {
+/// After a refused eviction: the drain error when the pod's budget can
+/// never allow it (decided by `mcm_core::machine::pdb`). A budget that
+/// cannot be listed counts as none, as the reference's lister miss.
+async fn misconfigured_budget(client: &Client, p: &Pod) -> Option<DrainError> {
+    use mcm_core::machine::pdb;
+    let ns = p.namespace().unwrap_or_default();
+    let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    let budgets = match api.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(e) => {
+            debug!(namespace = %ns, error = %e, "PodDisruptionBudgets not listed");
+            return None;
+        }
+    };
+    let budget = pdb::pdb_for_pod(&budgets, p)?;
+    let disrupted: Vec<&String> = budget
+        .status
+        .as_ref()
+        .and_then(|s| s.disrupted_pods.as_ref())
+        .map(|d| d.keys().collect())
+        .unwrap_or_default();
+    debug!(pod = %p.name_any(), budget = %budget.name_any(), ?disrupted, "eviction refused (PodDisruptionBudget)");
+    pdb::is_misconfigured_pdb(budget).then(|| {
+        DrainError::Misconfigured(pdb::misconfigured_pdb_error(
+            &p.name_any(),
+            &budget.namespace().unwrap_or_default(),
+            &budget.name_any(),
+        ))
+    })
+}
+
+/// A pod's persistent volumes: their PV names and the provider's volume IDs.
+#[derive(Debug, Default)]
+struct PodVolumes {
+    pv_names: Vec<String>,
+    ids: Vec<String>,
+}
+
+impl PodVolumes {
+    /// PV names and volume IDs (what a detachment is recognised by).
+    fn all(&self) -> Vec<String> {
+        self.pv_names.iter().chain(&self.ids).cloned().collect()
+    }
+}
+
+/// The PV names and provider volume IDs of a pod's persistent volumes.
+async fn volume_ids(client: &Client, p: &Pod, driver: &dyn Driver) -> PodVolumes {
     let ns = p.namespace().unwrap_or_default();
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
@@ -384,14 +451,48 @@ async fn volume_ids(client: &Client, p: &Pod, driver: &dyn Driver) -> Vec<String
             }
         }
     }
-    if let Ok(resp) = driver
+    let ids = driver
         .get_volume_ids(&GetVolumeIdsRequest { pv_specs: specs })
         .await
-    {
-        names.extend(resp.volume_ids);
+        .map(|resp| resp.volume_ids)
+        .unwrap_or_default();
+    PodVolumes {
+        pv_names: names,
+        ids,
     }
-    names
 }
+
+/// Waits until each of `pvs` is attached to another Node than `node` (its
+/// replacement pod started there), polling the VolumeAttachments, for at
+/// most `timeout` (`--machine-pv-reattach-timeout`, bounded by the drain's
+/// deadline). Running out of time is no failure: the drain goes on, as the
+/// reference's. Decided by `mcm_core::machine::volumes`.
+async fn wait_for_reattach(client: &Client, node: &str, pvs: &[String], timeout: Duration) {
+    use mcm_core::machine::volumes::awaiting_reattachment;
+    if pvs.is_empty() || node.is_empty() {
+        return;
+    }
+    let vas: Api<VolumeAttachment> = Api::all(client.clone());
+    let until = Instant::now() + timeout;
+    let mut waiting = pvs.to_vec();
+    loop {
+        if let Ok(list) = vas.list(&ListParams::default()).await {
+            waiting = awaiting_reattachment(&waiting, &list.items, node);
+        }
+        if waiting.is_empty() {
+            debug!(node, ?pvs, "volumes re-attached to another node");
+            return;
+        }
+        if Instant::now() >= until {
+            warn!(node, volumes = ?waiting, "timeout waiting for volumes to re-attach to another node");
+            return;
+        }
+        sleep(REATTACH_POLL.min(until.saturating_duration_since(Instant::now()))).await;
+    }
+}
+
+/// How often the re-attachment wait looks at the VolumeAttachments.
+const REATTACH_POLL: Duration = Duration::from_secs(1);
 
 /// Waits until no live VolumeAttachment on `node` refers to one of `volumes`
 /// (PV names or provider volume IDs), and the node reports none attached.

@@ -197,6 +197,16 @@ impl Reconciler<'_> {
                     if failure.retry == decide::RetryClass::Throttled {
                         return Ok(Action::requeue(crate::pacing::PAUSE_BASE));
                     }
+                    // No capacity (or quota) for the create: the creation waits
+                    // `--resource-exhausted-retry`, whatever wakes the machine up.
+                    if failure.retry == decide::RetryClass::ResourceExhausted {
+                        let hold = decide::resource_exhausted_retry(
+                            self.ctx.config.resource_exhausted_retry,
+                        );
+                        self.ctx.hold_creation(&self.key, hold);
+                        info!(?hold, "creation answered ResourceExhausted; retrying after --resource-exhausted-retry");
+                        return Ok(Action::requeue(hold));
+                    }
                     return Ok(Action::requeue(self.retry_after(failure.retry)));
                 }
                 CreationStep::Done => {

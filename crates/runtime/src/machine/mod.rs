@@ -71,6 +71,9 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let mut machine_triggers = Triggers::new(triggers::machine);
     let machine_store = store.clone();
     let machine_events = caches.machines.subscribe().flat_map(move |change| {
+        if let crate::caches::Change::Deleted(m) = &change {
+            crate::metrics::workqueue::forget("machine", &key_of(m));
+        }
         let triggered = machine_triggers.filter(change, &machine_store);
         for m in &triggered {
             crate::metrics::workqueue::queued("machine", &key_of(m));
@@ -80,6 +83,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let class_store = (*caches.classes).clone();
     let mut class_triggers = Triggers::new(triggers::class);
     let users = store.clone();
+    let node_machines = store.clone();
     let class_events = caches.classes.subscribe().flat_map(move |change| {
         let changed = class_triggers.filter(change, &class_store);
         let refs: Vec<ObjectRef<Machine>> = users
@@ -108,8 +112,15 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
                 .into_iter()
                 .filter_map(|node| {
                     let m = node.labels().get(c::MACHINE_NAME_NODE_LABEL)?;
-                    crate::metrics::workqueue::queued("machine", &format!("{ns_for_nodes}/{m}"));
-                    Some(ObjectRef::new(m).within(&ns_for_nodes))
+                    let r = ObjectRef::new(m).within(&ns_for_nodes);
+                    // A Node of no (more) Machine starts no reconcile: not waiting.
+                    if node_machines.get(&r).is_some() {
+                        crate::metrics::workqueue::queued(
+                            "machine",
+                            &format!("{ns_for_nodes}/{m}"),
+                        );
+                    }
+                    Some(r)
                 })
                 .collect();
             futures::stream::iter(refs)
@@ -324,7 +335,7 @@ impl<'a> Reconciler<'a> {
     /// The next retry's delay for a failure of that class (and counts the failure).
     fn retry_after(&self, class: RetryClass) -> Duration {
         let kind = match class {
-            RetryClass::Throttled => FailureKind::Throttled,
+            RetryClass::Throttled | RetryClass::ResourceExhausted => FailureKind::Throttled,
             RetryClass::Normal => FailureKind::Normal,
         };
         self.ctx.failure_delay(&self.key, kind)

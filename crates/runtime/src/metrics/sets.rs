@@ -75,10 +75,21 @@ pub struct FailedMachineLabels {
 
 type Per = Family<SetGaugeLabels, Gauge>;
 
+/// Stale machines removed since the last scrape: process-wide, as the
+/// reference's package-level counter, so the MachineSet controller counts
+/// without a handle on the registry's [`SetMetrics`].
+static STALE_REMOVED: AtomicU64 = AtomicU64::new(0);
+
+/// Counts a machine the MachineSet controller deleted that
+/// [`mcm_core::replicas::is_stale_removal`] calls stale
+/// (`mcm_machine_stale_machines_total`, added on the next scrape).
+pub fn stale_machine_removed() {
+    STALE_REMOVED.fetch_add(1, Ordering::Relaxed);
+}
+
 /// MachineSet and MachineDeployment metrics.
 #[derive(Default)]
 pub struct SetMetrics {
-    stale_removed: AtomicU64,
     stale: Counter,
     set_items: Gauge,
     set_info: Family<SetInfoLabels, Gauge>,
@@ -131,11 +142,36 @@ fn created(meta: &kube::api::ObjectMeta) -> String {
 
 fn int_value(v: &Option<k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>) -> i64 {
     use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-    // Like Go's IntOrString.IntValue(): a percentage string counts as its number.
+    // Go's IntOrString.IntValue(), which the reference's gauges read: a
+    // string is strconv.Atoi'd, so a percentage ("25%") reads 0.
     match v {
         Some(IntOrString::Int(i)) => i64::from(*i),
-        Some(IntOrString::String(s)) => s.trim_end_matches('%').parse().unwrap_or(0),
+        Some(IntOrString::String(s)) => go_atoi(s),
         None => 0,
+    }
+}
+
+/// Go's `strconv.Atoi` value, errors ignored: an optional sign and decimal
+/// digits (no blanks, no `_`), 0 for anything else; out of range clamps to
+/// the 64-bit bound, as Go returns it with its range error.
+fn go_atoi(s: &str) -> i64 {
+    let (negative, digits) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return 0;
+    }
+    let magnitude = digits.bytes().try_fold(0_i128, |acc, b| {
+        let next = acc * 10 + i128::from(b - b'0');
+        (next <= i128::from(i64::MAX) + 1).then_some(next)
+    });
+    match (magnitude, negative) {
+        (Some(m), true) => i64::try_from(-m).unwrap_or(i64::MIN),
+        (Some(m), false) => i64::try_from(m).unwrap_or(i64::MAX),
+        (None, true) => i64::MIN,
+        (None, false) => i64::MAX,
     }
 }
 
@@ -146,7 +182,7 @@ impl SetMetrics {
         let r = registry.sub_registry_with_prefix("mcm");
         r.register(
             "machine_stale_machines",
-            "Number of stale machines removed by the MachineSet controller.",
+            "Total count of stale machines flagged for termination that turned stale due to long unhealthiness",
             m.stale.clone(),
         );
         let gauges: [(&str, &str, &Per); 19] = [
@@ -297,12 +333,6 @@ impl SetMetrics {
         m
     }
 
-    /// Counts a Failed machine (after a health check) that a MachineSet deleted
-    /// (`mcm_machine_stale_machines_total`, added on the next scrape).
-    pub fn stale_machine_removed(&self) {
-        self.stale_removed.fetch_add(1, Ordering::Relaxed);
-    }
-
     fn clear(&self) {
         for f in [
             &self.set_spec_replicas,
@@ -339,8 +369,7 @@ impl SetMetrics {
     /// Adds the stale-machine removals counted since the last scrape (for a
     /// scrape of a replica whose caches are not filled: a standby).
     pub fn flush_counters(&self) {
-        self.stale
-            .inc_by(self.stale_removed.swap(0, Ordering::Relaxed));
+        self.stale.inc_by(STALE_REMOVED.swap(0, Ordering::Relaxed));
     }
 
     /// Refills the series from the MachineSets and MachineDeployments of
@@ -484,5 +513,47 @@ impl SetMetrics {
                     .set(1);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+    #[test]
+    fn max_surge_and_max_unavailable_read_as_go_int_value_so_a_percentage_is_zero() {
+        let read = |v: IntOrString| int_value(&Some(v));
+        assert_eq!(read(IntOrString::Int(2)), 2);
+        assert_eq!(read(IntOrString::String("3".into())), 3);
+        assert_eq!(read(IntOrString::String("+4".into())), 4);
+        assert_eq!(read(IntOrString::String("-1".into())), -1);
+        assert_eq!(read(IntOrString::String("25%".into())), 0);
+        assert_eq!(read(IntOrString::String("100%".into())), 0);
+        assert_eq!(read(IntOrString::String(" 1".into())), 0);
+        assert_eq!(read(IntOrString::String("".into())), 0);
+        assert_eq!(
+            read(IntOrString::String("99999999999999999999".into())),
+            i64::MAX
+        );
+        assert_eq!(
+            read(IntOrString::String("-99999999999999999999".into())),
+            i64::MIN
+        );
+        assert_eq!(int_value(&None), 0);
+    }
+
+    #[test]
+    fn stale_removals_reach_the_counter_on_the_next_scrape() {
+        let mut registry = Registry::default();
+        let m = SetMetrics::new(&mut registry);
+        let before = m.stale.get();
+        stale_machine_removed();
+        stale_machine_removed();
+        m.flush_counters();
+        // Other tests of this binary may count too: at least these two.
+        assert!(m.stale.get() >= before + 2);
+        let text = super::super::encode(&registry);
+        assert!(text.contains("mcm_machine_stale_machines_total "), "{text}");
     }
 }

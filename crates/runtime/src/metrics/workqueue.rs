@@ -6,10 +6,14 @@
 //! - `mcm_workqueue_retries_total`: reconciles that failed and were requeued
 //!   with backoff (the error policies call [`retry`]);
 //! - `mcm_workqueue_work_duration_seconds`: how long each reconcile took;
-//! - `mcm_workqueue_depth`, `mcm_workqueue_unfinished_work_seconds`,
+//! - `mcm_workqueue_depth`: the items waiting, as client-go counts them
+//!   (added and not yet handed to a worker): those triggered ([`queued`])
+//!   whose reconcile has not started ([`work_on`]); an item whose object is
+//!   deleted before its reconcile leaves the count ([`forget`]). Delayed
+//!   requeues are not in it until they fire, as in client-go;
+//! - `mcm_workqueue_unfinished_work_seconds`,
 //!   `mcm_workqueue_longest_running_processor_seconds`: from the reconciles
-//!   in flight at the scrape (depth counts them; kube-runtime does not expose
-//!   the items still waiting);
+//!   in flight at the scrape;
 //! - `mcm_workqueue_queue_duration_seconds`: the wait from a trigger (a
 //!   watched change routed to the item, [`queued`]) to the start of its
 //!   reconcile ([`work_on`]); repeated triggers of a waiting item keep the
@@ -82,6 +86,14 @@ impl Queue {
             running: Mutex::new(HashMap::new()),
             pending: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The items waiting: triggered and not yet started.
+    fn waiting(&self) -> i64 {
+        self.pending
+            .lock()
+            .map(|p| i64::try_from(p.len()).unwrap_or(i64::MAX))
+            .unwrap_or(0)
     }
 
     /// (in flight, their summed seconds, the longest one's seconds).
@@ -183,6 +195,16 @@ pub fn work_on(name: &'static str, key: &str) -> Work {
     w
 }
 
+/// Item `key` of queue `name` will not be reconciled (its object is gone):
+/// it no longer counts as waiting.
+pub fn forget(name: &'static str, key: &str) {
+    if let Some(q) = queue(name) {
+        if let Ok(mut pending) = q.pending.lock() {
+            pending.remove(key);
+        }
+    }
+}
+
 /// Counts a failed item of queue `name` requeued with backoff.
 pub fn retry(name: &'static str) {
     if let Some(q) = queue(name) {
@@ -258,7 +280,7 @@ impl Collector for Workqueues {
         let families: [(Descriptor, SampleOf); 7] = [
             (
                 ("mcm_workqueue_depth", "Current depth of workqueue", MetricType::Gauge),
-                |q| Sample::Gauge(q.in_flight().0),
+                |q| Sample::Gauge(q.waiting()),
             ),
             (
                 (
@@ -391,11 +413,12 @@ mod tests {
     }
 
     #[test]
-    fn items_in_flight_count_as_depth_and_finished_ones_as_adds_work_and_retries() {
+    fn items_in_flight_are_unfinished_work_and_finished_ones_adds_work_and_retries() {
         let first = work("wq-flight");
         let second = work("wq-flight");
         let text = scrape();
-        assert_eq!(value(&text, "mcm_workqueue_depth{name=\"wq-flight\"}"), 2.0);
+        // Being worked on is not waiting.
+        assert_eq!(value(&text, "mcm_workqueue_depth{name=\"wq-flight\"}"), 0.0);
         assert!(
             value(
                 &text,
@@ -406,7 +429,6 @@ mod tests {
         retry("wq-flight");
         drop(second);
         let text = scrape();
-        assert_eq!(value(&text, "mcm_workqueue_depth{name=\"wq-flight\"}"), 0.0);
         assert_eq!(
             value(&text, "mcm_workqueue_adds_total{name=\"wq-flight\"}"),
             2.0
@@ -427,6 +449,36 @@ mod tests {
                 &text,
                 "mcm_workqueue_unfinished_work_seconds{name=\"wq-flight\"}"
             ),
+            0.0
+        );
+    }
+
+    #[test]
+    fn depth_counts_items_waiting_for_their_reconcile_not_those_running_or_forgotten() {
+        queued("wq-depth", "ns/a");
+        queued("wq-depth", "ns/a");
+        queued("wq-depth", "ns/b");
+        queued("wq-depth", "ns/c");
+        // Triggered three items (one twice): three wait.
+        assert_eq!(
+            value(&scrape(), "mcm_workqueue_depth{name=\"wq-depth\"}"),
+            3.0
+        );
+        let running = work_on("wq-depth", "ns/a");
+        assert_eq!(
+            value(&scrape(), "mcm_workqueue_depth{name=\"wq-depth\"}"),
+            2.0
+        );
+        // ns/c's object was deleted before its reconcile.
+        forget("wq-depth", "ns/c");
+        assert_eq!(
+            value(&scrape(), "mcm_workqueue_depth{name=\"wq-depth\"}"),
+            1.0
+        );
+        drop(running);
+        drop(work_on("wq-depth", "ns/b"));
+        assert_eq!(
+            value(&scrape(), "mcm_workqueue_depth{name=\"wq-depth\"}"),
             0.0
         );
     }

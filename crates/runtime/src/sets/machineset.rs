@@ -599,6 +599,10 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
     match api.delete(&name, &DeleteParams::default()).await {
         Ok(_) => {
             info!(machine = %name, phase = %m.phase(), "deleted machine");
+            let view = MachineView::of(m, &ctx.config.default_settings());
+            if mcm_core::replicas::is_stale_removal(&view) {
+                crate::metrics::sets::stale_machine_removed();
+            }
             publish(
                 &ctx.sets.set_recorder,
                 ms,

@@ -449,6 +449,10 @@ async fn pump_sets(ctx: Arc<Ctx>, routes: Arc<Routes>) {
                 routes.set_object(s);
             }
             Change::Deleted(s) => {
+                crate::metrics::workqueue::forget(
+                    "machineset",
+                    &ref_key(&ObjectRef::from_obj(&*s)),
+                );
                 routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
             }
             Change::Listed => {
@@ -472,7 +476,10 @@ async fn pump_deployments(ctx: Arc<Ctx>, routes: Arc<Routes>) {
                 routes.deployment_object(d);
                 ctx.sets.safety_wakeup.notify_one();
             }
-            Change::Deleted(_) => {}
+            Change::Deleted(d) => crate::metrics::workqueue::forget(
+                "machinedeployment",
+                &ref_key(&ObjectRef::from_obj(&*d)),
+            ),
             Change::Listed => routes.all_deployments(&ctx.caches.deployments),
         }
     }

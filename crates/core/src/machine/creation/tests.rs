@@ -195,7 +195,8 @@ fn a_probe_error_fails_and_clears_last_known_state() {
 }
 
 #[test]
-fn a_throttled_create_keeps_last_known_state_and_backs_off_further() {
+fn a_create_answered_resource_exhausted_keeps_last_known_state_and_waits_the_resource_exhausted_retry(
+) {
     let m = view(Phase::Empty);
     let mut f = CreationFlow::new(true);
     f.next(
@@ -210,7 +211,56 @@ fn a_throttled_create_keeps_last_known_state_and_backs_off_further() {
     ));
     assert_eq!(fl.call, "CreateMachine");
     assert!(fl.keep_last_known_state);
+    assert_eq!(fl.retry, RetryClass::ResourceExhausted);
+}
+
+#[test]
+fn a_probe_answered_resource_exhausted_waits_the_resource_exhausted_retry_too() {
+    // The reference hands any probe error but NotFound/Unimplemented/
+    // Uninitialized to machineCreateErrorHandler, which reads the code.
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    let fl = failure(f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::new(Code::ResourceExhausted, "quota"))),
+        t0(),
+    ));
+    assert_eq!(fl.call, "GetMachineStatus");
+    assert_eq!(fl.retry, RetryClass::ResourceExhausted);
+}
+
+#[test]
+fn an_initialization_answered_resource_exhausted_is_only_throttled() {
+    // InitializeMachine errors are retried soon in the reference (ShortRetry).
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::uninitialized("not yet", identity("p1", "m1")))),
+        t0(),
+    );
+    let step = f.next(&m, CreationOutcome::Persisted, t0());
+    assert!(matches!(step, CreationStep::Initialize { .. }), "{step:?}");
+    let fl = failure(f.next(
+        &m,
+        CreationOutcome::Initialized(Err(Status::new(Code::ResourceExhausted, "slow down"))),
+        t0(),
+    ));
+    assert_eq!(fl.call, "InitializeMachine");
     assert_eq!(fl.retry, RetryClass::Throttled);
+}
+
+#[test]
+fn resource_exhausted_retry_is_the_flag_or_the_long_retry_for_zero() {
+    use std::time::Duration;
+    assert_eq!(
+        resource_exhausted_retry(Duration::from_secs(30)),
+        Duration::from_secs(30)
+    );
+    assert_eq!(
+        resource_exhausted_retry(Duration::ZERO),
+        Duration::from_secs(600)
+    );
 }
 
 #[test]
