@@ -12,3 +12,4 @@ mod common;
 mod faults;
 mod no_secret_logged;
 mod over_grpc;
+mod tls;
