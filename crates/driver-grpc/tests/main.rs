@@ -13,3 +13,4 @@ mod faults;
 mod no_secret_logged;
 mod over_grpc;
 mod tls;
+mod update;
