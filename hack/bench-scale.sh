@@ -40,6 +40,12 @@
 #                       provider library with our Go driver, hack/build-reference.sh; both get
 #                       RUN_ARGS' client rate); CPU and RSS are the two processes' sums; the
 #                       report gets a section of its own (`reference N=...`)
+#   MCM_BENCH_DRIVER    in-process (default) | grpc: the local driver out of process, as
+#                       `mcm driver serve --provider local` on a Unix socket in the work folder,
+#                       reached by `mcm run --driver-endpoint local=unix://…` (whose own
+#                       --local-cloud-url points nowhere); mcm is built with --features grpc;
+#                       CPU and RSS are the two processes' sums; the report gets a section of its
+#                       own (`grpc N=...`)
 set -euo pipefail
 # Everything is in main, which bash parses completely before running it: editing this file
 # while a benchmark runs cannot change the running script.
@@ -64,6 +70,9 @@ REPORT=${MCM_BENCH_REPORT:-$ROOT/docs/scale-report.md}
 RUN_ARGS=${MCM_BENCH_RUN_ARGS---kube-api-qps 100 --kube-api-burst 200}
 IMPL=${MCM_BENCH_IMPL:-mcm-rs}
 case "$IMPL" in mcm-rs|reference) ;; *) echo "MCM_BENCH_IMPL must be mcm-rs or reference" >&2; exit 2 ;; esac
+DRIVER=${MCM_BENCH_DRIVER:-in-process}
+case "$DRIVER" in in-process|grpc) ;; *) echo "MCM_BENCH_DRIVER must be in-process or grpc" >&2; exit 2 ;; esac
+[ "$DRIVER" = in-process ] || [ "$IMPL" = mcm-rs ] || { echo "MCM_BENCH_DRIVER=grpc needs MCM_BENCH_IMPL=mcm-rs" >&2; exit 2; }
 CLOUD_ARGS=${MCM_BENCH_CLOUD_ARGS:-}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/mcm-rs/target}
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
@@ -92,12 +101,14 @@ say "work folder: $WORK (logs in $WORK/logs)"
 CLOUD_PID=""
 MCM_PID=""
 MCM2_PID=""
+DRIVER_PID=""
 TESTENV_STARTED=""
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   stop_pid "$MCM_PID" "controllers"
   stop_pid "$MCM2_PID" "reference manager"
+  stop_pid "$DRIVER_PID" "driver"
   stop_pid "$CLOUD_PID" "local cloud"
   if [ -n "$TESTENV_STARTED" ]; then
     MCM_TESTENV_DIR=$ENV_DIR bash "$ROOT/hack/testenv.sh" down >/dev/null 2>&1 || true
@@ -113,9 +124,12 @@ trap 'exit 143' TERM
 # ---------------------------------------------------------------------------
 # 1. Build and start everything.
 
-say "building mcm ($PROFILE, --no-default-features)"
+FEATURE_ARGS=()
+[ "$DRIVER" = grpc ] && FEATURE_ARGS=(--features grpc)
+say "building mcm ($PROFILE, --no-default-features ${FEATURE_ARGS[*]+"${FEATURE_ARGS[*]}"})"
 t=$SECONDS
-cargo build ${CARGO_PROFILE_ARGS[@]+"${CARGO_PROFILE_ARGS[@]}"} -p mcm --no-default-features --quiet
+cargo build ${CARGO_PROFILE_ARGS[@]+"${CARGO_PROFILE_ARGS[@]}"} -p mcm --no-default-features \
+  ${FEATURE_ARGS[@]+"${FEATURE_ARGS[@]}"} --quiet
 BUILD_SECONDS=$((SECONDS - t))
 # A private copy: other builds in the shared target folder may replace the binary meanwhile.
 cp "$CARGO_TARGET_DIR/$PROFILE_DIR/mcm" "$WORK/mcm"
@@ -176,12 +190,29 @@ if [ "$IMPL" = reference ]; then
     $RUN_ARGS > "$WORK/logs/mcm-manager.log" 2>&1 &
   MCM2_PID=$!
 else
+  DRIVER_ARGS=(--local-cloud-url "$CLOUD_URL")
+  if [ "$DRIVER" = grpc ]; then
+    SOCKET=$WORK/driver/local.sock
+    say "starting the local driver out of process (mcm driver serve on unix://$SOCKET)"
+    NO_COLOR=1 RUST_LOG=${RUST_LOG:-info} "$MCM" driver serve --provider local \
+      --listen "unix://$SOCKET" --local-cloud-url "$CLOUD_URL" \
+      > "$WORK/logs/driver.log" 2>&1 &
+    DRIVER_PID=$!
+    for i in $(seq 1 100); do
+      [ -S "$SOCKET" ] && break
+      kill -0 "$DRIVER_PID" 2>/dev/null || { tail -n 20 "$WORK/logs/driver.log" >&2; die "the driver exited"; }
+      [ "$i" -lt 100 ] || die "the driver's socket did not appear within 20 s"
+      sleep 0.2
+    done
+    # The controllers reach the cloud only through the driver.
+    DRIVER_ARGS=(--local-cloud-url "http://127.0.0.1:1" --driver-endpoint "local=unix://$SOCKET")
+  fi
   say "starting the controllers (mcm run, metrics on 127.0.0.1:$METRICS_PORT)"
   # shellcheck disable=SC2086
   NO_COLOR=1 RUST_LOG=${RUST_LOG:-info,kube=warn,hyper=warn} "$MCM" run --leader-elect=false \
     --address 127.0.0.1 --port "$METRICS_PORT" \
     --control-kubeconfig "$KC" --target-kubeconfig "$KC" --namespace default \
-    --local-cloud-url "$CLOUD_URL" $RUN_ARGS \
+    "${DRIVER_ARGS[@]}" $RUN_ARGS \
     > "$WORK/logs/mcm.log" 2>&1 &
   MCM_PID=$!
 fi
@@ -237,7 +268,7 @@ snapshot_all() { # name
   api_snapshot "$WORK/snap/$1.api"
   cloud_snapshot "$WORK/snap/$1.cloud.json"
   # shellcheck disable=SC2086
-  proc_snapshot "$WORK/snap/$1.mcm.proc" "$MCM_PID" $MCM2_PID
+  proc_snapshot "$WORK/snap/$1.mcm.proc" "$MCM_PID" $MCM2_PID $DRIVER_PID
   proc_snapshot "$WORK/snap/$1.cloud.proc" "$CLOUD_PID"
   proc_snapshot "$WORK/snap/$1.apiserver.proc" "$APISERVER_PID"
   { curl -sf --max-time 30 "http://127.0.0.1:$METRICS_PORT/metrics" || true
@@ -309,6 +340,7 @@ last=""
 deadline=$((SECONDS + UP_TIMEOUT))
 while :; do
   if ! kill -0 "$MCM_PID" 2>/dev/null; then tail -n 30 "$WORK/logs/mcm.log" >&2; die "mcm run exited during scale-up"; fi
+  if [ -n "$DRIVER_PID" ] && ! kill -0 "$DRIVER_PID" 2>/dev/null; then tail -n 30 "$WORK/logs/driver.log" >&2; die "the driver exited during scale-up"; fi
   IFS=$'\t' read -r total running deleting phases < <(machine_counts || printf '0\t0\t0\terror\n')
   OWN_LIST_MACHINES=$((OWN_LIST_MACHINES + 1))
   vms=$(cloud_instances || echo "?")
@@ -360,6 +392,7 @@ last=""
 deadline=$((SECONDS + DOWN_TIMEOUT))
 while :; do
   if ! kill -0 "$MCM_PID" 2>/dev/null; then tail -n 30 "$WORK/logs/mcm.log" >&2; die "mcm run exited during scale-down"; fi
+  if [ -n "$DRIVER_PID" ] && ! kill -0 "$DRIVER_PID" 2>/dev/null; then tail -n 30 "$WORK/logs/driver.log" >&2; die "the driver exited during scale-down"; fi
   IFS=$'\t' read -r total running deleting phases < <(machine_counts || printf '?\t?\t?\terror\n')
   OWN_LIST_MACHINES=$((OWN_LIST_MACHINES + 1))
   vms=$(cloud_instances || echo "?")
@@ -402,7 +435,7 @@ SUMMARY=$WORK/summary.md
 SUMMARY_VARS="N PROFILE BOOT TUNABLES WORK UP_STATUS DOWN_STATUS T_FIRST_RUNNING T_ALL_VMS T_ALL_RUNNING
   T_MCD_AVAILABLE T_MACHINES_GONE T_VMS_GONE T_NODES_GONE READY_NODES IDLE BUILD_SECONDS
   OWN_UP_LIST_MACHINES OWN_UP_LIST_NODES OWN_UP_GET_MCD OWN_DOWN_LIST_MACHINES OWN_DOWN_LIST_NODES
-  LOG_WARN LOG_ERROR LOG_TOP RUN_ARGS CLOUD_ARGS CLASS_NOTE IMPL"
+  LOG_WARN LOG_ERROR LOG_TOP RUN_ARGS CLOUD_ARGS CLASS_NOTE IMPL DRIVER"
 # The inputs of the summary, to regenerate it from the work folder later.
 for v in $SUMMARY_VARS; do printf '%s=%q\n' "$v" "${!v}"; done > "$WORK/summary.env"
 # shellcheck disable=SC2086
@@ -475,10 +508,14 @@ o = []
 p = o.append
 date = datetime.datetime.fromtimestamp(t("before"), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")  # the run's start
 REF = E.get("IMPL") == "reference"
+GRPC = E.get("DRIVER") == "grpc"
 CTL = "the reference's two halves" if REF else "`mcm run`"
-p(f"## N = {N}, the reference's halves (Gardener MCM v0.62.1)" if REF else f"## N = {N}")
+p(f"## N = {N}, the reference's halves (Gardener MCM v0.62.1)" if REF
+  else f"## N = {N}, the local driver out of process (`mcm driver serve`, gRPC over a Unix socket)" if GRPC
+  else f"## N = {N}")
 p("")
-p(f"{date}; `{'MCM_BENCH_IMPL=reference ' if REF else ''}bash hack/bench-scale.sh {N}`; mcm build profile: **{E['PROFILE']}** (`--no-default-features`); "
+p(f"{date}; `{'MCM_BENCH_IMPL=reference ' if REF else ''}{'MCM_BENCH_DRIVER=grpc ' if GRPC else ''}bash hack/bench-scale.sh {N}`; "
+  f"mcm build profile: **{E['PROFILE']}** (`--no-default-features{' --features grpc' if GRPC else ''}`); "
   f"machine: 2 cores ({os.cpu_count()} visible, shared with other work), {platform.machine()}; "
   f"one MachineDeployment of {N} replicas (maxSurge 1, maxUnavailable 0) on the `local` provider, class from {E['CLASS_NOTE']}; "
   + (f"the reference's machine-controller-manager v0.62.1 and machine-controller (its provider library with our Go driver for the local cloud), each with defaults{(' + ' + E['RUN_ARGS']) if E['RUN_ARGS'] else ''}; " if REF else
@@ -555,7 +592,7 @@ p("Processes (CPU = utime+stime; RSS from /proc/<pid>/status):")
 p("")
 p("| process | CPU scale-up | CPU idle | CPU scale-down | CPU total | peak RSS (VmHWM) | RSS after scale-up |")
 p("| --- | --- | --- | --- | --- | --- | --- |")
-for name, d in (("reference halves (both processes)" if REF else "mcm run (controllers)", mcm), ("mcm local-cloud (cloud + kubelets)", cl), ("kube-apiserver", aps)):
+for name, d in (("reference halves (both processes)" if REF else "mcm run + mcm driver serve (both processes)" if GRPC else "mcm run (controllers)", mcm), ("mcm local-cloud (cloud + kubelets)", cl), ("kube-apiserver", aps)):
     p(f"| {name} | {d['up'][0]-d['before'][0]:.1f} s | {d['idle'][0]-d['up'][0]:.1f} s | {d['down'][0]-d['idle'][0]:.1f} s "
       f"| {d['down'][0]:.1f} s | {d['down'][1]/1024:.0f} MiB | {d['up'][2]/1024:.0f} MiB |")
 p("")
@@ -656,11 +693,11 @@ cat "$SUMMARY"
 
 if [ "$REPORT" != "none" ]; then
   mkdir -p "$(dirname "$REPORT")"
-  python3 - "$REPORT" "$SUMMARY" "$N" "$IMPL" <<'PY'
+  python3 - "$REPORT" "$SUMMARY" "$N" "$IMPL" "$DRIVER" <<'PY'
 import sys, os
-report, summary, n, impl = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+report, summary, n, impl, driver = sys.argv[1:6]
 body = open(summary).read().rstrip("\n")
-tag = f"N={n}" if impl == "mcm-rs" else f"{impl} N={n}"
+tag = f"N={n}" if impl == "mcm-rs" and driver == "in-process" else "grpc N=" + n if driver == "grpc" else f"{impl} N={n}"
 begin, end = f"<!-- bench-scale {tag} begin -->", f"<!-- bench-scale {tag} end -->"
 section = f"{begin}\n{body}\n{end}"
 if os.path.exists(report):

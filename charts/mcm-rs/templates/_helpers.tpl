@@ -46,6 +46,73 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- range .Values.controller.extraArgs }}
 - {{ . | quote }}
 {{- end }}
+{{- include "mcm-rs.driverEndpointArgs" . }}
+{{- end -}}
+
+{{- /* The socket of a driver sidecar; the argument is (list $ $sidecar). */ -}}
+{{- define "mcm-rs.driverSocket" -}}
+{{- $root := index . 0 -}}{{- $d := index . 1 -}}
+{{ trimSuffix "/" $root.Values.drivers.socketDir }}/{{ lower $d.provider }}.sock
+{{- end -}}
+
+{{- /* The machine controller's flags for the driver sidecars. */ -}}
+{{- define "mcm-rs.driverEndpointArgs" -}}
+{{- $root := . -}}
+{{- range .Values.drivers.sidecars }}
+- --driver-endpoint={{ lower .provider }}=unix://{{ include "mcm-rs.driverSocket" (list $root .) }}
+{{- end }}
+{{- if .Values.drivers.sidecars }}
+- --driver-call-timeout={{ .Values.drivers.callTimeout }}
+{{- end }}
+{{- end -}}
+
+{{- /* The machine controller's volume mounts (none: empty). */ -}}
+{{- define "mcm-rs.controllerMounts" -}}
+{{- if .Values.target.secretName }}
+- name: target
+  mountPath: /etc/mcm-rs/target
+  readOnly: true
+{{- end }}
+{{- if .Values.drivers.sidecars }}
+- name: driver-socket
+  mountPath: {{ .Values.drivers.socketDir }}
+{{- end }}
+{{- end -}}
+
+{{- /* One container per driver sidecar. */ -}}
+{{- define "mcm-rs.driverContainers" -}}
+{{- $root := . -}}
+{{- range .Values.drivers.sidecars }}
+{{- if not .provider }}{{ fail "every drivers.sidecars entry needs a provider" }}{{ end }}
+- name: driver-{{ lower .provider }}
+  image: {{ default (printf "%s:%s" $root.Values.image.repository $root.Values.image.tag) .image | quote }}
+  imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+  args:
+    {{- if .args }}
+    {{- range .args }}
+    - {{ . | quote }}
+    {{- end }}
+    {{- else }}
+    - driver
+    - serve
+    - --provider={{ lower .provider }}
+    - --listen=unix://{{ include "mcm-rs.driverSocket" (list $root .) }}
+    - --socket-mode=600
+    {{- range .extraArgs }}
+    - {{ . | quote }}
+    {{- end }}
+    {{- end }}
+  {{- with .env }}
+  env:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  volumeMounts:
+    - name: driver-socket
+      mountPath: {{ $root.Values.drivers.socketDir }}
+  resources:
+    {{- toYaml (default dict .resources) | nindent 4 }}
+  {{- include "mcm-rs.securityContext" $root | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "mcm-rs.probe" -}}

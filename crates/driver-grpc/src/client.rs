@@ -8,9 +8,14 @@
 //! answer is kept until the connection breaks (a restarted driver is asked
 //! again). Every call is bounded by [`ClientOptions::call_timeout`]: a hung
 //! server gives `DeadlineExceeded`, a dead one `Unavailable`.
+//!
+//! Transports: a Unix socket; `https://host:port`, TLS with the client's
+//! certificate ([`ClientOptions::tls`], required); `tcp://host:port`, plain,
+//! refused unless the host is loopback (requests carry Secrets).
 
 use crate::endpoint::Endpoint;
 use crate::pb::driver_client::DriverClient;
+use crate::tls::ClientTls;
 use crate::{pb, wire, PROTOCOL_MAJOR, PROTOCOL_VERSION};
 use async_trait::async_trait;
 use mcm_api::MachineClass;
@@ -38,6 +43,8 @@ pub struct ClientOptions {
     pub info_timeout: Duration,
     /// The longest a connection attempt may take.
     pub connect_timeout: Duration,
+    /// TLS for `https://` endpoints (required there, unused elsewhere).
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ClientOptions {
@@ -46,17 +53,31 @@ impl Default for ClientOptions {
             call_timeout: Duration::from_secs(120),
             info_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(5),
+            tls: None,
         }
     }
 }
 
 /// A client that could not be built.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot build a driver client for {endpoint}: {source}")]
-pub struct ClientError {
-    endpoint: String,
-    #[source]
-    source: tonic::transport::Error,
+pub enum ClientError {
+    /// The endpoint or the TLS settings were refused by the transport.
+    #[error("cannot build a driver client for {endpoint}: {source}")]
+    Transport {
+        /// The endpoint.
+        endpoint: String,
+        /// Why.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// The endpoint is not allowed with these settings.
+    #[error("cannot build a driver client for {endpoint}: {why}")]
+    Refused {
+        /// The endpoint.
+        endpoint: String,
+        /// Why.
+        why: &'static str,
+    },
 }
 
 /// What the server's `Info` said, checked.
@@ -115,9 +136,13 @@ impl GrpcDriver {
         options: ClientOptions,
     ) -> Result<GrpcDriver, ClientError> {
         let text = endpoint.to_string();
-        let err = |source| ClientError {
+        let err = |source| ClientError::Transport {
             endpoint: text.clone(),
             source,
+        };
+        let refused = |why| ClientError::Refused {
+            endpoint: text.clone(),
+            why,
         };
         let channel = match endpoint {
             Endpoint::Unix(path) => {
@@ -126,8 +151,27 @@ impl GrpcDriver {
                     .connect_timeout(options.connect_timeout);
                 unix_channel(ep, path.clone())
             }
+            Endpoint::Tcp(_) if !endpoint.is_loopback() => {
+                return Err(refused(
+                    "plain TCP is only for a loopback address (requests carry Secrets); use https:// with --driver-tls-ca, --driver-tls-cert and --driver-tls-key",
+                ))
+            }
             Endpoint::Tcp(addr) => {
                 tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+                    .map_err(err)?
+                    .connect_timeout(options.connect_timeout)
+                    .connect_lazy()
+            }
+            Endpoint::Tls(addr) => {
+                let Some(tls) = &options.tls else {
+                    return Err(refused(
+                        "an https:// endpoint needs the client's TLS settings (--driver-tls-ca, --driver-tls-cert, --driver-tls-key)",
+                    ));
+                };
+                let host = endpoint.host().unwrap_or_default();
+                tonic::transport::Endpoint::from_shared(format!("https://{addr}"))
+                    .map_err(err)?
+                    .tls_config(tls.tonic_config(host))
                     .map_err(err)?
                     .connect_timeout(options.connect_timeout)
                     .connect_lazy()

@@ -1,5 +1,6 @@
-//! Driver endpoints: `unix:///path/to.sock` (the default transport) or
-//! `tcp://host:port`.
+//! Driver endpoints: `unix:///path/to.sock` (the default transport),
+//! `https://host:port` (TCP with TLS and client certificates) or
+//! `tcp://host:port` (plain TCP: loopback only).
 
 use std::path::PathBuf;
 
@@ -8,13 +9,15 @@ use std::path::PathBuf;
 pub enum Endpoint {
     /// A Unix domain socket.
     Unix(PathBuf),
-    /// A TCP address `host:port`.
+    /// A TCP address `host:port`, plain: allowed on loopback only.
     Tcp(String),
+    /// A TCP address `host:port` with TLS (client certificates required).
+    Tls(String),
 }
 
 /// An endpoint that cannot be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid driver endpoint {given:?}: {why} (expected unix:///absolute/path.sock or tcp://host:port)")]
+#[error("invalid driver endpoint {given:?}: {why} (expected unix:///absolute/path.sock, https://host:port or tcp://127.0.0.1:port)")]
 pub struct EndpointError {
     /// The text given.
     pub given: String,
@@ -23,7 +26,8 @@ pub struct EndpointError {
 }
 
 impl Endpoint {
-    /// Parses `unix:///abs/path`, `unix:/abs/path` or `tcp://host:port`.
+    /// Parses `unix:///abs/path`, `unix:/abs/path`, `https://host:port` or
+    /// `tcp://host:port`.
     pub fn parse(text: &str) -> Result<Endpoint, EndpointError> {
         let err = |why| EndpointError {
             given: text.to_string(),
@@ -41,16 +45,46 @@ impl Endpoint {
             }
             return Ok(Endpoint::Unix(PathBuf::from(rest)));
         }
-        if let Some(rest) = text.strip_prefix("tcp://") {
-            let rest = rest.trim_end_matches('/');
-            match rest.rsplit_once(':') {
-                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
-                    return Ok(Endpoint::Tcp(rest.to_string()))
-                }
-                _ => return Err(err("a TCP endpoint needs host:port")),
+        for (scheme, make) in [
+            ("tcp://", Endpoint::Tcp as fn(String) -> Endpoint),
+            ("https://", Endpoint::Tls),
+        ] {
+            if let Some(rest) = text.strip_prefix(scheme) {
+                let rest = rest.trim_end_matches('/');
+                return match rest.rsplit_once(':') {
+                    Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                        Ok(make(rest.to_string()))
+                    }
+                    _ => Err(err("a TCP endpoint needs host:port")),
+                };
             }
         }
         Err(err("unknown scheme"))
+    }
+
+    /// The host of a TCP endpoint (brackets of an IPv6 address removed).
+    pub fn host(&self) -> Option<&str> {
+        match self {
+            Endpoint::Unix(_) => None,
+            Endpoint::Tcp(a) | Endpoint::Tls(a) => a
+                .rsplit_once(':')
+                .map(|(h, _)| h.trim_start_matches('[').trim_end_matches(']')),
+        }
+    }
+
+    /// Whether a TCP endpoint's host is a loopback address (`localhost`,
+    /// 127.0.0.0/8, `::1`), judged from the text: a name other than
+    /// `localhost` is not loopback, whatever it resolves to. Plain TCP is
+    /// allowed there only: the Secret in every request travels unencrypted.
+    pub fn is_loopback(&self) -> bool {
+        match self.host() {
+            None => false,
+            Some(h) => {
+                h.eq_ignore_ascii_case("localhost")
+                    || h.parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            }
+        }
     }
 }
 
@@ -59,6 +93,7 @@ impl std::fmt::Display for Endpoint {
         match self {
             Endpoint::Unix(p) => write!(f, "unix://{}", p.display()),
             Endpoint::Tcp(a) => write!(f, "tcp://{a}"),
+            Endpoint::Tls(a) => write!(f, "https://{a}"),
         }
     }
 }
@@ -82,6 +117,32 @@ mod tests {
         let t = Endpoint::parse("tcp://127.0.0.1:7000").expect("tcp");
         assert_eq!(t, Endpoint::Tcp("127.0.0.1:7000".into()));
         assert_eq!(t.to_string(), "tcp://127.0.0.1:7000");
+        let s = Endpoint::parse("https://driver.example:7443").expect("tls");
+        assert_eq!(s, Endpoint::Tls("driver.example:7443".into()));
+        assert_eq!(s.to_string(), "https://driver.example:7443");
+        assert_eq!(s.host(), Some("driver.example"));
+    }
+
+    #[test]
+    fn only_localhost_and_loopback_addresses_count_as_loopback() {
+        for yes in [
+            "tcp://127.0.0.1:1",
+            "tcp://127.8.0.1:1",
+            "tcp://localhost:1",
+            "tcp://[::1]:1",
+        ] {
+            assert!(Endpoint::parse(yes).expect(yes).is_loopback(), "{yes}");
+        }
+        for no in [
+            "tcp://0.0.0.0:1",
+            "tcp://[::]:1",
+            "tcp://10.0.0.1:1",
+            "tcp://driver:1",
+            "tcp://localhost.evil.example:1",
+            "unix:///x.sock",
+        ] {
+            assert!(!Endpoint::parse(no).expect(no).is_loopback(), "{no}");
+        }
     }
 
     #[test]
@@ -91,6 +152,7 @@ mod tests {
             "unix://",
             "tcp://host",
             "tcp://:1",
+            "https://host",
             "http://x:1",
             "",
         ] {

@@ -9,7 +9,8 @@
 //!   call has a bounded deadline; a dead or hung server gives `Unavailable`
 //!   or `DeadlineExceeded`, never a hang or a panic.
 //! - [`serve`]: serves any `Driver` on a Unix socket (mode 0600 by default)
-//!   or TCP.
+//!   or TCP with TLS and client certificates ([`tls`]); plain TCP on
+//!   loopback only.
 //!
 //! Errors cross as gRPC statuses with the machine code in the metadata key
 //! [`wire::MACHINE_CODE_KEY`], so `Uninitialized` (17, not a gRPC code)
@@ -19,6 +20,7 @@ pub mod client;
 pub mod endpoint;
 pub mod loopback;
 pub mod server;
+pub mod tls;
 pub mod wire;
 
 /// The code generated from `mcm.driver.v1`.
@@ -37,6 +39,7 @@ pub use client::{ClientOptions, GrpcDriver};
 pub use endpoint::{Endpoint, EndpointError};
 pub use loopback::{Loopback, LoopbackError};
 pub use server::{serve, serve_with_shutdown, ServeError, ServeOptions, ServerInfo};
+pub use tls::{ClientTls, ServerTls, TlsError};
 
 /// The protocol version this crate speaks (`MAJOR.MINOR`). A peer with
 /// another major version is refused; minors are compatible both ways.

@@ -3,11 +3,14 @@
 //! On a Unix socket (the default transport) the socket's directory is
 //! created (mode 0700) when missing, a stale socket file is replaced, and
 //! the socket gets mode 0600 (ServeOptions::socket_mode) before the first
-//! connection is accepted. Calls are logged with the machine and namespace,
-//! never with the secret.
+//! connection is accepted. Over TCP the server speaks TLS and requires a
+//! client certificate ([`ServerTls`]); plain TCP is refused at start-up
+//! unless the address is a loopback one. Calls are logged with the machine
+//! and namespace, never with the secret.
 
 use crate::endpoint::Endpoint;
 use crate::pb::driver_server::{Driver as PbDriver, DriverServer};
+use crate::tls::ServerTls;
 use crate::{pb, wire, PROTOCOL_VERSION};
 use mcm_driver::{Driver, MachineRequest, Status};
 use std::future::Future;
@@ -49,14 +52,17 @@ pub struct ServeOptions {
     pub listen: Endpoint,
     /// The Unix socket's mode (default 0600: only the driver's user).
     pub socket_mode: u32,
+    /// TLS for a TCP endpoint (required unless the address is loopback).
+    pub tls: Option<ServerTls>,
 }
 
 impl ServeOptions {
-    /// Listening on `listen` with the default socket mode.
+    /// Listening on `listen` with the default socket mode, without TLS.
     pub fn new(listen: Endpoint) -> Self {
         ServeOptions {
             listen,
             socket_mode: 0o600,
+            tls: None,
         }
     }
 }
@@ -76,6 +82,27 @@ pub enum ServeError {
     /// The socket path exists and is not a socket (never removed).
     #[error("cannot listen on {0}: the path exists and is not a socket")]
     NotASocket(String),
+    /// Plain TCP on an address that is not loopback: every request carries
+    /// a Secret, which would cross the network unencrypted.
+    #[error("refusing to serve plain TCP on {0}: it is not a loopback address and requests carry Secrets; give --tls-cert, --tls-key and --tls-client-ca (TLS with client certificates), or listen on 127.0.0.1 or a Unix socket")]
+    PlainTcpNotLoopback(String),
+    /// An `https://` endpoint without TLS settings, or TLS on a Unix socket.
+    #[error("cannot listen on {endpoint}: {why}")]
+    TlsSettings {
+        /// Where.
+        endpoint: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// The TLS settings were refused (a certificate or key that does not parse or match).
+    #[error("TLS settings for {endpoint} refused: {source}")]
+    Tls {
+        /// Where.
+        endpoint: String,
+        /// Why.
+        #[source]
+        source: tonic::transport::Error,
+    },
     /// The gRPC server failed.
     #[error("driver server on {endpoint} failed: {source}")]
     Transport {
@@ -323,27 +350,28 @@ pub async fn serve_with_shutdown(
         driver,
         info: info.clone(),
     });
-    let router = tonic::transport::Server::builder().add_service(svc);
     let transport = |source| ServeError::Transport {
         endpoint: endpoint.clone(),
         source,
     };
-    match &options.listen {
-        Endpoint::Unix(path) => {
+    let listen_err = |source| ServeError::Listen {
+        endpoint: endpoint.clone(),
+        source,
+    };
+    match (&options.listen, &options.tls) {
+        (Endpoint::Unix(_), Some(_)) => Err(ServeError::TlsSettings {
+            endpoint,
+            why: "TLS applies to TCP endpoints; a Unix socket is protected by its file mode",
+        }),
+        (Endpoint::Unix(path), None) => {
             prepare_socket_path(path)?;
-            let listener =
-                tokio::net::UnixListener::bind(path).map_err(|source| ServeError::Listen {
-                    endpoint: endpoint.clone(),
-                    source,
-                })?;
+            let listener = tokio::net::UnixListener::bind(path).map_err(listen_err)?;
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(options.socket_mode))
-                .map_err(|source| ServeError::Listen {
-                    endpoint: endpoint.clone(),
-                    source,
-                })?;
+                .map_err(listen_err)?;
             info!(endpoint = %endpoint, name = %info.name, providers = ?info.providers, "driver serving");
             let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
-            let r = router
+            let r = tonic::transport::Server::builder()
+                .add_service(svc)
                 .serve_with_incoming_shutdown(incoming, shutdown)
                 .await
                 .map_err(transport);
@@ -352,16 +380,39 @@ pub async fn serve_with_shutdown(
             }
             r
         }
-        Endpoint::Tcp(addr) => {
+        (Endpoint::Tls(_), None) => Err(ServeError::TlsSettings {
+            endpoint,
+            why: "an https:// endpoint needs --tls-cert, --tls-key and --tls-client-ca",
+        }),
+        (Endpoint::Tcp(_), None) if !options.listen.is_loopback() => {
+            Err(ServeError::PlainTcpNotLoopback(endpoint))
+        }
+        (Endpoint::Tcp(addr) | Endpoint::Tls(addr), tls) => {
+            let mut builder = tonic::transport::Server::builder();
+            let mode = match tls {
+                Some(tls) => {
+                    crate::tls::ensure_crypto_provider();
+                    builder = builder.tls_config(tls.tonic_config()).map_err(|source| {
+                        ServeError::Tls {
+                            endpoint: endpoint.clone(),
+                            source,
+                        }
+                    })?;
+                    "TLS, client certificate required"
+                }
+                None => "plain TCP, loopback only",
+            };
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|source| ServeError::Listen {
-                    endpoint: endpoint.clone(),
-                    source,
-                })?;
-            info!(endpoint = %endpoint, name = %info.name, providers = ?info.providers, "driver serving (TCP, no TLS)");
+                .map_err(listen_err)?;
+            let bound = listener
+                .local_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            info!(endpoint = %endpoint, bound = %bound, transport = mode, name = %info.name, providers = ?info.providers, "driver serving");
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
-            router
+            builder
+                .add_service(svc)
                 .serve_with_incoming_shutdown(incoming, shutdown)
                 .await
                 .map_err(transport)

@@ -25,6 +25,7 @@ fn short() -> ClientOptions {
         call_timeout: Duration::from_millis(500),
         info_timeout: Duration::from_millis(500),
         connect_timeout: Duration::from_millis(500),
+        ..Default::default()
     }
 }
 

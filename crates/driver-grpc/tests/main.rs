@@ -13,3 +13,5 @@ mod common;
 // The tests.
 mod faults;
 mod over_grpc;
+mod tls;
+mod update;

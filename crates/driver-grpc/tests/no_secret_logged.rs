@@ -25,14 +25,19 @@ impl Write for Captured {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One thread, and the subscriber is this thread's: the other tests of the
+// binary set the global one, and every task of this test (client, server,
+// local cloud, transport) runs here.
+#[tokio::test(flavor = "current_thread")]
 async fn secret_values_appear_in_no_log_line_of_client_or_server() {
     let captured = Captured::default();
     let writer = captured.clone();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(move || writer.clone())
-        .init();
+    let _guard = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
 
     let cloud = cloud().await;
     let socket = socket_in(cloud.dir.path());

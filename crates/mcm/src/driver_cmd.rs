@@ -3,7 +3,8 @@
 
 use crate::drivers::ProviderArgs;
 use clap::{Args, Subcommand};
-use mcm_driver_grpc::{Endpoint, ServeOptions, ServerInfo};
+use mcm_driver_grpc::{Endpoint, ServeOptions, ServerInfo, ServerTls};
+use std::path::PathBuf;
 
 /// `mcm driver ...`.
 #[derive(Subcommand, Debug)]
@@ -18,10 +19,22 @@ pub struct ServeArgs {
     /// The provider to serve (a MachineClass `provider` value: local, aws, ...).
     #[arg(long)]
     pub provider: String,
-    /// Where to listen: `unix:///path.sock` (default transport) or `tcp://host:port`
-    /// (no TLS: only on a trusted network).
+    /// Where to listen: `unix:///path.sock` (default transport), or TCP:
+    /// `tcp://host:port` with --tls-cert, --tls-key and --tls-client-ca (TLS,
+    /// client certificates required; `https://host:port` likewise), or plain
+    /// on a loopback address only.
     #[arg(long, default_value = "unix:///var/run/mcm/driver.sock", value_parser = Endpoint::parse)]
     pub listen: Endpoint,
+    /// The driver's TLS certificate chain (PEM), for a TCP listen.
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// The driver's TLS private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    /// The CA (PEM) a client's certificate must chain to: only clients with
+    /// such a certificate are served.
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
     /// The Unix socket's mode, octal (0600: only the driver's user; 0660 to
     /// share it with a group in a shared volume).
     #[arg(long, default_value = "600", value_parser = octal_mode)]
@@ -61,6 +74,11 @@ fn scope_recipe(provider: &str) -> (Vec<String>, Vec<String>) {
 pub async fn run(cmd: DriverCommand) -> anyhow::Result<()> {
     let DriverCommand::Serve(args) = cmd;
     let provider = args.provider.to_ascii_lowercase();
+    let tls = ServerTls::from_flags(
+        args.tls_cert.as_deref(),
+        args.tls_key.as_deref(),
+        args.tls_client_ca.as_deref(),
+    )?;
     let registry = crate::drivers::registry(&args.providers)?;
     let Some(driver) = registry.get(Some(&provider)) else {
         anyhow::bail!(
@@ -80,6 +98,7 @@ pub async fn run(cmd: DriverCommand) -> anyhow::Result<()> {
     let options = ServeOptions {
         listen: args.listen,
         socket_mode: args.socket_mode,
+        tls,
     };
     mcm_driver_grpc::serve_with_shutdown(driver, info, options, shutdown_signal()).await?;
     Ok(())

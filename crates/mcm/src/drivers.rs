@@ -32,12 +32,26 @@ pub struct ProviderArgs {
     /// default: the cloud each MachineClass names.
     #[arg(long, env = "MCM_AZURE_ENDPOINT")]
     pub azure_endpoint: Option<String>,
-    /// A driver in another process for a provider: `<provider>=unix:///path.sock`
-    /// (or `=tcp://host:port`); repeatable. Replaces a compiled-in driver of
-    /// that provider.
+    /// A driver in another process for a provider: `<provider>=unix:///path.sock`,
+    /// `=https://host:port` (TLS with --driver-tls-ca, --driver-tls-cert and
+    /// --driver-tls-key) or `=tcp://127.0.0.1:port` (plain, loopback only);
+    /// repeatable. Replaces a compiled-in driver of that provider.
     #[cfg(feature = "grpc")]
     #[arg(long = "driver-endpoint", value_name = "PROVIDER=ENDPOINT", value_parser = driver_endpoint)]
     pub driver_endpoints: Vec<(String, mcm_driver_grpc::Endpoint)>,
+    /// The CA (PEM) an `https://` driver's certificate must chain to; the
+    /// certificate must name the endpoint's host.
+    #[cfg(feature = "grpc")]
+    #[arg(long, value_name = "FILE")]
+    pub driver_tls_ca: Option<std::path::PathBuf>,
+    /// The controller's client certificate chain (PEM) for `https://` drivers.
+    #[cfg(feature = "grpc")]
+    #[arg(long, value_name = "FILE")]
+    pub driver_tls_cert: Option<std::path::PathBuf>,
+    /// The controller's client private key (PEM) for `https://` drivers.
+    #[cfg(feature = "grpc")]
+    #[arg(long, value_name = "FILE")]
+    pub driver_tls_key: Option<std::path::PathBuf>,
     /// The longest one call to an out-of-process driver may take.
     #[cfg(feature = "grpc")]
     #[arg(long, default_value = "2m", value_parser = crate::flags::duration)]
@@ -56,6 +70,42 @@ pub fn driver_endpoint(s: &str) -> Result<(String, mcm_driver_grpc::Endpoint), S
     }
     let endpoint = mcm_driver_grpc::Endpoint::parse(endpoint.trim()).map_err(|e| e.to_string())?;
     Ok((provider, endpoint))
+}
+
+impl ProviderArgs {
+    /// What is wrong with the out-of-process driver flags, each naming its
+    /// flag (checked with the other flags, before anything connects): TLS
+    /// files that are partial or unreadable, an `https://` endpoint without
+    /// them, plain TCP to a host that is not loopback.
+    pub fn endpoint_problems(&self) -> Vec<String> {
+        #[allow(unused_mut)]
+        let mut errs = Vec::new();
+        #[cfg(feature = "grpc")]
+        {
+            use mcm_driver_grpc::Endpoint;
+            let tls = mcm_driver_grpc::ClientTls::from_flags(
+                self.driver_tls_ca.as_deref(),
+                self.driver_tls_cert.as_deref(),
+                self.driver_tls_key.as_deref(),
+            );
+            let has_tls = matches!(tls, Ok(Some(_)));
+            if let Err(e) = tls {
+                errs.push(format!("--driver-tls-*: {e}"));
+            }
+            for (provider, endpoint) in &self.driver_endpoints {
+                match endpoint {
+                    Endpoint::Tls(_) if !has_tls => errs.push(format!(
+                        "--driver-endpoint {provider}={endpoint}: an https:// driver needs --driver-tls-ca, --driver-tls-cert and --driver-tls-key"
+                    )),
+                    Endpoint::Tcp(_) if !endpoint.is_loopback() => errs.push(format!(
+                        "--driver-endpoint {provider}={endpoint}: plain TCP is only for a loopback address (requests carry Secrets); use https:// with --driver-tls-ca, --driver-tls-cert and --driver-tls-key"
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        errs
+    }
 }
 
 /// The out-of-process drivers of a registry, for their start-up check.
@@ -84,9 +134,16 @@ pub fn registry_with_endpoints(
     #[allow(unused_mut)]
     let mut endpoints = EndpointDrivers::new();
     #[cfg(feature = "grpc")]
+    let tls = mcm_driver_grpc::ClientTls::from_flags(
+        args.driver_tls_ca.as_deref(),
+        args.driver_tls_cert.as_deref(),
+        args.driver_tls_key.as_deref(),
+    )?;
+    #[cfg(feature = "grpc")]
     for (provider, endpoint) in &args.driver_endpoints {
         let options = mcm_driver_grpc::ClientOptions {
             call_timeout: args.driver_call_timeout,
+            tls: tls.clone(),
             ..Default::default()
         };
         let d = Arc::new(mcm_driver_grpc::GrpcDriver::new(

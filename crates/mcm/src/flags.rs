@@ -398,6 +398,7 @@ impl MachineFlags {
             ],
             &mut errs,
         );
+        errs.extend(self.providers.endpoint_problems());
         into_result(errs)
     }
 }

@@ -172,3 +172,80 @@ fn driver_serve_refuses_a_provider_that_is_not_compiled_in() {
         "the available providers are named: {stderr}"
     );
 }
+
+/// The test certificates of the gRPC crate (tests/data/tls there).
+#[cfg(feature = "grpc")]
+fn tls_pem(name: &str) -> String {
+    format!(
+        "{}/../driver-grpc/tests/data/tls/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+#[cfg(feature = "grpc")]
+#[test]
+fn driver_tls_flags_come_together_and_plain_tcp_is_for_loopback_only() {
+    rejected(
+        &["run", "--driver-endpoint=aws=https://driver:7443"],
+        &[
+            "--driver-endpoint aws=https://driver:7443",
+            "--driver-tls-cert",
+        ],
+    );
+    rejected(
+        &[
+            "machine-controller",
+            "--driver-endpoint=aws=tcp://10.0.0.1:7000",
+        ],
+        &["--driver-endpoint aws=tcp://10.0.0.1:7000", "loopback"],
+    );
+    rejected(
+        &["run", &format!("--driver-tls-ca={}", tls_pem("ca.pem"))],
+        &["--driver-tls-", "go together"],
+    );
+    let (ca, cert, key) = (
+        format!("--driver-tls-ca={}", tls_pem("ca.pem")),
+        format!("--driver-tls-cert={}", tls_pem("client.pem")),
+        format!("--driver-tls-key={}", tls_pem("client-key.pem")),
+    );
+    rejected(
+        &["run", &ca, &cert, "--driver-tls-key=/nonexistent/key.pem"],
+        &["--driver-tls-", "/nonexistent/key.pem"],
+    );
+    let (ok, stderr) = mcm(&[
+        "run",
+        "--driver-endpoint=aws=https://driver:7443",
+        "--driver-endpoint=local=tcp://127.0.0.1:7000",
+        &ca,
+        &cert,
+        &key,
+    ]);
+    assert!(!ok, "no cluster to connect to");
+    assert!(
+        stderr.contains("/nonexistent/kubeconfig"),
+        "TLS endpoints with the three files pass validation:\n{stderr}"
+    );
+}
+
+#[cfg(feature = "grpc")]
+#[test]
+fn driver_serve_refuses_plain_tcp_off_loopback_and_partial_tls_flags() {
+    let serve = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcm"))
+            .args(["driver", "serve", "--provider", "local"])
+            .args(extra)
+            .output()
+            .expect("run the mcm binary");
+        assert!(!out.status.success(), "{extra:?} was accepted");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stderr = serve(&["--listen", "tcp://0.0.0.0:0"]);
+    assert!(
+        stderr.contains("not a loopback address") && stderr.contains("--tls-client-ca"),
+        "{stderr}"
+    );
+    let cert = tls_pem("server.pem");
+    let stderr = serve(&["--listen", "tcp://0.0.0.0:0", "--tls-cert", &cert]);
+    assert!(stderr.contains("go together"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -151,6 +151,7 @@ fn client(provider: &str, socket: &Path, call_timeout: Duration) -> GrpcDriver {
         call_timeout,
         info_timeout: Duration::from_secs(5),
         connect_timeout: Duration::from_secs(2),
+        ..Default::default()
     };
     GrpcDriver::new(provider, &Endpoint::Unix(socket.to_path_buf()), options).expect("client")
 }

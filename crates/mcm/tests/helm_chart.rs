@@ -1,7 +1,8 @@
-//! The Helm chart `charts/mcm-rs` in both layouts: `helm lint`, `helm
-//! template`, the binary accepts every rendered command line (it stops only
-//! at the missing in-cluster environment, never with a usage error), and the
-//! API server accepts every rendered object in a server-side dry run.
+//! The Helm chart `charts/mcm-rs` in both layouts, with and without driver
+//! sidecars: `helm lint`, `helm template`, the binary accepts every rendered
+//! command line (it stops only at the missing in-cluster environment, never
+//! with a usage error), and the API server accepts every rendered object in
+//! a server-side dry run.
 //!
 //! An installed release of the default layout (`allInOne`, in-cluster
 //! target) grants its ServiceAccount every call of the controllers: the calls
@@ -71,21 +72,28 @@ fn run_helm(helm: &PathBuf, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
+/// The values that add an out-of-process AWS driver as a sidecar.
+const AWS_SIDECAR: [&str; 2] = ["--set-json", r#"drivers.sidecars=[{"provider":"aws"}]"#];
+
 fn render(helm: &PathBuf, layout: &str, namespace: &str) -> Vec<Value> {
+    render_with(helm, layout, namespace, &[])
+}
+
+fn render_with(helm: &PathBuf, layout: &str, namespace: &str, values: &[&str]) -> Vec<Value> {
     let chart = chart();
-    let text = run_helm(
-        helm,
-        &[
-            "template",
-            "mcm",
-            &chart.to_string_lossy(),
-            "--namespace",
-            namespace,
-            "--include-crds",
-            "--set",
-            &format!("layout={layout}"),
-        ],
-    );
+    let layout = format!("layout={layout}");
+    let mut args = vec![
+        "template",
+        "mcm",
+        chart.to_str().expect("UTF-8 path"),
+        "--namespace",
+        namespace,
+        "--include-crds",
+        "--set",
+        &layout,
+    ];
+    args.extend_from_slice(values);
+    let text = run_helm(helm, &args);
     serde_yaml::Deserializer::from_str(&text)
         .map(|d| serde::Deserialize::deserialize(d).expect("rendered YAML"))
         .filter(|v: &Value| !v.is_null())
@@ -171,6 +179,79 @@ fn chart_lints_and_renders_both_layouts_with_command_lines_the_binary_accepts() 
         "/usr/local/bin/mcm",
         &containers[1].args.clone().unwrap_or_default(),
     );
+
+    // With an out-of-process AWS driver: the machine controller of either
+    // layout calls the socket the sidecar serves, on the volume both mount.
+    run_helm(&helm, &["lint", &chart, AWS_SIDECAR[0], AWS_SIDECAR[1]]);
+    for (layout, controller, argv0) in [
+        ("allInOne", "mcm", "mcm"),
+        (
+            "gardener",
+            "machine-controller-manager-provider",
+            "/usr/local/bin/mcm",
+        ),
+    ] {
+        let pod = deployment(&render_with(&helm, layout, "mcm-system", &AWS_SIDECAR))
+            .spec
+            .expect("spec")
+            .template
+            .spec
+            .expect("pod");
+        let find = |name: &str| {
+            pod.containers
+                .iter()
+                .find(|c| c.name == name)
+                .unwrap_or_else(|| panic!("{layout}: no container {name}"))
+                .clone()
+        };
+        let (ctl, drv) = (find(controller), find("driver-aws"));
+        let ctl_args = ctl.args.clone().unwrap_or_default();
+        let socket = ctl_args
+            .iter()
+            .find_map(|a| a.strip_prefix("--driver-endpoint=aws=unix://"))
+            .unwrap_or_else(|| panic!("{layout}: the controller names no AWS driver"));
+        let drv_args = drv.args.clone().unwrap_or_default();
+        assert_eq!(drv_args[..3], ["driver", "serve", "--provider=aws"]);
+        assert!(
+            drv_args.contains(&format!("--listen=unix://{socket}")),
+            "{layout}: the driver listens where the controller calls: {drv_args:?}"
+        );
+        let volume = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "driver-socket")
+            .expect("the socket volume");
+        assert_eq!(
+            volume.empty_dir.as_ref().and_then(|e| e.medium.as_deref()),
+            Some("Memory"),
+            "the socket stays off the node's disk"
+        );
+        let dir = std::path::Path::new(socket).parent().expect("socket dir");
+        for c in [&ctl, &drv] {
+            assert!(
+                c.volume_mounts.iter().flatten().any(
+                    |m| m.name == "driver-socket" && std::path::Path::new(&m.mount_path) == dir
+                ),
+                "{layout}: {} mounts the socket volume at {}",
+                c.name,
+                dir.display()
+            );
+        }
+        accepts(argv0, &ctl_args);
+        // `driver serve` needs no cluster: clap checks every value before
+        // it reaches --help.
+        let out = Command::new(env!("CARGO_BIN_EXE_mcm"))
+            .args(&drv_args)
+            .arg("--help")
+            .output()
+            .expect("run mcm");
+        assert!(
+            out.status.success(),
+            "{layout}: {drv_args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[tokio::test]
@@ -182,8 +263,13 @@ async fn api_server_accepts_every_rendered_object_in_a_server_side_dry_run() {
     let Some(env) = TestEnv::new("helm-chart").await else {
         return;
     };
-    for layout in ["allInOne", "gardener"] {
-        for obj in render(&helm, layout, &env.namespace) {
+    for (layout, values) in [
+        ("allInOne", &[][..]),
+        ("gardener", &[][..]),
+        ("allInOne", &AWS_SIDECAR[..]),
+        ("gardener", &AWS_SIDECAR[..]),
+    ] {
+        for obj in render_with(&helm, layout, &env.namespace, values) {
             let gvk = GroupVersionKind::try_from(&kube::api::TypeMeta {
                 api_version: obj["apiVersion"].as_str().expect("apiVersion").into(),
                 kind: obj["kind"].as_str().expect("kind").into(),

@@ -28,6 +28,7 @@ mod gcp_e2e;
 #[cfg(feature = "grpc")]
 mod go_bridge;
 mod grpc_local;
+mod grpc_tls;
 mod helm_chart;
 mod hot_update;
 mod in_place;

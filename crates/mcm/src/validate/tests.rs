@@ -42,6 +42,12 @@ fn report(yaml: &str) -> (Vec<ClassReport>, String) {
         #[cfg(feature = "grpc")]
         driver_endpoints: Vec::new(),
         #[cfg(feature = "grpc")]
+        driver_tls_ca: None,
+        #[cfg(feature = "grpc")]
+        driver_tls_cert: None,
+        #[cfg(feature = "grpc")]
+        driver_tls_key: None,
+        #[cfg(feature = "grpc")]
         driver_call_timeout: std::time::Duration::from_secs(120),
     };
     let registry = crate::drivers::registry(&args).expect("drivers");
