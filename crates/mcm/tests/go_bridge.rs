@@ -423,6 +423,46 @@ async fn a_machine_deployment_scales_to_3_and_back_to_0_through_the_go_bridge_an
 /// The bridge's own checks: a socket of mode 0600, garbage in a request is
 /// InvalidArgument (never a crash of the bridge), and the Secret's data is
 /// in no line of its log, even with every call logged (`-v`).
+/// The bridge has no TLS: plain TCP, which would carry Secrets in the
+/// clear, is served on loopback only; another address ends the process
+/// with a message saying why.
+#[test]
+fn the_bridge_refuses_plain_tcp_off_loopback() {
+    use std::io::Read;
+    let Some(bin) = bridge_binary() else { return };
+    for endpoint in [
+        "tcp://0.0.0.0:0",
+        "tcp://10.1.2.3:7000",
+        "tcp://driver.example:7000",
+    ] {
+        let mut child = KillOnDrop(
+            Command::new(&bin)
+                .args(["--driver", "fake", "--listen", endpoint])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("run driver-bridge"),
+        );
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.0.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{endpoint}: the bridge still serves after 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mut text = String::new();
+        if let Some(mut err) = child.0.stderr.take() {
+            let _ = err.read_to_string(&mut text);
+        }
+        assert!(!status.success(), "{endpoint}: {text}");
+        assert!(text.contains("loopback address only"), "{endpoint}: {text}");
+    }
+}
+
 #[tokio::test]
 async fn the_bridge_socket_is_private_and_garbage_requests_are_invalid_argument() {
     use mcm_driver_grpc::pb::driver_client::DriverClient;

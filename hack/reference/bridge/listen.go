@@ -16,7 +16,9 @@ import (
 // Listen opens the endpoint: unix:///path (the default transport: the
 // socket's directory is created with mode 0700 when missing, a stale socket
 // is replaced, a path that is not a socket is never removed, and the socket
-// gets mode 0600 before the first connection is accepted) or tcp://host:port.
+// gets mode 0600 before the first connection is accepted) or tcp://host:port
+// on a loopback address (the bridge has no TLS: across hosts, mcm-rs's own
+// `mcm driver serve` with client certificates is the way).
 func Listen(endpoint string) (net.Listener, error) {
 	switch {
 	case strings.HasPrefix(endpoint, "unix://"):
@@ -45,10 +47,28 @@ func Listen(endpoint string) (net.Listener, error) {
 		}
 		return l, nil
 	case strings.HasPrefix(endpoint, "tcp://"):
-		return net.Listen("tcp", strings.TrimPrefix(endpoint, "tcp://"))
+		addr := strings.TrimPrefix(endpoint, "tcp://")
+		if !loopback(addr) {
+			return nil, fmt.Errorf("%s: plain TCP carries Secrets unprotected, so it is served on a loopback address only (127.0.0.0/8, ::1, localhost); use unix:///path", endpoint)
+		}
+		return net.Listen("tcp", addr)
 	default:
 		return nil, fmt.Errorf("%q: the endpoint must be unix:///path or tcp://host:port", endpoint)
 	}
+}
+
+// loopback says whether host:port names a loopback address literally (names
+// other than localhost are not resolved), as mcm-rs's own server requires.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Serve serves s on the endpoint until ctx ends (then stops gracefully and
