@@ -537,13 +537,35 @@ fn fail(m: &MachineView, call: &'static str, error: Status, now: DateTime<Utc>) 
         call,
         transition: Some(create_failed(m, &error, now)),
         keep_last_known_state: keep,
-        retry: if exhausted {
+        retry: if exhausted && !is_throttling(&error) {
             RetryClass::ResourceExhausted
         } else {
             RetryClass::of(&error)
         },
         error,
     }))
+}
+
+/// Whether a `ResourceExhausted` answer is the cloud's request rate limit
+/// (EC2's `RequestLimitExceeded`, GCP's `rateLimitExceeded`, ARM's 429
+/// `TooManyRequests`, ECS's `Throttling`) rather than a lack of capacity or
+/// quota. A throttled create is retried with the backoff
+/// ([`RetryClass::Throttled`]), not after `--resource-exhausted-retry`: the
+/// reference's AWS provider answers a throttle `Internal`, which its
+/// controller retries soon, and a ten-minute wait for a request-rate limit
+/// that refills in seconds would stall a scale-up (design: machine.md,
+/// "ResourceExhausted").
+pub fn is_throttling(error: &Status) -> bool {
+    const MARKS: [&str; 6] = [
+        "requestlimitexceeded",
+        "request limit exceeded",
+        "ratelimitexceeded",
+        "rate limit",
+        "throttl",
+        "toomanyrequests",
+    ];
+    let text = error.message.to_ascii_lowercase();
+    error.code == Code::ResourceExhausted && MARKS.iter().any(|m| text.contains(m))
 }
 
 /// What PersistIdentity writes to the Machine's metadata and spec.

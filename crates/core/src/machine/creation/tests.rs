@@ -215,6 +215,49 @@ fn a_create_answered_resource_exhausted_keeps_last_known_state_and_waits_the_res
 }
 
 #[test]
+fn a_create_throttled_by_the_clouds_request_rate_is_backed_off_not_held_for_the_resource_exhausted_retry(
+) {
+    for message in [
+        "RequestLimitExceeded: request limit exceeded for create (bucket 5, refill 2/s)",
+        "Quota exceeded: rateLimitExceeded",
+        "429 TooManyRequests",
+        "Throttling.User: Request was denied due to user flow control.",
+    ] {
+        let m = view(Phase::Empty);
+        let mut f = CreationFlow::new(true);
+        f.next(
+            &m,
+            CreationOutcome::Probed(Err(Status::not_found("none"))),
+            t0(),
+        );
+        let fl = failure(f.next(
+            &m,
+            CreationOutcome::Created(Err(Status::new(Code::ResourceExhausted, message))),
+            at(1),
+        ));
+        assert_eq!(fl.retry, RetryClass::Throttled, "{message}");
+        assert!(fl.keep_last_known_state, "{message}");
+    }
+}
+
+#[test]
+fn only_resource_exhausted_answers_that_name_a_rate_limit_count_as_throttling() {
+    assert!(is_throttling(&Status::new(
+        Code::ResourceExhausted,
+        "RequestLimitExceeded: slow down"
+    )));
+    assert!(!is_throttling(&Status::new(
+        Code::ResourceExhausted,
+        "InsufficientInstanceCapacity: no capacity in eu-west-1a"
+    )));
+    assert!(!is_throttling(&Status::new(
+        Code::ResourceExhausted,
+        "ZONE_RESOURCE_POOL_EXHAUSTED"
+    )));
+    assert!(!is_throttling(&Status::new(Code::Internal, "Throttling")));
+}
+
+#[test]
 fn a_probe_answered_resource_exhausted_waits_the_resource_exhausted_retry_too() {
     // The reference hands any probe error but NotFound/Unimplemented/
     // Uninitialized to machineCreateErrorHandler, which reads the code.
