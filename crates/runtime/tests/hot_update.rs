@@ -68,12 +68,9 @@ fn spec(image: &str, team: &str) -> Value {
     json!({"image": image, "tags": {"team": team}})
 }
 
-/// A namespace with the class and a secret, a driver that changes `tags`
-/// in place, and a Running machine `m1`.
-async fn running_machine(
-    test: &str,
-    script: Script,
-) -> Option<(TestEnv, Arc<ScriptedDriver>, Running)> {
+/// A namespace with the class and a secret, and the controller with a
+/// driver that changes `tags` in place.
+async fn controller(test: &str, script: Script) -> Option<(TestEnv, Arc<ScriptedDriver>, Running)> {
     let env = TestEnv::new(test).await?;
     env.create_user_data_secret("creds", "#!/bin/sh\necho hi")
         .await
@@ -87,12 +84,26 @@ async fn running_machine(
         ..script
     }));
     let ctl = start(&env, driver.clone());
-    let m: Machine = serde_json::from_value(json!({
+    Some((env, driver, ctl))
+}
+
+/// A Machine of the class named `name`.
+fn machine(name: &str) -> Machine {
+    serde_json::from_value(json!({
         "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": "m1", "labels": {"name": "pool"}},
+        "metadata": {"name": name, "labels": {"name": "pool"}},
         "spec": {"class": {"kind": "MachineClass", "name": CLASS}},
     }))
-    .expect("machine");
+    .expect("machine")
+}
+
+/// [`controller`] and a Running machine `m1`.
+async fn running_machine(
+    test: &str,
+    script: Script,
+) -> Option<(TestEnv, Arc<ScriptedDriver>, Running)> {
+    let (env, driver, ctl) = controller(test, script).await?;
+    let m = machine("m1");
     env.api::<Machine>()
         .create(&PostParams::default(), &m)
         .await
@@ -295,32 +306,17 @@ async fn a_class_edit_updates_many_machines_no_faster_than_the_update_budget() {
     const MACHINES: usize = 5;
     // A burst of 1, then one call a second.
     let limit = BucketLimit::new(1, 1.0);
-    let Some(env) = TestEnv::new("hot-paced").await else {
-        return;
-    };
-    env.create_user_data_secret("creds", "#!/bin/sh\necho hi")
-        .await
-        .expect("create secret");
-    env.create_class(CLASS, "scripted", "creds", spec("x", "a"))
-        .await
-        .expect("create class");
-    let driver = Arc::new(ScriptedDriver::new(Script {
-        node_prefix: format!("{}-", env.namespace),
-        update_in_place: vec!["tags".into()],
+    let script = Script {
         rate_limits: vec![(CloudOp::Update, limit)],
         ..Script::default()
-    }));
-    let ctl = start(&env, driver.clone());
+    };
+    let Some((env, driver, ctl)) = controller("hot-paced", script).await else {
+        return;
+    };
     let machines: Api<Machine> = env.api();
     for i in 1..=MACHINES {
-        let m: Machine = serde_json::from_value(json!({
-            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
-            "metadata": {"name": format!("m{i}"), "labels": {"name": "pool"}},
-            "spec": {"class": {"kind": "MachineClass", "name": CLASS}},
-        }))
-        .expect("machine");
         machines
-            .create(&PostParams::default(), &m)
+            .create(&PostParams::default(), &machine(&format!("m{i}")))
             .await
             .expect("create machine");
     }
