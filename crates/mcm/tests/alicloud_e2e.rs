@@ -16,7 +16,7 @@ use crate::e2e;
 
 use e2e::wait_for_machines;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineClass, MachineDeployment};
 use mcm_fake_alicloud::{FakeEcs, ACCESS_KEY_ID, ACCESS_KEY_SECRET};
@@ -197,21 +197,7 @@ async fn mcm_run_on_the_ecs_fake_brings_3_alicloud_machines_to_available_and_sca
 
     // Scale to 0 through the scale subresource, as `kubectl scale` does.
     let t_scale = Instant::now();
-    deployments
-        .patch_scale(
-            DEPLOYMENT,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 0}})),
-        )
-        .await
-        .expect("scale to 0");
-    wait_for_machines(
-        &machines,
-        Duration::from_secs(120),
-        "no Machine left",
-        BTreeMap::is_empty,
-    )
-    .await;
+    e2e::scale_to_zero(&deployments, DEPLOYMENT, &machines).await;
     assert!(
         instances(&fake, &cluster_tag).is_empty(),
         "no instance left in the fake: {:?}",

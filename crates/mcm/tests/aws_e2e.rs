@@ -27,11 +27,10 @@ use aws_common::{
     create_example, deployment, mcm_run, moto_setup, unique, wait_for_machines, REGION,
 };
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineDeployment};
 use mcm_testenv::{free_port, moto_endpoint, must_eventually, TestEnv};
-use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -207,21 +206,7 @@ async fn mcm_run_on_moto_brings_20_aws_machines_to_available_initialized_and_sca
 
     // Scale to 0 through the scale subresource, as `kubectl scale` does.
     let t_scale = Instant::now();
-    deployments
-        .patch_scale(
-            DEPLOYMENT,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 0}})),
-        )
-        .await
-        .expect("scale to 0");
-    wait_for_machines(
-        &machines,
-        Duration::from_secs(120),
-        "no Machine left",
-        BTreeMap::is_empty,
-    )
-    .await;
+    e2e::scale_to_zero(&deployments, DEPLOYMENT, &machines).await;
     let terminated: BTreeSet<String> = by_instance.keys().cloned().collect();
     must_eventually(
         Duration::from_secs(60),

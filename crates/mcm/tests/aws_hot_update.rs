@@ -269,19 +269,5 @@ async fn editing_an_aws_class_updates_tags_and_iops_in_place_and_reports_a_machi
     mcm.assert_alive();
 
     // Clean up: scale to 0, no instance left.
-    deployments
-        .patch_scale(
-            DEPLOYMENT,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 0}})),
-        )
-        .await
-        .expect("scale to 0");
-    wait_for_machines(
-        &machines,
-        Duration::from_secs(120),
-        "no Machine left",
-        BTreeMap::is_empty,
-    )
-    .await;
+    aws_common::scale_to_zero(&deployments, DEPLOYMENT, &machines).await;
 }

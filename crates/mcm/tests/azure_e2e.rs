@@ -17,7 +17,7 @@ use crate::e2e;
 
 use e2e::wait_for_machines;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineClass, MachineDeployment};
 use mcm_fake_azure::FakeAzure;
@@ -198,21 +198,7 @@ async fn mcm_run_on_the_arm_fake_brings_3_azure_machines_to_available_and_scales
     }
 
     let t_scale = Instant::now();
-    deployments
-        .patch_scale(
-            DEPLOYMENT,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 0}})),
-        )
-        .await
-        .expect("scale to 0");
-    wait_for_machines(
-        &machines,
-        Duration::from_secs(120),
-        "no Machine left",
-        BTreeMap::is_empty,
-    )
-    .await;
+    e2e::scale_to_zero(&deployments, DEPLOYMENT, &machines).await;
     must_eventually(
         Duration::from_secs(30),
         "no VM, NIC or disk left in the fake",

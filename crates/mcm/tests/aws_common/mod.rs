@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
 /// The region of `examples/aws-machine-class.yaml`.
-pub use crate::e2e::{unique, wait_for_machines, McmRun};
+pub use crate::e2e::{scale_to_zero, unique, wait_for_machines, McmRun};
 
 /// `mcm run` with the AWS driver pointed at `endpoint` (moto or the EC2 proxy).
 pub fn mcm_run(ns: &str, endpoint: &str, port: u16) -> McmRun {

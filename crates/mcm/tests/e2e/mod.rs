@@ -4,9 +4,9 @@
 //! the Machines back.
 #![allow(dead_code)] // each test binary uses a part
 
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::ResourceExt;
-use mcm_api::Machine;
+use mcm_api::{Machine, MachineDeployment};
 use mcm_testenv::{eventually, must_eventually};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -177,4 +177,28 @@ pub async fn assert_has_driver(mcm: &McmRun, provider: &str) {
          `cargo build --no-default-features` in the same target folder): {started}",
         env!("CARGO_BIN_EXE_mcm")
     );
+}
+
+/// Scales the MachineDeployment `name` to 0 through its scale subresource,
+/// as `kubectl scale` does, and waits until no Machine is left.
+pub async fn scale_to_zero(
+    deployments: &Api<MachineDeployment>,
+    name: &str,
+    machines: &Api<Machine>,
+) {
+    deployments
+        .patch_scale(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .expect("scale to 0");
+    wait_for_machines(
+        machines,
+        Duration::from_secs(120),
+        "no Machine left",
+        BTreeMap::is_empty,
+    )
+    .await;
 }
