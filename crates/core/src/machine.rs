@@ -82,13 +82,11 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            creation_timeout: Duration::from_secs(20 * 60),
-            health_timeout: Duration::from_secs(10 * 60),
-            drain_timeout: Duration::from_secs(2 * 3600),
-            max_evict_retries: 360,
-            node_conditions: split_conditions(
-                "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable",
-            ),
+            creation_timeout: crate::defaults::CREATION_TIMEOUT.value,
+            health_timeout: crate::defaults::HEALTH_TIMEOUT.value,
+            drain_timeout: crate::defaults::DRAIN_TIMEOUT.value,
+            max_evict_retries: crate::defaults::MAX_EVICT_RETRIES,
+            node_conditions: split_conditions(crate::defaults::NODE_CONDITIONS),
             disable_health_timeout: false,
         }
     }

@@ -59,7 +59,7 @@ use tracing::{debug, info};
 /// Settings of the MachineSet / MachineDeployment controllers and the safety
 /// loop ([`crate::Config::sets`]; the concurrency and the retry periods are
 /// the process's, in [`crate::Config`]).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SetsConfig {
     /// Extra machines above the limit before a set is frozen (`--safety-up`, default 2).
     pub safety_up: i32,
@@ -80,10 +80,10 @@ pub struct SetsConfig {
 impl Default for SetsConfig {
     fn default() -> Self {
         SetsConfig {
-            safety_up: 2,
-            safety_down: 1,
-            overshooting_period: Duration::from_secs(60),
-            resync_period: Duration::from_secs(600),
+            safety_up: mcm_core::defaults::SAFETY_UP,
+            safety_down: mcm_core::defaults::SAFETY_DOWN,
+            overshooting_period: mcm_core::defaults::OVERSHOOTING_PERIOD.value,
+            resync_period: mcm_core::defaults::RESYNC_PERIOD.value,
             reporting_instance: None,
             autoscaler_scaledown_annotation_during_rollout: true,
         }
