@@ -171,9 +171,10 @@ impl Scrape {
             }
         }
         if let Some((m, sets, deployments)) = &self.sets {
-            match (sets.synced_state(), deployments.synced_state()) {
-                (Some(sets), Some(deployments)) => m.fill(&sets, &deployments, &self.namespace),
-                _ => m.flush_counters(),
+            if let (Some(sets), Some(deployments)) =
+                (sets.synced_state(), deployments.synced_state())
+            {
+                m.fill(&sets, &deployments, &self.namespace);
             }
         }
         self.process.refresh();
@@ -567,7 +568,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         });
     }
     if plan.sets.is_some() {
-        let set_metric_families = SetMetrics::new(&mut registry);
+        let set_metric_families = SetMetrics::new(&mut registry, ctx.stale_machines());
         info!(half = MANAGER, namespace = %ns, target = target.is_some(), "starting");
         let stop = stopper(&rx);
         let leading = Arc::new(AtomicBool::new(false));

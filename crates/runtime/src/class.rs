@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, info};
 
-mod spec_warnings;
+pub(crate) mod spec_warnings;
 
 /// Adds a finalizer; a conflict (someone else wrote first) is retried by the next reconcile.
 async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), Error>

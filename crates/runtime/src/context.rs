@@ -137,6 +137,8 @@ pub struct Context {
     pub tenure: crate::leader::TenureGate,
     /// The API-server status check's clients.
     pub probes: ProbeClients,
+    /// The providerSpec warnings published per class (class/spec_warnings.rs).
+    pub(crate) spec_warnings: crate::class::spec_warnings::Published,
 }
 
 impl Context {
@@ -227,7 +229,14 @@ impl Context {
             pacer: crate::pacing::Pacer::new(),
             tenure: crate::leader::TenureGate::unbounded(),
             probes,
+            spec_warnings: Default::default(),
         })
+    }
+
+    /// The count of stale machines the MachineSet controller deleted, for
+    /// the half's `SetMetrics`.
+    pub fn stale_machines(&self) -> prometheus_client::metrics::counter::Counter {
+        self.sets.stale_machines.clone()
     }
 
     /// The control namespace.

@@ -601,7 +601,7 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
             info!(machine = %name, phase = %m.phase(), "deleted machine");
             let view = MachineView::of(m, &ctx.config.default_settings());
             if mcm_core::replicas::is_stale_removal(&view) {
-                crate::metrics::sets::stale_machine_removed();
+                ctx.sets.stale_machines.inc();
             }
             publish(
                 &ctx.sets.set_recorder,

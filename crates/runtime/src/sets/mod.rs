@@ -114,6 +114,9 @@ pub(crate) struct SetsState {
     /// MachineDeployment and safety Events: the reference writes them with
     /// its process recorder, component `machine-controller-manager`.
     pub manager_recorder: Recorder,
+    /// Stale machines deleted (`mcm_machine_stale_machines_total`, served
+    /// by the half's `SetMetrics`).
+    pub stale_machines: prometheus_client::metrics::counter::Counter,
     pub expectations: Mutex<Expectations>,
     pub safety_wakeup: Notify,
 }
@@ -127,6 +130,7 @@ impl SetsState {
         SetsState {
             set_recorder: Recorder::new(client.clone(), reporter("machineset-controller")),
             manager_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
+            stale_machines: Default::default(),
             expectations: Mutex::new(Expectations::new()),
             safety_wakeup: Notify::new(),
         }
