@@ -531,6 +531,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         }),
     };
     let ctx = Context::with_clients(clients, config, drivers, metrics.clone(), caches.clone());
+    mcm_runtime::metrics::workqueue::register(&mut registry, ctx.workqueues.clone());
     crate::drivers::check_endpoints(ctx.clone(), endpoint_drivers);
 
     if plan.machines.is_some() {

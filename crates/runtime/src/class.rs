@@ -337,7 +337,7 @@ pub async fn run(
 }
 
 async fn reconcile_class(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _work = crate::metrics::workqueue::work("machineclass");
+    let _work = ctx.workqueues.work("machineclass");
     let ns = class.namespace().unwrap_or_default();
     let name = class.name_any();
     let users = ctx

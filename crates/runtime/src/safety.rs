@@ -45,7 +45,7 @@ pub async fn collect_orphans(
     tracker: &mut OrphanTracker,
     grace: Duration,
 ) -> Result<Vec<String>, Error> {
-    let _work = crate::metrics::workqueue::work("machinesafetyorphanvms");
+    let _work = ctx.workqueues.work("machinesafetyorphanvms");
     if ctx.is_frozen() {
         info!("orphan collection skipped: the controller is frozen");
         return Ok(Vec::new());
@@ -167,7 +167,7 @@ pub async fn collect_orphans(
 /// (`Context::probes`): a control client whose request budget is spent on
 /// Machine writes never makes a healthy API server look unreachable.
 pub async fn apiservers_reachable(ctx: &Context) -> bool {
-    let _work = crate::metrics::workqueue::work("machinesafetyapiserver");
+    let _work = ctx.workqueues.work("machinesafetyapiserver");
     let machines: Api<Machine> = Api::namespaced(ctx.probes.control.clone(), &ctx.config.namespace);
     let lp = ListParams::default().limit(1);
     let control = tokio::time::timeout(Duration::from_secs(10), machines.list(&lp)).await;

@@ -97,7 +97,7 @@ fn parent_of<'a>(
 
 /// One pass of the loop.
 pub(crate) async fn pass(ctx: &Ctx) {
-    let _work = crate::metrics::workqueue::work("machinesafetyovershooting");
+    let _work = ctx.workqueues.work("machinesafetyovershooting");
     let sets = ctx.caches.sets.state();
     let machines = ctx.caches.machines.state();
     let deployments = ctx.caches.deployments.state();

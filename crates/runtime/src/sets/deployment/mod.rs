@@ -94,7 +94,7 @@ pub(crate) fn invalid_deployment(d: &MachineDeployment) -> Option<String> {
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machinedeployment = %obj.name_any(), namespace = %ctx.config.namespace))]
 pub(crate) async fn reconcile(obj: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let _work = crate::metrics::workqueue::work_on(
+    let _work = ctx.workqueues.work_on(
         "machinedeployment",
         &format!("{}/{}", ctx.config.namespace, obj.name_any()),
     );
