@@ -193,9 +193,9 @@ async fn quota_and_unsupported_sku_answers_are_resource_exhausted_other_errors_i
     let req = request(&class());
     let e = d.create_machine(&req).await.unwrap_err();
     assert_eq!(e.code, Code::Internal, "{e:?}");
-    // The reference leaves the NIC of a non-capacity failure for the retry (PUT is
-    // idempotent by name) or for DeleteMachine.
-    assert!(f.nics(RG).contains_key(&format!("{}-nic", name(&req))));
+    // Unlike the reference, which leaves the NIC of a non-capacity failure,
+    // every failed create removes what it made (see tests/cleanup.rs).
+    assert!(f.nics(RG).is_empty(), "{:?}", f.nics(RG).keys());
     assert!(f.vms(RG).is_empty());
 }
 
@@ -362,6 +362,15 @@ async fn a_half_created_machine_is_listed_by_its_nic_and_delete_removes_the_orph
         500,
         "InternalServerError",
         "boom",
+    ));
+    // ... and the clean-up of the NIC fails too, leaving a half-created machine.
+    f.inject(Fault::http(
+        "DELETE",
+        "networkInterfaces",
+        1,
+        409,
+        "Conflict",
+        "Another operation on this NIC is in progress.",
     ));
     d.create_machine(&req).await.expect_err("VM creation fails");
     let list = d
