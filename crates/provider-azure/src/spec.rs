@@ -277,9 +277,35 @@ pub struct NetworkProfile {
     /// Accelerated networking on the NIC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accelerated_networking: Option<bool>,
+    /// `networkInterfaces`: one reference (`id`, `properties.primary`), as
+    /// in the reference's API. Decoded so a class carrying it is read without
+    /// a warning, and not used, as the reference does not use it: the driver
+    /// makes the VM's NIC itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_interfaces: Option<NetworkInterfaceReference>,
 }
 
 /// A reference by ARM ID.
+/// The reference's `AzureNetworkInterfaceReference` (decoded, unused).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NetworkInterfaceReference {
+    /// `id`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// `properties`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub properties: Option<NetworkInterfaceReferenceProperties>,
+}
+
+/// `properties` of [`NetworkInterfaceReference`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NetworkInterfaceReferenceProperties {
+    /// `primary`.
+    pub primary: bool,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SubResource {
