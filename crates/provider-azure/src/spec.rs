@@ -277,15 +277,14 @@ pub struct NetworkProfile {
     /// Accelerated networking on the NIC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accelerated_networking: Option<bool>,
-    /// `networkInterfaces`: one reference (`id`, `properties.primary`), as
-    /// in the reference's API. Decoded so a class carrying it is read without
-    /// a warning, and not used, as the reference does not use it: the driver
-    /// makes the VM's NIC itself.
+    /// `networkInterfaces`: one reference (`id`, `properties.primary`),
+    /// deprecated and unused in the reference's API (its own sample writes
+    /// `{}`). Decoded so such a class is read without a warning; not used:
+    /// the driver makes the VM's NIC itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network_interfaces: Option<NetworkInterfaceReference>,
 }
 
-/// A reference by ARM ID.
 /// The reference's `AzureNetworkInterfaceReference` (decoded, unused).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -306,6 +305,7 @@ pub struct NetworkInterfaceReferenceProperties {
     pub primary: bool,
 }
 
+/// A reference by ARM ID.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SubResource {
