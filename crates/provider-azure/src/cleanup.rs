@@ -15,9 +15,12 @@ use futures::future::join_all;
 use mcm_driver::Status;
 use tracing::warn;
 
-/// Names of the managed disks a VM refers to (OS disk and data disks), read
-/// from its storage profile; the class may have changed since it was made.
-pub(crate) fn disks_of(vm: &VirtualMachine) -> Vec<String> {
+/// Names of the machine's own managed disks that VM `name` refers to, read
+/// from its storage profile (the class may have changed since it was made):
+/// only those named as the driver names them (`<vm>-os-disk`,
+/// `<vm>-…-data-disk`). Other disks attached to the VM, such as persistent
+/// volumes the CSI driver attached, are never the machine's to delete.
+pub(crate) fn disks_of(name: &str, vm: &VirtualMachine) -> Vec<String> {
     let Some(sp) = vm
         .properties
         .as_ref()
@@ -27,7 +30,16 @@ pub(crate) fn disks_of(vm: &VirtualMachine) -> Vec<String> {
     };
     let os = sp.os_disk.iter().filter_map(|d| d.name.clone());
     let data = sp.data_disks.iter().filter_map(|d| d.name.clone());
-    os.chain(data).filter(|n| !n.trim().is_empty()).collect()
+    let (os_disk, prefix) = (
+        names::os_disk_name(name).to_ascii_lowercase(),
+        format!("{name}-").to_ascii_lowercase(),
+    );
+    os.chain(data)
+        .filter(|n| {
+            let n = n.to_ascii_lowercase();
+            n == os_disk || (n.starts_with(&prefix) && n.ends_with(names::DATA_DISK_SUFFIX))
+        })
+        .collect()
 }
 
 /// Whether `holder` (an ARM ID of a VM) names a VM other than `vm`.
@@ -148,11 +160,19 @@ mod tests {
     }
 
     #[test]
-    fn the_disks_a_vm_lists_are_its_os_and_data_disks() {
+    fn the_machines_disks_a_vm_lists_are_named_as_the_driver_names_them() {
         let vm: VirtualMachine = serde_json::from_value(json!({"location": "x", "properties": {
-            "storageProfile": {"osDisk": {"name": "m1-os-disk", "createOption": "FromImage"},
-                "dataDisks": [{"lun": 3, "name": "m1-old-3-data-disk", "createOption": "Empty"}]}}}))
+            "storageProfile": {"osDisk": {"name": "M1-os-disk", "createOption": "FromImage"},
+                "dataDisks": [
+                    {"lun": 3, "name": "m1-old-3-data-disk", "createOption": "Empty"},
+                    {"lun": 4, "name": "pvc-0f3c", "createOption": "Attach"},
+                    {"lun": 5, "name": "m10-0-data-disk", "createOption": "Attach"},
+                    {"lun": 6, "name": "m1-restored-snapshot", "createOption": "Attach"}]}}}))
         .expect("vm");
-        assert_eq!(disks_of(&vm), vec!["m1-os-disk", "m1-old-3-data-disk"]);
+        assert_eq!(
+            disks_of("m1", &vm),
+            vec!["M1-os-disk", "m1-old-3-data-disk"],
+            "a persistent volume, another machine's disk and a foreign disk are not the machine's"
+        );
     }
 }

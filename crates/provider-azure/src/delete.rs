@@ -131,7 +131,7 @@ impl AzureDriver {
                     .delete_vm(&rg, &vm)
                     .await
                     .map_err(|e| internal(&format!("failed to delete VM {vm}"), e))?;
-                self.cleanup(&ctx, &vm, false, &disks_of(&v)).await?;
+                self.cleanup(&ctx, &vm, false, &disks_of(&vm, &v)).await?;
             }
         }
         info!(machine = %vm, resource_group = %rg, "deleted the machine's VM, NIC and disks");

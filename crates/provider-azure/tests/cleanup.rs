@@ -227,3 +227,36 @@ async fn deleting_a_failed_vm_removes_the_disks_it_lists_even_when_the_class_cha
     d.delete_machine(&now).await.expect("delete");
     assert_eq!(leftovers(&f, &vm), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn deleting_a_failed_vm_keeps_a_persistent_volume_attached_to_it() {
+    let f = fake().await;
+    let d = driver(&f);
+    let req = request(&class());
+    let vm = name(&req);
+    d.create_machine(&req).await.expect("create");
+    // A volume the CSI driver attached (detached, not deleted, with the VM).
+    let pv = "pvc-5b1f0c2e-data";
+    f.put_raw(
+        "disks",
+        RG,
+        pv,
+        json!({"location": LOCATION, "managedBy": vm_id(&vm), "properties": {"diskSizeGB": 10}}),
+    );
+    let mut v = f.vms(RG)[&vm].clone();
+    v["properties"]["provisioningState"] = json!("Failed");
+    v["properties"]["storageProfile"]["dataDisks"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"lun": 9, "name": pv, "createOption": "Attach", "deleteOption": "Detach",
+                     "managedDisk": {"id": format!("/subscriptions/{}/resourceGroups/{RG}/providers/Microsoft.Compute/disks/{pv}", mcm_fake_azure::SUBSCRIPTION)}}));
+    f.put_raw("virtualMachines", RG, &vm, v);
+    d.delete_machine(&req).await.expect("delete");
+    assert_eq!(leftovers(&f, &vm), Vec::<String>::new());
+    assert!(f.disks(RG).contains_key(pv), "the volume is kept");
+    assert!(
+        !f.requests().contains(&format!("DELETE disks/{pv}")),
+        "{:?}",
+        f.requests()
+    );
+}
