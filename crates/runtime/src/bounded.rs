@@ -15,14 +15,14 @@ use std::collections::HashMap;
 /// The smallest high-water mark: below it the map is never pruned.
 pub const MIN_HIGH_WATER: usize = 256;
 
-/// A map keyed by object key (`namespace/name`) that prunes gone objects.
+/// A map keyed by object key that prunes gone objects.
 #[derive(Debug)]
-pub struct Pruned<V> {
-    map: HashMap<String, V>,
+pub struct Pruned<K, V> {
+    map: HashMap<K, V>,
     high_water: usize,
 }
 
-impl<V> Default for Pruned<V> {
+impl<K, V> Default for Pruned<K, V> {
     fn default() -> Self {
         Pruned {
             map: HashMap::new(),
@@ -31,7 +31,7 @@ impl<V> Default for Pruned<V> {
     }
 }
 
-impl<V> Pruned<V> {
+impl<K: Eq + std::hash::Hash + Clone, V> Pruned<K, V> {
     /// An empty map.
     pub fn new() -> Self {
         Self::default()
@@ -40,7 +40,7 @@ impl<V> Pruned<V> {
     /// The entry of `key` (inserted with `default` when missing). Before
     /// inserting past the high-water mark, drops every other entry for which
     /// `exists` says the object is gone.
-    pub fn entry(&mut self, key: &str, default: V, exists: impl Fn(&str) -> bool) -> &mut V {
+    pub fn entry(&mut self, key: &K, default: V, exists: impl Fn(&K) -> bool) -> &mut V {
         self.entry_collecting(key, default, exists, &mut Vec::new())
     }
 
@@ -48,41 +48,41 @@ impl<V> Pruned<V> {
     /// `pruned` (e.g. reservations that must be given back).
     pub fn entry_collecting(
         &mut self,
-        key: &str,
+        key: &K,
         default: V,
-        exists: impl Fn(&str) -> bool,
+        exists: impl Fn(&K) -> bool,
         pruned: &mut Vec<V>,
     ) -> &mut V {
         if !self.map.contains_key(key) && self.map.len() >= self.high_water {
-            let gone: Vec<String> = self
+            let gone: Vec<K> = self
                 .map
                 .keys()
-                .filter(|k| k.as_str() != key && !exists(k))
+                .filter(|k| *k != key && !exists(k))
                 .cloned()
                 .collect();
             pruned.extend(gone.iter().filter_map(|k| self.map.remove(k)));
             self.high_water = (self.map.len() * 2).max(MIN_HIGH_WATER);
         }
-        self.map.entry(key.to_string()).or_insert(default)
+        self.map.entry(key.clone()).or_insert(default)
     }
 
     /// Keeps the entries for which `keep` says so (it may also edit them).
-    pub fn retain(&mut self, keep: impl FnMut(&String, &mut V) -> bool) {
+    pub fn retain(&mut self, keep: impl FnMut(&K, &mut V) -> bool) {
         self.map.retain(keep);
     }
 
     /// The entry of `key`, if any.
-    pub fn get(&self, key: &str) -> Option<&V> {
+    pub fn get(&self, key: &K) -> Option<&V> {
         self.map.get(key)
     }
 
     /// Forgets `key`, returning its value.
-    pub fn remove(&mut self, key: &str) -> Option<V> {
+    pub fn remove(&mut self, key: &K) -> Option<V> {
         self.map.remove(key)
     }
 
     /// The entry of `key` to edit, if any.
-    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
         self.map.get_mut(key)
     }
 
@@ -108,29 +108,33 @@ mod tests {
 
     #[test]
     fn entries_of_gone_objects_are_dropped_past_the_high_water_mark() {
-        let mut m: Pruned<u32> = Pruned::new();
+        let mut m: Pruned<String, u32> = Pruned::new();
         // Objects 0..MIN_HIGH_WATER fail once each, then all but 10 are deleted.
         for i in 0..MIN_HIGH_WATER {
             *m.entry(&format!("ns/m{i}"), 0, |_| true) += 1;
         }
         assert_eq!(m.len(), MIN_HIGH_WATER);
-        let live = |k: &str| {
+        let live = |k: &String| {
             k.strip_prefix("ns/m")
                 .and_then(|n| n.parse::<usize>().ok())
                 .is_some_and(|n| n < 10)
         };
-        *m.entry("ns/new", 0, live) += 1;
+        *m.entry(&"ns/new".to_string(), 0, live) += 1;
         assert_eq!(m.len(), 11, "the 10 live objects and the new one remain");
-        assert_eq!(m.get("ns/m3"), Some(&1), "live counters are kept");
-        assert_eq!(m.get("ns/m100"), None);
+        assert_eq!(
+            m.get(&"ns/m3".to_string()),
+            Some(&1),
+            "live counters are kept"
+        );
+        assert_eq!(m.get(&"ns/m100".to_string()), None);
     }
 
     #[test]
     fn the_map_stays_within_twice_the_live_objects_under_churn() {
-        let mut m: Pruned<u32> = Pruned::new();
+        let mut m: Pruned<String, u32> = Pruned::new();
         // 100 objects live at any time; 10 000 come and go.
         for i in 0..10_000usize {
-            let live = |k: &str| k.parse::<usize>().is_ok_and(|n| n + 100 > i && n <= i);
+            let live = |k: &String| k.parse::<usize>().is_ok_and(|n| n + 100 > i && n <= i);
             *m.entry(&i.to_string(), 0, live) += 1;
             assert!(m.len() <= MIN_HIGH_WATER.max(200) + 1, "{} at {i}", m.len());
         }
@@ -138,17 +142,17 @@ mod tests {
 
     #[test]
     fn existing_keys_never_prune_and_remove_forgets() {
-        let mut m: Pruned<u32> = Pruned::new();
+        let mut m: Pruned<String, u32> = Pruned::new();
         for i in 0..MIN_HIGH_WATER {
             m.entry(&i.to_string(), 0, |_| true);
         }
-        *m.entry("0", 0, |_| false) += 5;
+        *m.entry(&"0".to_string(), 0, |_| false) += 5;
         assert_eq!(
             m.len(),
             MIN_HIGH_WATER,
             "updating an existing key prunes nothing"
         );
-        m.remove("0");
-        assert_eq!(m.get("0"), None);
+        m.remove(&"0".to_string());
+        assert_eq!(m.get(&"0".to_string()), None);
     }
 }

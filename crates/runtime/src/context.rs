@@ -4,6 +4,7 @@
 use crate::bounded::Pruned;
 use crate::caches::Caches;
 use crate::events::Recorder;
+use crate::keys::{Kind, ObjectKey};
 use crate::{metrics::Metrics, Config};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::events::Reporter;
@@ -116,12 +117,12 @@ pub struct Context {
     /// What the set controllers keep between reconciles.
     pub(crate) sets: crate::sets::SetsState,
     backoff: Backoff,
-    failures: Mutex<Pruned<u32>>,
+    failures: Mutex<Pruned<ObjectKey, u32>>,
     /// Per machine: when its creation flow may start again.
-    creation_attempts: Mutex<Pruned<std::time::Instant>>,
+    creation_attempts: Mutex<Pruned<ObjectKey, std::time::Instant>>,
     /// Machines whose finalizer this process removed (key → UID), until the
     /// cache drops them.
-    released: Mutex<Pruned<String>>,
+    released: Mutex<Pruned<ObjectKey, String>>,
     frozen: AtomicBool,
     /// Serialises Unknown→Failed per MachineDeployment and remembers the
     /// marks granted but not yet listed (at most one replacement at a time).
@@ -265,7 +266,7 @@ impl Context {
 
     /// The delay before retrying `key` after `err`: a conflict (someone
     /// wrote first) is retried soon, everything else with the backoff.
-    pub fn error_delay(&self, key: &str, err: &crate::Error) -> Duration {
+    pub fn error_delay(&self, key: &ObjectKey, err: &crate::Error) -> Duration {
         if err.is_conflict() {
             return mcm_core::backoff::periods::CONFLICT;
         }
@@ -279,20 +280,20 @@ impl Context {
     pub(crate) fn requeue_after_error(
         &self,
         queue: &'static str,
-        key: &str,
+        key: &ObjectKey,
         err: &crate::Error,
     ) -> kube::runtime::controller::Action {
         self.workqueues.retry(queue);
         if err.is_conflict() {
-            tracing::debug!(queue, key, error = %err, "reconcile met a write conflict; retrying soon");
+            tracing::debug!(queue, %key, error = %err, "reconcile met a write conflict; retrying soon");
         } else {
-            tracing::warn!(queue, key, error = %err, "reconcile failed");
+            tracing::warn!(queue, %key, error = %err, "reconcile failed");
         }
         kube::runtime::controller::Action::requeue(self.error_delay(key, err))
     }
 
     /// Records a failure for `key` and returns the delay before the next try.
-    pub fn failure_delay(&self, key: &str, kind: FailureKind) -> Duration {
+    pub fn failure_delay(&self, key: &ObjectKey, kind: FailureKind) -> Duration {
         let exists = self.machine_exists();
         let n = match self.failures.lock() {
             Ok(mut map) => {
@@ -306,7 +307,7 @@ impl Context {
     }
 
     /// Forgets the failures of `key` (after a success).
-    pub fn reset_backoff(&self, key: &str) {
+    pub fn reset_backoff(&self, key: &ObjectKey) {
         if let Ok(mut map) = self.failures.lock() {
             map.remove(key);
         }
@@ -331,7 +332,7 @@ impl Context {
 
     /// Records that this process removed the finalizer of the Machine `key`
     /// with `uid`: the object is gone, whatever the cache still shows.
-    pub fn released(&self, key: &str, uid: &str) {
+    pub fn released(&self, key: &ObjectKey, uid: &str) {
         let exists = self.machine_exists();
         if let Ok(mut map) = self.released.lock() {
             *map.entry(key, String::new(), exists) = uid.to_string();
@@ -342,7 +343,7 @@ impl Context {
     /// reconcile of such a copy (the cache lags the removal; a Node deletion
     /// or a drain wake-up may still route to it) has nothing left to do, and
     /// acting on it would repeat the deletion from its last written step.
-    pub fn was_released(&self, key: &str, uid: &str) -> bool {
+    pub fn was_released(&self, key: &ObjectKey, uid: &str) -> bool {
         self.released
             .lock()
             .is_ok_and(|m| m.get(key).is_some_and(|u| !uid.is_empty() && u == uid))
@@ -353,7 +354,7 @@ impl Context {
     /// `--resource-exhausted-retry`) has not passed. A watch event (the controller's own
     /// finalizer, a label edit) therefore never makes the provider see a retry sooner
     /// than that, whatever the backoff had scheduled.
-    pub fn creation_wait(&self, key: &str) -> Option<Duration> {
+    pub fn creation_wait(&self, key: &ObjectKey) -> Option<Duration> {
         let map = self.creation_attempts.lock().ok()?;
         let wait = map
             .get(key)?
@@ -363,13 +364,13 @@ impl Context {
 
     /// Records that a creation attempt of `key` ended now: the next one
     /// starts `short_retry` later at the earliest.
-    pub fn creation_attempted(&self, key: &str) {
+    pub fn creation_attempted(&self, key: &ObjectKey) {
         self.hold_creation(key, self.config.short_retry);
     }
 
     /// The creation flow of `key` starts again `hold` from now at the
     /// earliest (a longer hold already set stays).
-    pub fn hold_creation(&self, key: &str, hold: Duration) {
+    pub fn hold_creation(&self, key: &ObjectKey, hold: Duration) {
         let exists = self.machine_exists();
         let until = std::time::Instant::now() + hold;
         if let Ok(mut map) = self.creation_attempts.lock() {
@@ -381,13 +382,13 @@ impl Context {
     /// The shortest delay [`Context::failure_delay`] gives after the
     /// failures recorded for `key` (at least one): how long a failed step
     /// waits before its retry even when something else wakes the object up.
-    pub fn failure_floor(&self, key: &str) -> Duration {
+    pub fn failure_floor(&self, key: &ObjectKey) -> Duration {
         self.backoff
             .delay(self.failures(key).max(1), FailureKind::Normal, 0.0)
     }
 
     /// The number of consecutive failures recorded for `key`.
-    pub fn failures(&self, key: &str) -> u32 {
+    pub fn failures(&self, key: &ObjectKey) -> u32 {
         self.failures
             .lock()
             .map(|m| m.get(key).copied().unwrap_or(0))
@@ -396,40 +397,32 @@ impl Context {
 
     /// Whether the object of a bookkeeping key still exists (for maps of
     /// per-object state outside the context).
-    pub(crate) fn machine_key_exists(&self) -> impl Fn(&str) -> bool {
+    pub(crate) fn machine_key_exists(&self) -> impl Fn(&ObjectKey) -> bool {
         self.machine_exists()
     }
 
     /// Whether the object of a bookkeeping key still exists in the caches
-    /// (always `true` before they are filled): what [`Pruned`] keeps. Keys
-    /// are `namespace/name` of a Machine, `ms/namespace/name` of a
-    /// MachineSet and `mcd/namespace/name` of a MachineDeployment.
-    fn machine_exists(&self) -> impl Fn(&str) -> bool {
+    /// (always `true` before they are filled): what [`Pruned`] keeps.
+    fn machine_exists(&self) -> impl Fn(&ObjectKey) -> bool {
         let caches = self.caches.clone();
-        move |key: &str| {
-            let (kind, rest) = match key.split_once('/') {
-                Some((k @ ("ms" | "mcd"), rest)) => (k, rest),
-                _ => ("machine", key),
-            };
-            let Some((ns, name)) = rest.split_once('/') else {
-                return false;
-            };
-            match kind {
-                "ms" => {
+        move |key: &ObjectKey| {
+            let (ns, name) = (key.namespace.as_str(), key.name.as_str());
+            match key.kind {
+                Kind::MachineSet => {
                     !caches.sets.is_synced()
                         || caches
                             .sets
                             .get(&reflector::ObjectRef::new(name).within(ns))
                             .is_some()
                 }
-                "mcd" => {
+                Kind::MachineDeployment => {
                     !caches.deployments.is_synced()
                         || caches
                             .deployments
                             .get(&reflector::ObjectRef::new(name).within(ns))
                             .is_some()
                 }
-                _ => {
+                Kind::Machine => {
                     !caches.machines.is_synced()
                         || caches
                             .machines

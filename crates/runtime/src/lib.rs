@@ -24,6 +24,7 @@ pub mod drain;
 pub mod events;
 pub mod finalizer;
 pub mod health;
+pub mod keys;
 pub mod leader;
 pub mod machine;
 pub mod metrics;

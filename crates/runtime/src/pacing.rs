@@ -22,6 +22,7 @@
 //! turns of a machine whose entry is pruned because it is gone.
 
 use crate::bounded::Pruned;
+use crate::keys::ObjectKey;
 use mcm_driver::budget::{BucketLimit, Budget, Limiter, Turn};
 use mcm_driver::{CloudOp, Driver, MachineRequest};
 use std::collections::HashMap;
@@ -66,7 +67,7 @@ const BURST_MARGIN: u32 = 1;
 #[derive(Default)]
 pub struct Pacer {
     budgets: Mutex<HashMap<String, Arc<Budget<CloudOp>>>>,
-    reserved: Mutex<Pruned<Vec<Held>>>,
+    reserved: Mutex<Pruned<ObjectKey, Vec<Held>>>,
     /// When stale turns were last swept (at most once per [`STALE`]).
     swept: Mutex<Option<Instant>>,
 }
@@ -154,12 +155,12 @@ impl Pacer {
     /// when their entries are pruned).
     pub async fn admit(
         &self,
-        key: &str,
+        key: &ObjectKey,
         provider: &str,
         driver: &dyn Driver,
         req: &MachineRequest,
         op: CloudOp,
-        exists: impl Fn(&str) -> bool,
+        exists: impl Fn(&ObjectKey) -> bool,
     ) -> Admission {
         let now = Instant::now();
         let mut give_back = self.sweep(now);
@@ -278,7 +279,7 @@ impl Pacer {
 
     /// Gives back machine `key`'s reserved turns of `ops` (e.g. a machine
     /// being deleted will never create).
-    pub async fn give_back(&self, key: &str, ops: &[CloudOp]) {
+    pub async fn give_back(&self, key: &ObjectKey, ops: &[CloudOp]) {
         let mut turns = Vec::new();
         if let Ok(mut r) = self.reserved.lock() {
             if let Some(mine) = r.get_mut(key) {
@@ -300,7 +301,7 @@ impl Pacer {
 
     /// Forgets a machine's reservations and gives their turns back (it was
     /// deleted or needs no call).
-    pub async fn forget(&self, key: &str) {
+    pub async fn forget(&self, key: &ObjectKey) {
         let turns = match self.reserved.lock() {
             Ok(mut r) => r.remove(key).unwrap_or_default(),
             Err(_) => Vec::new(),
@@ -310,7 +311,7 @@ impl Pacer {
 
     /// How long machine `key` still waits for its reserved `op` turn
     /// (`None`: it holds none), for tests and diagnostics.
-    pub fn turn(&self, key: &str, op: CloudOp) -> Option<Duration> {
+    pub fn turn(&self, key: &ObjectKey, op: CloudOp) -> Option<Duration> {
         let now = Instant::now();
         let r = self.reserved.lock().ok()?;
         r.get(key)?

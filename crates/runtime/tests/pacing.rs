@@ -176,7 +176,11 @@ async fn a_replacement_after_scaling_far_past_the_budget_and_back_is_not_queued_
     let turn = must_eventually(WAIT, "the new machine admitted or queued", || async {
         let names = machine_names(&env).await;
         let new = names.iter().find(|n| !kept.contains(n))?;
-        let key = format!("{}/{new}", env.namespace);
+        let key = mcm_runtime::keys::ObjectKey::new(
+            mcm_runtime::keys::Kind::Machine,
+            &env.namespace,
+            new,
+        );
         if let Some(wait) = ctx.pacer.turn(&key, CloudOp::Create) {
             return Some(wait);
         }

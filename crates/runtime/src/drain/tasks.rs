@@ -14,6 +14,7 @@
 //! drain replaces it (a forced drain superseding a normal one), and when the
 //! machine controller stops, e.g. because leadership was lost.
 
+use crate::keys::ObjectKey;
 use futures::channel::mpsc;
 use kube::runtime::reflector::ObjectRef;
 use mcm_api::Machine;
@@ -62,7 +63,7 @@ struct Entry {
 
 /// The running drains of one controller, at most one per machine.
 pub struct DrainTasks {
-    entries: Arc<Mutex<HashMap<String, Entry>>>,
+    entries: Arc<Mutex<HashMap<ObjectKey, Entry>>>,
     wake: mpsc::UnboundedSender<ObjectRef<Machine>>,
     wakeups: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<Machine>>>>,
     gone_check: Duration,
@@ -100,7 +101,7 @@ impl DrainTasks {
     /// The drain state of the machine `key` with `uid`. A finished drain's
     /// outcome is removed as it is returned; a task of another UID (an older
     /// machine of the same name) is aborted and forgotten.
-    pub fn state(&self, key: &str, uid: &str) -> DrainState {
+    pub fn state(&self, key: &ObjectKey, uid: &str) -> DrainState {
         let Ok(mut map) = self.entries.lock() else {
             return DrainState::Idle;
         };
@@ -141,7 +142,7 @@ impl DrainTasks {
     /// machine when it ends.
     pub fn start<F, W>(
         &self,
-        key: &str,
+        key: &ObjectKey,
         machine: ObjectRef<Machine>,
         uid: &str,
         plan: DrainPlan,
@@ -154,7 +155,7 @@ impl DrainTasks {
         let outcome: Outcome = Arc::new(Mutex::new(None));
         let slot = outcome.clone();
         let wake = self.wake.clone();
-        let task_key = key.to_string();
+        let task_key = key.clone();
         let task_uid = uid.to_string();
         let entries = self.entries.clone();
         let every = self.gone_check;
@@ -192,7 +193,7 @@ impl DrainTasks {
             outcome,
         };
         if let Ok(mut map) = self.entries.lock() {
-            if let Some(old) = map.insert(key.to_string(), entry) {
+            if let Some(old) = map.insert(key.clone(), entry) {
                 debug!(machine = %key, "replacing a running drain");
                 old.abort.abort();
             }
@@ -202,7 +203,7 @@ impl DrainTasks {
     }
 
     /// Aborts the drain of `key`, if one runs.
-    pub fn abort(&self, key: &str) {
+    pub fn abort(&self, key: &ObjectKey) {
         if let Ok(mut map) = self.entries.lock() {
             if let Some(e) = map.remove(key) {
                 e.abort.abort();
@@ -239,6 +240,12 @@ impl Drop for DrainTasks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::Kind;
+
+    fn k(key: &str) -> ObjectKey {
+        let (ns, name) = key.split_once('/').unwrap_or(("", key));
+        ObjectKey::new(Kind::Machine, ns, name)
+    }
 
     fn plan(force: bool) -> DrainPlan {
         DrainPlan {
@@ -264,7 +271,7 @@ mod tests {
         let mut wakeups = tasks.take_wakeups().expect("wakeups");
         assert!(tasks.take_wakeups().is_none(), "taken once");
         tasks.start(
-            "ns/m",
+            &k("ns/m"),
             machine(),
             "u1",
             plan(false),
@@ -274,14 +281,14 @@ mod tests {
         let woken = futures::StreamExt::next(&mut wakeups).await;
         assert_eq!(woken, Some(machine()));
         settle().await;
-        match tasks.state("ns/m", "u1") {
+        match tasks.state(&k("ns/m"), "u1") {
             DrainState::Finished(f) => {
                 assert_eq!(f.result, Ok(()));
                 assert_eq!(f.plan, plan(false));
             }
             other => panic!("expected Finished, got {other:?}"),
         }
-        assert_eq!(tasks.state("ns/m", "u1"), DrainState::Idle);
+        assert_eq!(tasks.state(&k("ns/m"), "u1"), DrainState::Idle);
         assert!(tasks.is_empty());
     }
 
@@ -289,16 +296,19 @@ mod tests {
     async fn a_running_drain_is_reported_running_and_a_restart_replaces_it() {
         let tasks = DrainTasks::new();
         tasks.start(
-            "ns/m",
+            &k("ns/m"),
             machine(),
             "u1",
             plan(false),
             std::future::pending(),
             || true,
         );
-        assert_eq!(tasks.state("ns/m", "u1"), DrainState::Running(plan(false)));
+        assert_eq!(
+            tasks.state(&k("ns/m"), "u1"),
+            DrainState::Running(plan(false))
+        );
         tasks.start(
-            "ns/m",
+            &k("ns/m"),
             machine(),
             "u1",
             plan(true),
@@ -307,7 +317,7 @@ mod tests {
         );
         assert_eq!(tasks.len(), 1, "at most one drain per machine");
         settle().await;
-        match tasks.state("ns/m", "u1") {
+        match tasks.state(&k("ns/m"), "u1") {
             DrainState::Finished(f) => assert_eq!(f.plan, plan(true)),
             other => panic!("expected the forced drain's outcome, got {other:?}"),
         }
@@ -317,17 +327,17 @@ mod tests {
     async fn a_drain_of_another_uid_or_an_aborted_one_is_forgotten() {
         let tasks = DrainTasks::new();
         tasks.start(
-            "ns/m",
+            &k("ns/m"),
             machine(),
             "old",
             plan(false),
             std::future::pending(),
             || true,
         );
-        assert_eq!(tasks.state("ns/m", "new"), DrainState::Idle);
+        assert_eq!(tasks.state(&k("ns/m"), "new"), DrainState::Idle);
         assert!(tasks.is_empty());
         tasks.start(
-            "ns/m",
+            &k("ns/m"),
             machine(),
             "new",
             plan(false),
@@ -336,14 +346,14 @@ mod tests {
         );
         tasks.abort_all();
         assert!(tasks.is_empty());
-        assert_eq!(tasks.state("ns/m", "new"), DrainState::Idle);
+        assert_eq!(tasks.state(&k("ns/m"), "new"), DrainState::Idle);
     }
 
     #[tokio::test]
     async fn a_drain_whose_machine_is_gone_ends_without_an_outcome() {
         let tasks = DrainTasks::checking_every(Duration::from_millis(10));
         tasks.start(
-            "ns/m",
+            &k("ns/m"),
             machine(),
             "u1",
             plan(false),
@@ -352,7 +362,7 @@ mod tests {
         );
         for _ in 0..200 {
             if tasks.is_empty() {
-                assert_eq!(tasks.state("ns/m", "u1"), DrainState::Idle);
+                assert_eq!(tasks.state(&k("ns/m"), "u1"), DrainState::Idle);
                 return;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;

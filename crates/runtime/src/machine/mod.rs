@@ -33,6 +33,7 @@ pub use delete::delete_orphan;
 pub use startup_taint::remove_startup_taint;
 
 use crate::caches::Triggers;
+use crate::keys::ObjectKey;
 use crate::status::machine::MachineStatusChange;
 use crate::{drain, Context, Error};
 use chrono::Utc;
@@ -171,7 +172,7 @@ impl Drop for AbortDrains {
 }
 
 fn error_policy(m: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Action {
-    ctx.requeue_after_error("machine", &key_of(&m), err)
+    ctx.requeue_after_error("machine", &ObjectKey::machine(&m), err)
 }
 
 fn key_of(m: &Machine) -> String {
@@ -182,7 +183,7 @@ fn key_of(m: &Machine) -> String {
 #[instrument(skip_all, fields(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default()))]
 pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _work = ctx.workqueues.work_on("machine", &key_of(&m));
-    if ctx.was_released(&key_of(&m), &m.uid().unwrap_or_default()) {
+    if ctx.was_released(&ObjectKey::machine(&m), &m.uid().unwrap_or_default()) {
         debug!("finalizer already removed here; waiting for the cache to drop the machine");
         return Ok(Action::await_change());
     }
@@ -201,7 +202,7 @@ struct Reconciler<'a> {
     ctx: &'a Context,
     machine: Machine,
     api: Api<Machine>,
-    key: String,
+    key: ObjectKey,
     /// The flow stopped to wait for its turn at the cloud budget (no call
     /// was made, so no creation attempt is recorded).
     paced: std::sync::atomic::AtomicBool,
@@ -222,7 +223,7 @@ impl<'a> Reconciler<'a> {
             ctx,
             machine: m.clone(),
             api: Api::namespaced(ctx.client.clone(), &ns),
-            key: key_of(m),
+            key: ObjectKey::machine(m),
             paced: std::sync::atomic::AtomicBool::new(false),
             staged: None,
         }

@@ -160,8 +160,13 @@ impl Reconciler<'_> {
         Ok(Ok(plan.recheck_after))
     }
 
-    fn preserve_drain_key(&self) -> String {
-        format!("{}#preserve", self.key)
+    /// The drain task of the preservation, apart from the deletion's drain
+    /// of the same machine (a name no object can have).
+    fn preserve_drain_key(&self) -> crate::keys::ObjectKey {
+        crate::keys::ObjectKey {
+            name: format!("{}#preserve", self.key.name),
+            ..self.key.clone()
+        }
     }
 
     /// The drain step of a preserved Failed machine: `None` while the drain

@@ -1,4 +1,11 @@
 use super::*;
+use crate::keys::{Kind, ObjectKey};
+
+/// The key of the Machine `namespace/name`.
+fn k(key: &str) -> ObjectKey {
+    let (ns, name) = key.split_once('/').unwrap_or(("", key));
+    ObjectKey::new(Kind::Machine, ns, name)
+}
 use async_trait::async_trait;
 use mcm_driver::budget::BucketLimit;
 use mcm_driver::*;
@@ -52,7 +59,7 @@ pub(crate) fn req() -> MachineRequest {
     }
 }
 
-fn all(_: &str) -> bool {
+fn all(_: &ObjectKey) -> bool {
     true
 }
 
@@ -62,14 +69,21 @@ async fn the_burst_goes_at_once_then_machines_queue_in_order_without_holding_a_w
     let d = Limited;
     for key in ["ns/a", "ns/b"] {
         assert_eq!(
-            p.admit(key, "x", &d, &req(), CloudOp::Create, all).await,
+            p.admit(&k(key), "x", &d, &req(), CloudOp::Create, all)
+                .await,
             Admission::Go
         );
     }
-    let Admission::Wait(c) = p.admit("ns/c", "x", &d, &req(), CloudOp::Create, all).await else {
+    let Admission::Wait(c) = p
+        .admit(&k("ns/c"), "x", &d, &req(), CloudOp::Create, all)
+        .await
+    else {
         panic!("the third create must wait");
     };
-    let Admission::Wait(e) = p.admit("ns/e", "x", &d, &req(), CloudOp::Create, all).await else {
+    let Admission::Wait(e) = p
+        .admit(&k("ns/e"), "x", &d, &req(), CloudOp::Create, all)
+        .await
+    else {
         panic!("the fourth create must wait");
     };
     assert!(
@@ -81,14 +95,17 @@ async fn the_burst_goes_at_once_then_machines_queue_in_order_without_holding_a_w
         "served in order: {c:?} then {e:?}"
     );
     // Asking again before its turn keeps the machine's place (no new token).
-    let Admission::Wait(again) = p.admit("ns/c", "x", &d, &req(), CloudOp::Create, all).await
+    let Admission::Wait(again) = p
+        .admit(&k("ns/c"), "x", &d, &req(), CloudOp::Create, all)
+        .await
     else {
         panic!("still before its turn");
     };
     assert!(again <= c);
     tokio::time::advance(c).await;
     assert_eq!(
-        p.admit("ns/c", "x", &d, &req(), CloudOp::Create, all).await,
+        p.admit(&k("ns/c"), "x", &d, &req(), CloudOp::Create, all)
+            .await,
         Admission::Go
     );
 }
@@ -99,7 +116,7 @@ async fn operations_without_a_declared_limit_are_never_paced() {
     for i in 0..50 {
         let key = format!("ns/m{i}");
         assert_eq!(
-            p.admit(&key, "x", &Limited, &req(), CloudOp::Status, all)
+            p.admit(&k(&key), "x", &Limited, &req(), CloudOp::Status, all)
                 .await,
             Admission::Go
         );
@@ -111,13 +128,15 @@ async fn a_throttled_answer_pauses_the_operation_for_everyone() {
     let p = Pacer::new();
     let d = Limited;
     assert_eq!(
-        p.admit("ns/a", "x", &d, &req(), CloudOp::Create, all).await,
+        p.admit(&k("ns/a"), "x", &d, &req(), CloudOp::Create, all)
+            .await,
         Admission::Go
     );
     p.answered("x", &d, &req(), CloudOp::Create, true).await;
     // The bucket still had a token, but the pause holds it back.
     assert!(matches!(
-        p.admit("ns/b", "x", &d, &req(), CloudOp::Create, all).await,
+        p.admit(&k("ns/b"), "x", &d, &req(), CloudOp::Create, all)
+            .await,
         Admission::Wait(_)
     ));
 }
@@ -128,21 +147,28 @@ async fn a_status_probe_before_the_create_keeps_the_machines_create_turn() {
     let d = Limited;
     for key in ["ns/a", "ns/b"] {
         assert_eq!(
-            p.admit(key, "x", &d, &req(), CloudOp::Create, all).await,
+            p.admit(&k(key), "x", &d, &req(), CloudOp::Create, all)
+                .await,
             Admission::Go
         );
     }
-    let Admission::Wait(turn) = p.admit("ns/c", "x", &d, &req(), CloudOp::Create, all).await else {
+    let Admission::Wait(turn) = p
+        .admit(&k("ns/c"), "x", &d, &req(), CloudOp::Create, all)
+        .await
+    else {
         panic!("the third create must wait");
     };
     // Its next reconcile probes first (no limit on status) ...
     assert_eq!(
-        p.admit("ns/c", "x", &d, &req(), CloudOp::Status, all).await,
+        p.admit(&k("ns/c"), "x", &d, &req(), CloudOp::Status, all)
+            .await,
         Admission::Go
     );
     // ... and still finds its create turn, not a later one: a machine that
     // comes back for its turn never pushes it further out.
-    let Admission::Wait(again) = p.admit("ns/c", "x", &d, &req(), CloudOp::Create, all).await
+    let Admission::Wait(again) = p
+        .admit(&k("ns/c"), "x", &d, &req(), CloudOp::Create, all)
+        .await
     else {
         panic!("still before its turn");
     };
@@ -155,13 +181,17 @@ async fn machines_that_come_back_long_after_their_turn_queue_again_instead_of_bu
     let d = Limited;
     for key in ["ns/a", "ns/b"] {
         assert_eq!(
-            p.admit(key, "x", &d, &req(), CloudOp::Create, all).await,
+            p.admit(&k(key), "x", &d, &req(), CloudOp::Create, all)
+                .await,
             Admission::Go
         );
     }
     let mut turns = Vec::new();
     for key in ["ns/c", "ns/e", "ns/f"] {
-        let Admission::Wait(t) = p.admit(key, "x", &d, &req(), CloudOp::Create, all).await else {
+        let Admission::Wait(t) = p
+            .admit(&k(key), "x", &d, &req(), CloudOp::Create, all)
+            .await
+        else {
             panic!("{key} must wait");
         };
         turns.push(t);
@@ -171,7 +201,10 @@ async fn machines_that_come_back_long_after_their_turn_queue_again_instead_of_bu
     tokio::time::advance(Duration::from_secs(60)).await;
     let mut went = 0;
     for key in ["ns/c", "ns/e", "ns/f"] {
-        if p.admit(key, "x", &d, &req(), CloudOp::Create, all).await == Admission::Go {
+        if p.admit(&k(key), "x", &d, &req(), CloudOp::Create, all)
+            .await
+            == Admission::Go
+        {
             went += 1;
         }
     }
@@ -189,7 +222,7 @@ async fn admit_all(p: &Pacer, keys: &[String]) -> Vec<Duration> {
     for key in keys {
         waits.push(
             match p
-                .admit(key, "x", &Limited, &req(), CloudOp::Create, all)
+                .admit(&k(key), "x", &Limited, &req(), CloudOp::Create, all)
                 .await
             {
                 Admission::Go => Duration::ZERO,
@@ -214,12 +247,12 @@ async fn turns_of_forgotten_machines_go_back_so_the_next_machine_goes_near_now()
     assert_eq!(p.reserved_turns(), 98);
     // Scaled back to 5: the 95 deleted machines give their turns back.
     for key in &up[5..] {
-        p.forget(key).await;
+        p.forget(&k(key)).await;
     }
     assert_eq!(p.reserved_turns(), 3);
     // A replacement queues behind the 3 that still wait, not behind 98.
     let Admission::Wait(w) = p
-        .admit("ns/new", "x", &Limited, &req(), CloudOp::Create, all)
+        .admit(&k("ns/new"), "x", &Limited, &req(), CloudOp::Create, all)
         .await
     else {
         panic!("the queue still holds 3 turns");
@@ -232,11 +265,11 @@ async fn a_deleted_machines_create_turn_goes_to_the_next_machine() {
     let p = Pacer::new();
     let waits = admit_all(&p, &keys("m", 10)).await;
     assert!(waits[9] > period() * 7);
-    p.give_back("ns/m9", &[CloudOp::Create, CloudOp::Initialize])
+    p.give_back(&k("ns/m9"), &[CloudOp::Create, CloudOp::Initialize])
         .await;
-    assert_eq!(p.turn("ns/m9", CloudOp::Create), None);
+    assert_eq!(p.turn(&k("ns/m9"), CloudOp::Create), None);
     let Admission::Wait(w) = p
-        .admit("ns/new", "x", &Limited, &req(), CloudOp::Create, all)
+        .admit(&k("ns/new"), "x", &Limited, &req(), CloudOp::Create, all)
         .await
     else {
         panic!("must wait");
@@ -256,12 +289,16 @@ async fn a_stale_turn_is_given_back_and_the_queue_moves_up() {
     // m2 (the first to wait) never comes back for its turn.
     tokio::time::advance(waits[2] + STALE + Duration::from_millis(100)).await;
     let Admission::Wait(w) = p
-        .admit("ns/new", "x", &Limited, &req(), CloudOp::Create, all)
+        .admit(&k("ns/new"), "x", &Limited, &req(), CloudOp::Create, all)
         .await
     else {
         panic!("must wait");
     };
-    assert_eq!(p.turn("ns/m2", CloudOp::Create), None, "stale turn swept");
+    assert_eq!(
+        p.turn(&k("ns/m2"), CloudOp::Create),
+        None,
+        "stale turn swept"
+    );
     // Without the refund it would queue one period after m11.
     let elapsed = waits[2] + STALE + Duration::from_millis(100);
     let behind_m11 = waits[11] + period() - elapsed;
@@ -280,9 +317,9 @@ async fn pruned_entries_give_their_turns_back() {
     let old = keys("old", MIN_HIGH_WATER + 2);
     admit_all(&p, &old).await;
     assert_eq!(p.reserved_turns(), MIN_HIGH_WATER);
-    let live = |k: &str| !k.starts_with("ns/old");
+    let live = |k: &ObjectKey| !k.name.starts_with("old");
     let Admission::Wait(w) = p
-        .admit("ns/new", "x", &Limited, &req(), CloudOp::Create, live)
+        .admit(&k("ns/new"), "x", &Limited, &req(), CloudOp::Create, live)
         .await
     else {
         panic!("the burst was spent");
@@ -333,7 +370,8 @@ async fn limits_registered_after_the_first_call_replace_the_empty_budget() {
     let d = LateLimits(std::sync::atomic::AtomicBool::new(false));
     for key in ["ns/a", "ns/b", "ns/c"] {
         assert_eq!(
-            p.admit(key, "x", &d, &req(), CloudOp::Create, all).await,
+            p.admit(&k(key), "x", &d, &req(), CloudOp::Create, all)
+                .await,
             Admission::Go,
             "no limits declared yet"
         );
@@ -342,11 +380,13 @@ async fn limits_registered_after_the_first_call_replace_the_empty_budget() {
     assert_eq!(p.register("x", &d).await, 1);
     // Burst 2, less the one the pacer keeps back: one goes, the next waits.
     assert_eq!(
-        p.admit("ns/d", "x", &d, &req(), CloudOp::Create, all).await,
+        p.admit(&k("ns/d"), "x", &d, &req(), CloudOp::Create, all)
+            .await,
         Admission::Go
     );
     assert!(matches!(
-        p.admit("ns/e", "x", &d, &req(), CloudOp::Create, all).await,
+        p.admit(&k("ns/e"), "x", &d, &req(), CloudOp::Create, all)
+            .await,
         Admission::Wait(_)
     ));
 }

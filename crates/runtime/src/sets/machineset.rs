@@ -15,6 +15,7 @@ use super::{
     add_finalizer, adopt, has_finalizer, is_conflict, is_not_found, owner_reference, publish,
     release, remove_finalizer, requeue, Ctx, Error,
 };
+use crate::keys::{Kind, ObjectKey};
 use crate::status::machine::MachineStatusChange;
 use crate::status::unless_gone;
 use chrono::Utc;
@@ -54,7 +55,7 @@ fn key_of(ctx: &Ctx, name: &str) -> String {
 
 /// The controller's error policy: conflicts retry soon, other errors back off per set.
 pub(crate) fn error_policy(ms: Arc<MachineSet>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let key = format!("ms/{}", key_of(&ctx, &ms.name_any()));
+    let key = ObjectKey::new(Kind::MachineSet, &ctx.config.namespace, &ms.name_any());
     ctx.requeue_after_error("machineset", &key, err)
 }
 
@@ -115,7 +116,11 @@ pub(crate) async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Act
     let name = obj.name_any();
     let key = key_of(&ctx, &name);
     let action = reconcile_set(&name, &key, &ctx).await?;
-    ctx.reset_backoff(&format!("ms/{key}"));
+    ctx.reset_backoff(&ObjectKey::new(
+        Kind::MachineSet,
+        &ctx.config.namespace,
+        &name,
+    ));
     Ok(action)
 }
 

@@ -20,6 +20,7 @@ use super::{
     add_finalizer, adopt, has_finalizer, is_conflict, is_not_found, owner_reference, publish,
     release, remove_finalizer, requeue, Ctx, Error,
 };
+use crate::keys::{Kind, ObjectKey};
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -69,13 +70,13 @@ use status::mark_invalid;
 /// How soon to look again after a write whose watch event may be missed.
 const SHORTLY: Duration = Duration::from_secs(2);
 
-fn key_of(ctx: &Ctx, name: &str) -> String {
-    format!("{}/{}", ctx.config.namespace, name)
-}
-
 /// The controller's error policy: conflicts retry soon, other errors back off per deployment.
 pub(crate) fn error_policy(d: Arc<MachineDeployment>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let key = format!("mcd/{}", key_of(&ctx, &d.name_any()));
+    let key = ObjectKey::new(
+        Kind::MachineDeployment,
+        &ctx.config.namespace,
+        &d.name_any(),
+    );
     ctx.requeue_after_error("machinedeployment", &key, err)
 }
 
@@ -100,7 +101,11 @@ pub(crate) async fn reconcile(obj: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Res
     );
     let name = obj.name_any();
     let action = reconcile_deployment(&name, &ctx).await?;
-    ctx.reset_backoff(&format!("mcd/{}", key_of(&ctx, &name)));
+    ctx.reset_backoff(&ObjectKey::new(
+        Kind::MachineDeployment,
+        &ctx.config.namespace,
+        &name,
+    ));
     Ok(action)
 }
 
