@@ -150,6 +150,20 @@ fn durations() -> Vec<Row> {
         row("duration 1h2m3s", d(3723), "1h2m3s"),
         // Go's time.Time.String() of a UTC time (a `%v` of a metav1.Time).
         row("time", go_time(t0()), "2023-11-14 22:13:20 +0000 UTC"),
+        // Go's `%+v` of a []v1.NodeCondition (checked with Go 1.26 and k8s.io/api), an
+        // unset time being Go's zero time.
+        row(
+            "node conditions",
+            go_conditions(&[
+                ready("False", "KubeletNotReady", "PLEG is not healthy"),
+                NodeCondition {
+                    type_: "DiskPressure".into(),
+                    status: "False".into(),
+                    ..NodeCondition::default()
+                },
+            ]),
+            "[{Type:Ready Status:False LastHeartbeatTime:2023-11-14 22:13:20 +0000 UTC LastTransitionTime:2023-11-14 22:13:20 +0000 UTC Reason:KubeletNotReady Message:PLEG is not healthy} {Type:DiskPressure Status:False LastHeartbeatTime:0001-01-01 00:00:00 +0000 UTC LastTransitionTime:0001-01-01 00:00:00 +0000 UTC Reason: Message:}]",
+        ),
     ]
 }
 
@@ -196,8 +210,16 @@ fn health_texts() -> Vec<Row> {
         OpState::Processing,
         OpType::Create,
     ));
-    let healthy = node(vec![ready("True", "KubeletReady", "kubelet is posting ready status")]);
-    let not_ready = node(vec![ready("False", "KubeletNotReady", "PLEG is not healthy")]);
+    let healthy = node(vec![ready(
+        "True",
+        "KubeletReady",
+        "kubelet is posting ready status",
+    )]);
+    let not_ready = node(vec![ready(
+        "False",
+        "KubeletNotReady",
+        "PLEG is not healthy",
+    )]);
     let mut unknown = machine(Phase::Unknown, None);
     unknown.conditions = not_ready.conditions.clone();
     let mut running = machine(Phase::Running, None);
@@ -279,7 +301,10 @@ fn in_place() -> Vec<Row> {
             description(in_place_result(
                 &updating,
                 &in_place_node(
-                    &[(c::NODE_UPDATE_RESULT_LABEL, c::NODE_UPDATE_RESULT_SUCCESSFUL)],
+                    &[(
+                        c::NODE_UPDATE_RESULT_LABEL,
+                        c::NODE_UPDATE_RESULT_SUCCESSFUL,
+                    )],
                     None,
                 ),
             )),
@@ -327,7 +352,10 @@ fn in_place() -> Vec<Row> {
             step(
                 &[
                     candidate,
-                    (c::NODE_UPDATE_RESULT_LABEL, c::NODE_UPDATE_RESULT_SUCCESSFUL),
+                    (
+                        c::NODE_UPDATE_RESULT_LABEL,
+                        c::NODE_UPDATE_RESULT_SUCCESSFUL,
+                    ),
                 ],
                 Some(c::IN_PLACE_READY_FOR_UPDATE),
             ),
@@ -495,7 +523,7 @@ fn deletion() -> Vec<Row> {
             message(Some(node_terminating_condition(t0()))),
             "Machine Controller is scaling down machine",
         ),
-        // machineutils/utils.go:85
+        // machine_util.go:2211 (machineutils/utils.go:82)
         row(
             "node condition: Terminating reason",
             node_terminating_condition(t0()).reason.unwrap_or_default(),
@@ -656,7 +684,9 @@ fn sets_and_deployments() -> Vec<Row> {
             .map(|c| c.message)
             .unwrap_or_default()
     };
-    let paused_now = paused_condition(true, &[], t0()).into_iter().collect::<Vec<_>>();
+    let paused_now = paused_condition(true, &[], t0())
+        .into_iter()
+        .collect::<Vec<_>>();
     vec![
         // deployment_machineset_util.go:157-162 (reason, then the error's text)
         row("ReplicaFailure, too few machines", failure(1, 3), "FailedCreate: boom"),

@@ -388,7 +388,11 @@ pub enum NewSet<'a> {
 
 /// The `Progressing` condition about the new set `name` (deployment_sync.go:268,
 /// 378, 394).
-pub fn new_set_condition(name: &str, what: NewSet<'_>, now: DateTime<Utc>) -> MachineDeploymentCondition {
+pub fn new_set_condition(
+    name: &str,
+    what: NewSet<'_>,
+    now: DateTime<Utc>,
+) -> MachineDeploymentCondition {
     let (status, reason, message) = match what {
         NewSet::Found => (
             ConditionStatus::True,

@@ -27,8 +27,7 @@ use mcm_api::{
 };
 use mcm_core::deployment::{
     deployment_should_be_frozen, overshoot_count, overshoot_decision, overshoot_freeze_message,
-    overshoot_thresholds, STATE_SYNC_FREEZE_MESSAGE,
-    safety_surge, OvershootDecision,
+    overshoot_thresholds, safety_surge, OvershootDecision, STATE_SYNC_FREEZE_MESSAGE,
 };
 use mcm_core::replicas::{controller_ref, selector_is_empty, selector_matches};
 use mcm_core::time::to_k8s;

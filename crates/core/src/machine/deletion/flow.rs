@@ -15,8 +15,8 @@
 
 use super::super::{
     after_delete_node, after_delete_vm, after_drain, after_get_vm_status, after_node_volumes,
-    deletion_stage, plan_drain, set_terminating, volume_attachments_gone, DeletionStage,
-    DrainPlan, MachineView, NodeDeletion, NodeVolumes, RetryClass, Transition,
+    deletion_stage, plan_drain, set_terminating, volume_attachments_gone, DeletionStage, DrainPlan,
+    MachineView, NodeDeletion, NodeVolumes, RetryClass, Transition,
 };
 use super::{no_vm_ever_created, VmRecord};
 use chrono::{DateTime, Utc};
