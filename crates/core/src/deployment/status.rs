@@ -202,7 +202,7 @@ pub fn rollout_status(
                     MachineDeploymentConditionType::Progressing,
                     ConditionStatus::True,
                     c::NEW_MACHINE_SET_AVAILABLE_REASON,
-                    progress_message(new_set, &d.name, Progress::Complete),
+                    progress_message(new_set, d.name, Progress::Complete),
                     now,
                 ),
             );
@@ -211,7 +211,7 @@ pub fn rollout_status(
                 MachineDeploymentConditionType::Progressing,
                 ConditionStatus::True,
                 c::MACHINE_SET_UPDATED_REASON,
-                progress_message(new_set, &d.name, Progress::Progressing),
+                progress_message(new_set, d.name, Progress::Progressing),
                 now,
             );
             if let Some(cur) = current {
@@ -231,7 +231,7 @@ pub fn rollout_status(
                     MachineDeploymentConditionType::Progressing,
                     ConditionStatus::False,
                     c::TIMED_OUT_REASON,
-                    progress_message(new_set, &d.name, Progress::TimedOut),
+                    progress_message(new_set, d.name, Progress::TimedOut),
                     now,
                 ),
             );
