@@ -290,8 +290,13 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
     }
     let healthy = is_healthy(&node.conditions, &m.settings.node_conditions);
     match (&m.phase, healthy) {
-        (Phase::CrashLoopBackOff | Phase::Failed, true) => {
+        // A failed InitializeMachine is never promoted by a Ready Node
+        // (design: machine.md, "Where mcm-rs differs from the reference", item 2).
+        (Phase::CrashLoopBackOff, true) => {
             d.held_for_initialization = m.initialization_failed();
+        }
+        (Phase::Failed, true) if m.initialization_failed() => {
+            d.held_for_initialization = true;
         }
         (Phase::Running, true) => {}
         (Phase::Pending, true) if node.critical_components_not_ready => {}
@@ -314,7 +319,12 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
             }
         }
         // In-place: a successful update re-joins (design: machine.md, "In-place updates").
-        (Phase::Pending | Phase::Unknown | Phase::InPlaceUpdateSuccessful, true) => {
+        // A `Failed` machine whose Node recovers before its MachineSet
+        // replaced it re-joins, as in the reference.
+        (
+            Phase::Pending | Phase::Unknown | Phase::InPlaceUpdateSuccessful | Phase::Failed,
+            true,
+        ) => {
             let first_join = matches!(&m.last_operation,
                 Some((_, state, OpType::Create)) if *state != OpState::Successful);
             let (description, kind) = if first_join {

@@ -108,9 +108,12 @@ pub(crate) type Ctx = crate::Context;
 
 /// What the set controllers keep between reconciles, in the [`crate::Context`].
 pub(crate) struct SetsState {
+    /// Machine creations and deletions, on the MachineSet: the reference's
+    /// `machineset-controller` component.
     pub set_recorder: Recorder,
-    pub deployment_recorder: Recorder,
-    pub safety_recorder: Recorder,
+    /// MachineDeployment and safety Events: the reference writes them with
+    /// its process recorder, component `machine-controller-manager`.
+    pub manager_recorder: Recorder,
     pub expectations: Mutex<Expectations>,
     pub safety_wakeup: Notify,
 }
@@ -123,11 +126,7 @@ impl SetsState {
         };
         SetsState {
             set_recorder: Recorder::new(client.clone(), reporter("machineset-controller")),
-            deployment_recorder: Recorder::new(
-                client.clone(),
-                reporter("machinedeployment-controller"),
-            ),
-            safety_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
+            manager_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
             expectations: Mutex::new(Expectations::new()),
             safety_wakeup: Notify::new(),
         }

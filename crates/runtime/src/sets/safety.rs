@@ -155,7 +155,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
                         }
                     }
                     publish(
-                        &ctx.sets.safety_recorder,
+                        &ctx.sets.manager_recorder,
                         &**ms,
                         EventType::Normal,
                         c::MACHINE_SET_FREEZE_EVENT,
@@ -179,7 +179,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
                 if set_state(ctx, ms, false, c::UNDERSHOOTING_REPLICA_COUNT, &msg).await {
                     set_frozen.insert(name.clone(), false);
                     publish(
-                        &ctx.sets.safety_recorder,
+                        &ctx.sets.manager_recorder,
                         &**ms,
                         EventType::Normal,
                         c::MACHINE_SET_UNFREEZE_EVENT,
@@ -214,7 +214,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
             {
                 set_frozen.insert(ms.name_any(), false);
                 publish(
-                    &ctx.sets.safety_recorder,
+                    &ctx.sets.manager_recorder,
                     &**ms,
                     EventType::Normal,
                     c::MACHINE_SET_UNFREEZE_EVENT,
@@ -239,7 +239,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
             set_frozen.insert(ms.name_any(), false);
             if was_frozen {
                 publish(
-                    &ctx.sets.safety_recorder,
+                    &ctx.sets.manager_recorder,
                     &**ms,
                     EventType::Normal,
                     c::MACHINE_SET_UNFREEZE_EVENT,

@@ -121,7 +121,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     if let Some(problem) = invalid_deployment(&d) {
         warn!(problem = %problem, "invalid MachineDeployment, not acting on it");
         publish(
-            &ctx.sets.deployment_recorder,
+            &ctx.sets.manager_recorder,
             &d,
             EventType::Warning,
             super::machineset::INVALID_SPEC,
@@ -139,7 +139,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     let selector = d.spec.selector.clone().unwrap_or_default();
     if selector_is_empty(&selector) {
         publish(
-            &ctx.sets.deployment_recorder,
+            &ctx.sets.manager_recorder,
             &d,
             EventType::Warning,
             "SelectingAll",
@@ -250,7 +250,7 @@ impl Pass<'_> {
 
     async fn event(&self, type_: EventType, reason: &str, note: String) {
         publish(
-            &self.ctx.sets.deployment_recorder,
+            &self.ctx.sets.manager_recorder,
             &self.d,
             type_,
             reason,
