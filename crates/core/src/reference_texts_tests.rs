@@ -241,6 +241,20 @@ fn health_texts() -> Vec<Row> {
             health_text(&unknown, Some(&healthy), after(60)),
             "Machine m1 successfully re-joined the cluster",
         ),
+        // machine_util.go:987 (a Failed machine whose Node recovered before its
+        // MachineSet replaced it)
+        row(
+            "re-joined after Failed",
+            health_text(
+                &machine(
+                    Phase::Failed,
+                    Some(("x", OpState::Failed, OpType::HealthCheck)),
+                ),
+                Some(&healthy),
+                after(60),
+            ),
+            "Machine m1 successfully re-joined the cluster",
+        ),
         // machine_util.go:1011 (`%+v` of the Node's conditions)
         row(
             "unhealthy",
