@@ -22,3 +22,7 @@ pub mod node_template;
 pub mod orphans;
 pub mod replicas;
 pub mod time;
+
+/// The table of every text against the reference's (design: machine.md, "Texts").
+#[cfg(test)]
+mod reference_texts_tests;

@@ -206,12 +206,44 @@ pub fn is_healthy(conditions: &[NodeCondition], watched: &[String]) -> bool {
     })
 }
 
-fn describe_conditions(conditions: &[NodeCondition]) -> String {
+/// Node conditions as the reference prints them into a description (Go's
+/// `%+v` of a `[]v1.NodeCondition`):
+/// `[{Type:Ready Status:False LastHeartbeatTime:<t> LastTransitionTime:<t> Reason:<r> Message:<m>}]`.
+pub fn go_conditions(conditions: &[NodeCondition]) -> String {
+    let time = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
+        t.map_or_else(
+            || "0001-01-01 00:00:00 +0000 UTC".to_string(),
+            |t| go_time(from_k8s(t)),
+        )
+    };
     let parts: Vec<String> = conditions
         .iter()
-        .map(|c| format!("{}={}", c.type_, c.status))
+        .map(|c| {
+            format!(
+                "{{Type:{} Status:{} LastHeartbeatTime:{} LastTransitionTime:{} Reason:{} Message:{}}}",
+                c.type_,
+                c.status,
+                time(c.last_heartbeat_time.as_ref()),
+                time(c.last_transition_time.as_ref()),
+                c.reason.as_deref().unwrap_or_default(),
+                c.message.as_deref().unwrap_or_default(),
+            )
+        })
         .collect();
     format!("[{}]", parts.join(" "))
+}
+
+/// A time as the reference prints it (Go's `time.Time.String()` of a UTC
+/// time, the zone of the reference's container): `2006-01-02 15:04:05 +0000 UTC`,
+/// with a fraction of a second only when there is one.
+pub fn go_time(t: DateTime<Utc>) -> String {
+    let nanos = t.timestamp_subsec_nanos();
+    let fraction = if nanos == 0 {
+        String::new()
+    } else {
+        format!(".{nanos:09}").trim_end_matches('0').to_string()
+    };
+    format!("{}{fraction} +0000 UTC", t.format("%Y-%m-%d %H:%M:%S"))
 }
 
 /// The health check (design: machine.md, "Health check") for a machine that has a
@@ -322,7 +354,7 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
                     format!(
                         "Machine {} is unhealthy - changing MachinePhase to Unknown. Node conditions: {}",
                         m.name,
-                        describe_conditions(&node.conditions)
+                        go_conditions(&node.conditions)
                     ),
                     OpState::Processing,
                     OpType::HealthCheck,
@@ -353,7 +385,8 @@ fn timeouts(m: &MachineView, mut d: HealthDecision, now: DateTime<Utc>) -> Healt
             Some((timeout - gone).min(Duration::from_secs(60)) + Duration::from_secs(1));
         return d;
     }
-    let minutes = timeout.as_secs() / 60;
+    // Go's `%s` of the timeout (`20m0s minutes`), as the reference.
+    let minutes = format_go_duration(timeout);
     let prev_kind = m
         .last_operation
         .as_ref()
@@ -379,7 +412,7 @@ fn timeouts(m: &MachineView, mut d: HealthDecision, now: DateTime<Utc>) -> Healt
                 format!(
                     "Machine {} health checks failing since last {minutes} minutes. Updating machine phase to Failed. Node Conditions: {}",
                     m.name,
-                    describe_conditions(&m.conditions)
+                    go_conditions(&m.conditions)
                 ),
                 OpState::Failed,
                 prev_kind,
@@ -593,6 +626,23 @@ pub fn plan_drain(m: &MachineView, now: DateTime<Utc>) -> DrainPlan {
     }
 }
 
+/// The Node condition `Terminating` the drain sets before it evicts
+/// (`UpdateNodeTerminationCondition`): reason `ScaleDown`, message `Machine
+/// Controller is scaling down machine`. The reference chooses the reason by
+/// the phase, but only ever calls it for a `Terminating` machine, so it is
+/// always this one (design: machine.md, "Where mcm-rs differs from the
+/// reference", item 6).
+pub fn node_terminating_condition(now: DateTime<Utc>) -> NodeCondition {
+    NodeCondition {
+        type_: mcm_api::constants::NODE_TERMINATING_CONDITION.into(),
+        status: "True".into(),
+        reason: Some(mcm_api::constants::NODE_TERMINATING_REASON_SCALE_DOWN.into()),
+        message: Some("Machine Controller is scaling down machine".into()),
+        last_heartbeat_time: Some(crate::time::to_k8s(now)),
+        last_transition_time: Some(crate::time::to_k8s(now)),
+    }
+}
+
 /// Step Drain: the next operation from the drain's outcome.
 pub fn after_drain(plan: &DrainPlan, has_node: bool, result: Result<(), String>) -> Transition {
     use markers::*;
@@ -624,7 +674,7 @@ pub fn after_drain(plan: &DrainPlan, has_node: bool, result: Result<(), String>)
     }
 }
 
-/// Step DeleteVolumeAttachments, when none remain (or the node is gone).
+/// Step DeleteVolumeAttachments, when none remain.
 pub fn volume_attachments_gone(node: &str) -> Transition {
     delete_op(
         format!(
@@ -633,6 +683,36 @@ pub fn volume_attachments_gone(node: &str) -> Transition {
         ),
         OpState::Processing,
     )
+}
+
+/// What the Node cache says about the machine's Node at the
+/// DeleteVolumeAttachments step (`deleteNodeVolAttachments`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeVolumes {
+    /// The Node is not in the cache.
+    NodeGone,
+    /// The Node's `status.volumesAttached` is empty.
+    NoneAttached,
+    /// The Node reports attached volumes: its VolumeAttachments are listed.
+    Attached,
+}
+
+/// Step DeleteVolumeAttachments, when the Node's own status already says
+/// there is nothing to detach (`None` for [`NodeVolumes::Attached`]: the
+/// VolumeAttachments decide). The reference's texts; the missing Node's
+/// error is its lister's NotFound text.
+pub fn after_node_volumes(node: &str, volumes: NodeVolumes) -> Option<Transition> {
+    use markers::*;
+    let description = match volumes {
+        NodeVolumes::NodeGone => format!(
+            "Skipping deleteNodeVolAttachments due to - node \"{node}\" not found. Moving to VM Deletion. {INITIATE_VM_DELETION}"
+        ),
+        NodeVolumes::NoneAttached => format!(
+            "Node Volumes for node: {node} are already detached. Moving to VM Deletion. {INITIATE_VM_DELETION}"
+        ),
+        NodeVolumes::Attached => return None,
+    };
+    Some(delete_op(description, OpState::Processing))
 }
 
 /// Outcome of the node-deletion step.
@@ -644,8 +724,24 @@ pub enum NodeDeletion {
     NotFound(String),
     /// The Node was deleted.
     Deleted(String),
-    /// Deleting failed.
+    /// Reading the Node failed (node, error).
+    ReadFailed(String, String),
+    /// Removing the Node's finalizer failed (node, error).
+    FinalizerRemovalFailed(String, String),
+    /// Deleting failed (node, error).
     Failed(String, String),
+}
+
+impl NodeDeletion {
+    /// Whether the step failed (it is written at once and retried with backoff).
+    pub fn failed(&self) -> bool {
+        matches!(
+            self,
+            NodeDeletion::ReadFailed(..)
+                | NodeDeletion::FinalizerRemovalFailed(..)
+                | NodeDeletion::Failed(..)
+        )
+    }
 }
 
 /// Step DeleteNode: the next operation.
@@ -663,6 +759,14 @@ pub fn after_delete_node(machine: &str, outcome: &NodeDeletion) -> Transition {
         NodeDeletion::Deleted(n) => delete_op(
             format!("Deletion of Node Object \"{n}\" is successful. {INITIATE_FINALIZER_REMOVAL}"),
             OpState::Processing,
+        ),
+        NodeDeletion::ReadFailed(n, e) => delete_op(
+            format!("Retrieval of Node Object \"{n}\" failed due to error: {e}, Retrying. {INITIATE_NODE_DELETION}"),
+            OpState::Failed,
+        ),
+        NodeDeletion::FinalizerRemovalFailed(n, e) => delete_op(
+            format!("Removal of finalizers from Node Object \"{n}\" failed due to error: {e}, Retrying. {INITIATE_NODE_DELETION}"),
+            OpState::Failed,
         ),
         NodeDeletion::Failed(n, e) => delete_op(
             format!("Deletion of Node Object \"{n}\" failed due to error: {e}. {INITIATE_NODE_DELETION}"),

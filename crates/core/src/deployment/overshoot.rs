@@ -87,3 +87,15 @@ pub fn overshoot_decision(frozen: bool, count: usize, thresholds: (i64, i64)) ->
 pub fn deployment_should_be_frozen(deployment_frozen: bool, any_set_frozen: bool) -> Option<bool> {
     (deployment_frozen != any_set_frozen).then_some(any_set_frozen)
 }
+
+/// The `Frozen` condition's message when a set overshoots (the reference's
+/// text, machine_safety.go:269): `count` machines back `set`, `limit` is the
+/// upper threshold of [`overshoot_thresholds`].
+pub fn overshoot_freeze_message(set: &str, count: usize, limit: i64) -> String {
+    format!("The number of machines backing MachineSet: {set} is {count} >= {limit} which is the Max-ScaleUp-Limit")
+}
+
+/// The `Frozen` condition's message when a deployment is frozen because one of
+/// its sets is ([`deployment_should_be_frozen`]; machine_safety.go:175).
+pub const STATE_SYNC_FREEZE_MESSAGE: &str =
+    "MachineDeployment State was inconsistent, hence safety controller has fixed this and frozen it";

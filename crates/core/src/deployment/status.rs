@@ -101,7 +101,17 @@ pub fn deployment_status(
             .collect(),
     };
     let min_required = (d.replicas - d.strategy.max_unavailable(d.replicas) - preserved).max(0);
-    let cond = if available >= min_required {
+    set_condition(
+        &mut status.conditions,
+        availability_condition(available >= min_required, now),
+    );
+    status
+}
+
+/// The `Available` condition: whether the deployment has its minimum
+/// availability (deployment_sync.go:657-660).
+pub fn availability_condition(minimum: bool, now: DateTime<Utc>) -> MachineDeploymentCondition {
+    if minimum {
         new_condition(
             MachineDeploymentConditionType::Available,
             ConditionStatus::True,
@@ -117,9 +127,7 @@ pub fn deployment_status(
             "Deployment does not have minimum availability.".into(),
             now,
         )
-    };
-    set_condition(&mut status.conditions, cond);
-    status
+    }
 }
 
 /// Whether the rollout is complete for this status (`MachineDeploymentComplete`).
@@ -185,10 +193,7 @@ pub fn rollout_status(
     );
     let already_complete = status.replicas == status.updated_replicas
         && current.is_some_and(|c| c.reason == c::NEW_MACHINE_SET_AVAILABLE_REASON);
-    let subject = match part.new {
-        Some(n) => format!("MachineSet {:?}", sets[n].name),
-        None => format!("Machine Deployment {:?}", d.name),
-    };
+    let new_set = part.new.map(|n| sets[n].name.as_str());
     if !already_complete {
         if is_complete(d.replicas, d.generation, &status) {
             set_condition(
@@ -197,7 +202,7 @@ pub fn rollout_status(
                     MachineDeploymentConditionType::Progressing,
                     ConditionStatus::True,
                     c::NEW_MACHINE_SET_AVAILABLE_REASON,
-                    format!("{subject} has successfully progressed."),
+                    progress_message(new_set, d.name, Progress::Complete),
                     now,
                 ),
             );
@@ -206,7 +211,7 @@ pub fn rollout_status(
                 MachineDeploymentConditionType::Progressing,
                 ConditionStatus::True,
                 c::MACHINE_SET_UPDATED_REASON,
-                format!("{subject} is progressing."),
+                progress_message(new_set, d.name, Progress::Progressing),
                 now,
             );
             if let Some(cur) = current {
@@ -226,7 +231,7 @@ pub fn rollout_status(
                     MachineDeploymentConditionType::Progressing,
                     ConditionStatus::False,
                     c::TIMED_OUT_REASON,
-                    format!("{subject} has timed out progressing."),
+                    progress_message(new_set, d.name, Progress::TimedOut),
                     now,
                 ),
             );
@@ -341,4 +346,75 @@ pub fn paused_condition(
     } else {
         None
     }
+}
+
+/// Which `Progressing` message [`progress_message`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The rollout is complete (`NewMachineSetAvailable`).
+    Complete,
+    /// The rollout moved (`MachineSetUpdated`).
+    Progressing,
+    /// The progress deadline passed (`ProgressDeadlineExceeded`).
+    TimedOut,
+}
+
+/// The `Progressing` condition's message of a rollout pass, about the new
+/// set when there is one, else the deployment (deployment_progress.go:54-91).
+pub fn progress_message(new_set: Option<&str>, deployment: &str, progress: Progress) -> String {
+    let subject = match new_set {
+        Some(set) => format!("MachineSet {set:?}"),
+        None => format!("Machine Deployment {deployment:?}"),
+    };
+    let what = match progress {
+        Progress::Complete => "has successfully progressed.",
+        Progress::Progressing => "is progressing.",
+        Progress::TimedOut => "has timed out progressing.",
+    };
+    format!("{subject} {what}")
+}
+
+/// What happened to the deployment's new MachineSet, for its `Progressing`
+/// condition ([`new_set_condition`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewSet<'a> {
+    /// The new set exists already (`FoundNewMachineSet`).
+    Found,
+    /// The new set was created (`NewMachineSetCreated`).
+    Created,
+    /// Creating it failed with this error (`MachineSetCreateError`).
+    CreateFailed(&'a str),
+}
+
+/// The `Progressing` condition about the new set `name` (deployment_sync.go:268,
+/// 378, 394).
+pub fn new_set_condition(
+    name: &str,
+    what: NewSet<'_>,
+    now: DateTime<Utc>,
+) -> MachineDeploymentCondition {
+    let (status, reason, message) = match what {
+        NewSet::Found => (
+            ConditionStatus::True,
+            c::FOUND_NEW_MACHINE_SET_REASON,
+            format!("Found new machine set {name:?}"),
+        ),
+        NewSet::Created => (
+            ConditionStatus::True,
+            c::NEW_MACHINE_SET_REASON,
+            format!("Created new machine set {name:?}"),
+        ),
+        NewSet::CreateFailed(err) => (
+            ConditionStatus::False,
+            c::FAILED_MACHINE_SET_CREATE_REASON,
+            format!("Failed to create new machine set {name:?}: {err}"),
+        ),
+    };
+    new_condition(
+        MachineDeploymentConditionType::Progressing,
+        status,
+        reason,
+        message,
+        now,
+    )
 }

@@ -295,7 +295,7 @@ pub fn in_place_timeout(
             format!(
                 "Machine {} failed to in-place update in {} minutes.",
                 m.name,
-                timeout.as_secs() / 60
+                crate::machine::format_go_duration(timeout)
             ),
             OpState::Failed,
             OpType::InPlaceUpdate,

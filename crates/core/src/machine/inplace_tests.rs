@@ -182,7 +182,7 @@ fn the_in_place_timeout_fails_a_machine_stuck_updating() {
             assert_eq!(t.phase, Some(Phase::InPlaceUpdateFailed));
             assert_eq!(
                 t.operation.description,
-                "Machine m1 failed to in-place update in 2 minutes."
+                "Machine m1 failed to in-place update in 2m0s minutes."
             );
         }
         other => panic!("expected a transition, got {other:?}"),

@@ -258,7 +258,8 @@ pub fn preserved_condition(
     expiry: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Option<NodeCondition> {
-    let until = expiry.map_or_else(|| "(unset)".to_string(), |t| t.to_rfc3339());
+    // Go's `%v` of the `*metav1.Time` (machine_util.go:2515-2526).
+    let until = expiry.map_or_else(|| "<nil>".to_string(), crate::machine::go_time);
     let mut cond = existing.cloned().unwrap_or_else(|| NodeCondition {
         type_: c::NODE_PRESERVED_CONDITION.into(),
         status: "False".into(),
@@ -308,13 +309,15 @@ pub fn preserved_condition(
     changed.then_some(cond)
 }
 
-/// The `Preserved` condition of a stopped preservation.
+/// The `Preserved` condition of a stopped preservation: reason
+/// `Preservation stopped.` and, as the reference, no message (an empty one,
+/// so that the merge patch clears the previous "preserved until" text).
 pub fn stopped_condition(now: DateTime<Utc>) -> NodeCondition {
     NodeCondition {
         type_: c::NODE_PRESERVED_CONDITION.into(),
         status: "False".into(),
         reason: Some(c::PRESERVATION_STOPPED.into()),
-        message: Some(c::PRESERVATION_STOPPED.into()),
+        message: Some(String::new()),
         last_transition_time: Some(to_k8s(now)),
         ..Default::default()
     }

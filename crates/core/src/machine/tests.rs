@@ -428,7 +428,7 @@ fn unknown_past_the_health_timeout_fails_through_the_limiter() {
     assert_eq!(t.phase, Some(Phase::Failed));
     assert!(d.rate_limited);
     assert!(t.operation.description.starts_with(
-        "Machine m1 health checks failing since last 10 minutes. Updating machine phase to Failed."
+        "Machine m1 health checks failing since last 10m0s minutes. Updating machine phase to Failed."
     ));
 }
 
@@ -467,7 +467,7 @@ fn pending_past_the_creation_timeout_fails_without_the_limiter() {
     assert_eq!(t.phase, Some(Phase::Failed));
     assert_eq!(
         t.operation.description,
-        "Machine m1 failed to join the cluster in 20 minutes."
+        "Machine m1 failed to join the cluster in 20m0s minutes."
     );
     assert!(!d.rate_limited);
 }

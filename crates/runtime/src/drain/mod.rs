@@ -35,7 +35,6 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use mcm_core::machine::DrainPlan;
-use mcm_core::time::to_k8s;
 use mcm_driver::{Driver, GetVolumeIdsRequest};
 use serde_json::json;
 use std::time::Duration;
@@ -190,14 +189,7 @@ pub async fn cordon(
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Terminating"));
     if !has_condition {
-        let condition = k8s_openapi::api::core::v1::NodeCondition {
-            type_: "Terminating".into(),
-            status: "True".into(),
-            reason: Some("ScaleDown".into()),
-            message: Some("Machine Controller is scaling down machine".into()),
-            last_transition_time: Some(to_k8s(chrono::Utc::now())),
-            ..Default::default()
-        };
+        let condition = mcm_core::machine::node_terminating_condition(chrono::Utc::now());
         tenure.check()?;
         if let Err(e) = crate::status::node::set_conditions(&nodes, node, vec![condition]).await {
             debug!(error = %e, "could not set the Terminating node condition");

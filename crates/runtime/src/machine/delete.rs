@@ -111,6 +111,25 @@ impl Reconciler<'_> {
                     self.start_drain(plan, target, node, driver.clone(), &uid);
                     DeletionOutcome::DrainStarted
                 }
+                DeletionStep::CheckNodeVolumes => {
+                    let (Some(target), Some(node)) = (&self.ctx.target, &view.node) else {
+                        return Ok(Action::requeue(self.ctx.config.short_retry));
+                    };
+                    let nodes: Api<Node> = Api::all(target.clone());
+                    let found = drain::cached_or_fetched(&nodes, &self.ctx.nodes, node).await?;
+                    DeletionOutcome::NodeVolumes(match found {
+                        None => decide::NodeVolumes::NodeGone,
+                        Some(n)
+                            if n.status
+                                .as_ref()
+                                .and_then(|s| s.volumes_attached.as_ref())
+                                .is_none_or(Vec::is_empty) =>
+                        {
+                            decide::NodeVolumes::NoneAttached
+                        }
+                        Some(_) => decide::NodeVolumes::Attached,
+                    })
+                }
                 DeletionStep::ListAttachments => {
                     let Some(target) = &self.ctx.target else {
                         return Ok(Action::requeue(self.ctx.config.short_retry));
@@ -248,15 +267,22 @@ impl Reconciler<'_> {
             return Ok(NodeDeletion::NoLabel);
         };
         let nodes: Api<Node> = Api::all(target.clone());
-        let Some(obj) = drain::cached_or_fetched(&nodes, &self.ctx.nodes, node).await? else {
-            return Ok(NodeDeletion::NotFound(node.clone()));
+        let obj = match drain::cached_or_fetched(&nodes, &self.ctx.nodes, node).await {
+            Ok(Some(obj)) => obj,
+            Ok(None) => return Ok(NodeDeletion::NotFound(node.clone())),
+            Err(e) => return Ok(NodeDeletion::ReadFailed(node.clone(), e.to_string())),
         };
         // A Node deletion is a drain request: only within this half's tenure.
         if let Err(e) = self.ctx.tenure.check() {
             return Ok(NodeDeletion::Failed(node.clone(), e.to_string()));
         }
         match crate::finalizer::remove_retrying_stale(&nodes, &obj, c::NODE_FINALIZER).await {
-            Err(e) => return Ok(NodeDeletion::Failed(node.clone(), e.to_string())),
+            Err(e) => {
+                return Ok(NodeDeletion::FinalizerRemovalFailed(
+                    node.clone(),
+                    e.to_string(),
+                ))
+            }
             Ok(Some(after))
                 if after.metadata.deletion_timestamp.is_some() && after.finalizers().is_empty() =>
             {

@@ -26,8 +26,8 @@ use mcm_api::{
     MachineSet, MachineSetCondition, MachineSetConditionType,
 };
 use mcm_core::deployment::{
-    deployment_should_be_frozen, overshoot_count, overshoot_decision, overshoot_thresholds,
-    safety_surge, OvershootDecision,
+    deployment_should_be_frozen, overshoot_count, overshoot_decision, overshoot_freeze_message,
+    overshoot_thresholds, safety_surge, OvershootDecision, STATE_SYNC_FREEZE_MESSAGE,
 };
 use mcm_core::replicas::{controller_ref, selector_is_empty, selector_matches};
 use mcm_core::time::to_k8s;
@@ -144,10 +144,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
         match overshoot_decision(frozen, count, thresholds) {
             OvershootDecision::Nothing => {}
             OvershootDecision::Freeze => {
-                let msg = format!(
-                    "The number of machines backing MachineSet {name} is {count}, at or above the limit {}",
-                    thresholds.0
-                );
+                let msg = overshoot_freeze_message(&name, count, thresholds.0);
                 warn!(machineset = %name, count, limit = thresholds.0, "overshooting replica count, freezing");
                 if set_state(ctx, ms, true, c::OVERSHOOTING_REPLICA_COUNT, &msg).await {
                     set_frozen.insert(name.clone(), true);
@@ -264,7 +261,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
         let frozen = dep_frozen.get(&d.name_any()).copied().unwrap_or(false);
         if let Some(want) = deployment_should_be_frozen(frozen, any_set_frozen) {
             let msg = if want {
-                format!("MachineDeployment {} has a frozen MachineSet", d.name_any())
+                STATE_SYNC_FREEZE_MESSAGE.to_string()
             } else {
                 format!(
                     "MachineDeployment {} has no frozen MachineSet",

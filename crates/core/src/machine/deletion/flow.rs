@@ -14,9 +14,9 @@
 //! (upstream #1157). See `docs/design/machine.md`, "Deletion".
 
 use super::super::{
-    after_delete_node, after_delete_vm, after_drain, after_get_vm_status, deletion_stage,
-    plan_drain, set_terminating, volume_attachments_gone, DeletionStage, DrainPlan, MachineView,
-    NodeDeletion, RetryClass, Transition,
+    after_delete_node, after_delete_vm, after_drain, after_get_vm_status, after_node_volumes,
+    deletion_stage, plan_drain, set_terminating, volume_attachments_gone, DeletionStage, DrainPlan,
+    MachineView, NodeDeletion, NodeVolumes, RetryClass, Transition,
 };
 use super::{no_vm_ever_created, VmRecord};
 use chrono::{DateTime, Utc};
@@ -199,6 +199,9 @@ pub enum DeletionStep {
     CheckDrain,
     /// Start a drain task with this plan.
     StartDrain(DrainPlan),
+    /// Look the machine's Node up in the Node cache: does it report
+    /// attached volumes ([`NodeVolumes`])?
+    CheckNodeVolumes,
     /// List the VolumeAttachments (report them all; [`live_attachments`] filters).
     ListAttachments,
     /// Delete these VolumeAttachments.
@@ -237,6 +240,8 @@ pub enum DeletionOutcome {
     Drain(DrainProgress),
     /// A drain task started.
     DrainStarted,
+    /// What the Node cache says about the Node's volumes.
+    NodeVolumes(NodeVolumes),
     /// The VolumeAttachments listed.
     Attachments(Vec<AttachmentView>),
     /// Their deletion was requested.
@@ -325,6 +330,13 @@ impl DeletionFlow {
             }
             DeletionOutcome::Drain(progress) => self.drain(m, progress, now),
             DeletionOutcome::DrainStarted => DeletionStep::Wait(Retry::Long),
+            DeletionOutcome::NodeVolumes(volumes) => {
+                let node = m.node.clone().unwrap_or_default();
+                match after_node_volumes(&node, volumes) {
+                    Some(t) => record(t, Write::Stage),
+                    None => DeletionStep::ListAttachments,
+                }
+            }
             DeletionOutcome::Attachments(all) => {
                 let node = m.node.clone().unwrap_or_default();
                 let live = live_attachments(&node, &all);
@@ -362,7 +374,7 @@ impl DeletionFlow {
             }
             DeletionOutcome::NodeDeleted(outcome) => {
                 let t = after_delete_node(&m.name, &outcome);
-                if matches!(outcome, NodeDeletion::Failed(..)) {
+                if outcome.failed() {
                     self.after_record = Some(Retry::Backoff(RetryClass::Normal));
                     record(t, Write::Now)
                 } else {
@@ -420,7 +432,7 @@ impl DeletionFlow {
             }
             DeletionStage::DeleteVolumeAttachments => {
                 if self.target_cluster {
-                    DeletionStep::ListAttachments
+                    DeletionStep::CheckNodeVolumes
                 } else {
                     let node = m.node.clone().unwrap_or_default();
                     record(volume_attachments_gone(&node), Write::Stage)

@@ -502,6 +502,14 @@ fn live_attachments_are_deleted_and_the_machine_requeued_soon() {
     let m = at(DELETE_VOLUME_ATTACHMENTS);
     assert_eq!(
         start(&mut flow, &m, VmRecord::HasVm),
+        DeletionStep::CheckNodeVolumes
+    );
+    assert_eq!(
+        flow.next(
+            &m,
+            DeletionOutcome::NodeVolumes(NodeVolumes::Attached),
+            now()
+        ),
         DeletionStep::ListAttachments
     );
     let listed = vec![AttachmentView {
@@ -527,10 +535,30 @@ fn no_live_attachments_go_on_to_vm_deletion() {
     start(&mut flow, &m, VmRecord::HasVm);
     let step = flow.next(&m, DeletionOutcome::Attachments(Vec::new()), now());
     assert!(ends_with(&step, INITIATE_VM_DELETION));
+    assert_eq!(recorded(&step).write, Write::Stage);
     // Without a target cluster there is nothing to list.
     let mut flow = DeletionFlow::new(false);
     let step = start(&mut flow, &m, VmRecord::HasVm);
     assert!(ends_with(&step, INITIATE_VM_DELETION));
+}
+
+#[test]
+fn a_node_gone_or_without_attached_volumes_goes_on_to_vm_deletion_without_listing() {
+    for volumes in [NodeVolumes::NodeGone, NodeVolumes::NoneAttached] {
+        let mut flow = DeletionFlow::new(true);
+        let m = at(DELETE_VOLUME_ATTACHMENTS);
+        assert_eq!(
+            start(&mut flow, &m, VmRecord::HasVm),
+            DeletionStep::CheckNodeVolumes
+        );
+        let step = flow.next(&m, DeletionOutcome::NodeVolumes(volumes), now());
+        assert!(ends_with(&step, INITIATE_VM_DELETION), "{volumes:?}");
+        assert_eq!(recorded(&step).write, Write::Stage);
+        assert_eq!(
+            recorded(&step).transition.operation.state,
+            OpState::Processing
+        );
+    }
 }
 
 // --- DeleteVm
@@ -630,20 +658,23 @@ fn a_deleted_node_is_staged_and_the_finalizer_removed_next() {
 }
 
 #[test]
-fn a_failed_node_deletion_is_written_now_and_backs_off() {
-    let mut flow = DeletionFlow::new(true);
-    let m = at(INITIATE_NODE_DELETION);
-    start(&mut flow, &m, VmRecord::HasVm);
-    let step = flow.next(
-        &m,
-        DeletionOutcome::NodeDeleted(NodeDeletion::Failed("n1".into(), "e".into())),
-        now(),
-    );
-    assert_eq!(recorded(&step).write, Write::Now);
-    assert_eq!(
-        flow.next(&m, DeletionOutcome::Recorded, now()),
-        DeletionStep::Wait(Retry::Backoff(RetryClass::Normal))
-    );
+fn a_failed_node_read_finalizer_removal_or_deletion_is_written_now_and_backs_off() {
+    for failure in [
+        NodeDeletion::ReadFailed("n1".into(), "e".into()),
+        NodeDeletion::FinalizerRemovalFailed("n1".into(), "e".into()),
+        NodeDeletion::Failed("n1".into(), "e".into()),
+    ] {
+        let mut flow = DeletionFlow::new(true);
+        let m = at(INITIATE_NODE_DELETION);
+        start(&mut flow, &m, VmRecord::HasVm);
+        let step = flow.next(&m, DeletionOutcome::NodeDeleted(failure.clone()), now());
+        assert_eq!(recorded(&step).write, Write::Now, "{failure:?}");
+        assert!(ends_with(&step, INITIATE_NODE_DELETION), "{failure:?}");
+        assert_eq!(
+            flow.next(&m, DeletionOutcome::Recorded, now()),
+            DeletionStep::Wait(Retry::Backoff(RetryClass::Normal))
+        );
+    }
 }
 
 #[test]

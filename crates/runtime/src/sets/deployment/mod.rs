@@ -35,12 +35,11 @@ use mcm_api::{
     MachineDeploymentStatus, MachineSet, MachineSetSpec,
 };
 use mcm_core::deployment::{
-    self as plan, history_cleanup, is_complete, is_scaling_event, new_condition,
-    new_set_annotations, new_set_name, new_set_replicas, next_revision, partition,
-    paused_condition, progress_requeue, recreate_step, resolve_strategy, rolling_new_set_target,
-    rolling_scale_down, rollout_status, scale_targets, set_condition, set_replicas_annotations,
-    status_update_required, template_hash, DeploymentFacts, Partition, RecreateStep,
-    RollbackDecision, SetView, Strategy, TriggerTarget,
+    self as plan, history_cleanup, is_complete, is_scaling_event, new_set_annotations,
+    new_set_name, new_set_replicas, next_revision, partition, paused_condition, progress_requeue,
+    recreate_step, resolve_strategy, rolling_new_set_target, rolling_scale_down, rollout_status,
+    scale_targets, set_condition, set_replicas_annotations, status_update_required, template_hash,
+    DeploymentFacts, Partition, RecreateStep, RollbackDecision, SetView, Strategy, TriggerTarget,
 };
 use mcm_core::machine::MachineView;
 use mcm_core::replicas::{

@@ -86,13 +86,7 @@ impl Pass<'_> {
         {
             set_condition(
                 &mut st.conditions,
-                new_condition(
-                    MachineDeploymentConditionType::Progressing,
-                    ConditionStatus::True,
-                    c::FOUND_NEW_MACHINE_SET_REASON,
-                    format!("Found new machine set {:?}", s.name_any()),
-                    self.now,
-                ),
+                plan::new_set_condition(&s.name_any(), plan::NewSet::Found, self.now),
             );
             self.write_status(st).await?;
         }
@@ -182,13 +176,7 @@ impl Pass<'_> {
                 let mut st = self.status();
                 set_condition(
                     &mut st.conditions,
-                    new_condition(
-                        MachineDeploymentConditionType::Progressing,
-                        ConditionStatus::True,
-                        c::NEW_MACHINE_SET_REASON,
-                        format!("Created new machine set {:?}", created.name_any()),
-                        self.now,
-                    ),
+                    plan::new_set_condition(&created.name_any(), plan::NewSet::Created, self.now),
                 );
                 self.write_status(st).await?;
                 Ok(())
@@ -210,18 +198,14 @@ impl Pass<'_> {
                 Err(Error::Collision(name))
             }
             Err(e) => {
-                let msg = format!("Failed to create new machine set {name:?}: {e}");
-                let mut st = self.status();
-                set_condition(
-                    &mut st.conditions,
-                    new_condition(
-                        MachineDeploymentConditionType::Progressing,
-                        ConditionStatus::False,
-                        c::FAILED_MACHINE_SET_CREATE_REASON,
-                        msg.clone(),
-                        self.now,
-                    ),
+                let cond = plan::new_set_condition(
+                    &name,
+                    plan::NewSet::CreateFailed(&e.to_string()),
+                    self.now,
                 );
+                let msg = cond.message.clone();
+                let mut st = self.status();
+                set_condition(&mut st.conditions, cond);
                 let _ = self.write_status(st).await;
                 self.event(EventType::Warning, c::FAILED_MACHINE_SET_CREATE_REASON, msg)
                     .await;
