@@ -61,6 +61,30 @@ async fn every_call_presents_the_secrets_client_certificate() {
 }
 
 #[tokio::test]
+async fn the_conformance_kit_passes_over_mutual_tls() {
+    use mcm_driver::conformance::{run_all, Fixture};
+    let env = tls_env().await;
+    let other_net = env.fake.add_network("other-net");
+    let other_subnet = env
+        .fake
+        .add_subnet(&other_net, "other-subnet", "10.251.0.0/24");
+    let fixture = Fixture {
+        class: class("mine", env.spec()),
+        other_class: class(
+            "theirs",
+            common::spec_for(&other_net, &other_subnet, "kubernetes.io-cluster-other"),
+        ),
+        secret: secret(&env, Some((tls::CLIENT_CERT, tls::CLIENT_KEY))),
+        new_machine: Box::new(|_| machine("conf")),
+        invalid_classes: vec![],
+    };
+    let failures = run_all(&env.driver, &fixture).await;
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(env.fake.servers().is_empty(), "{:?}", env.fake.servers());
+    assert_eq!(env.fake.refused_handshakes(), 0);
+}
+
+#[tokio::test]
 async fn a_typed_root_volume_works_over_mutual_tls_too() {
     let env = tls_env().await;
     let mut spec = env.spec();
