@@ -154,6 +154,12 @@ impl FakeOpenStack {
         format!("{}://{}/identity/v3", self.scheme, self.addr)
     }
 
+    /// Revokes every token issued so far (as an expiry would): the next call
+    /// with one is answered 401.
+    pub fn revoke_tokens(&self) {
+        lock(&self.state).tokens.clear();
+    }
+
     /// Changes what the service catalog of the next tokens lists.
     pub fn set_catalog(&self, catalog: Catalog) {
         lock(&self.state).catalog = catalog;

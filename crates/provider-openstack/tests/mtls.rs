@@ -135,3 +135,20 @@ async fn a_client_key_that_is_not_pem_is_invalid_argument_and_not_echoed() {
     assert!(!err.message.contains("s3cr3t"), "{err:?}");
     assert!(!err.message.contains("PRIVATE KEY"), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_revoked_token_is_replaced_once_and_the_call_succeeds() {
+    let env = tls_env().await;
+    let c = class("c", env.spec());
+    let mut req = env.request(&c, machine("reauth"));
+    req.secret = secret(&env, Some((tls::CLIENT_CERT, tls::CLIENT_KEY)));
+    let created = env.driver.create_machine(&req).await.expect("create");
+    req.machine.spec.provider_id = created.provider_id.clone();
+    let tokens = |env: &Env| env.fake.calls().get("keystone.tokens.create").copied();
+    assert_eq!(tokens(&env), Some(1));
+    env.fake.revoke_tokens();
+    let status = env.driver.get_machine_status(&req).await.expect("status");
+    assert_eq!(status.provider_id, created.provider_id);
+    assert_eq!(tokens(&env), Some(2), "one new token after the 401");
+    env.driver.delete_machine(&req).await.expect("delete");
+}
