@@ -1,9 +1,8 @@
 //! Keystone v3: version discovery and token issuing with a service catalog.
 
-use crate::state::{Op, TIME};
+use crate::state::{Catalog, Op, TIME};
 use crate::{
-    begin, error, lock, Shared, APP_CRED_ID, APP_CRED_SECRET, DOMAIN, PASSWORD, PROJECT, REGION,
-    USERNAME,
+    begin, error, lock, Shared, APP_CRED_ID, APP_CRED_SECRET, DOMAIN, PASSWORD, PROJECT, USERNAME,
 };
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -42,14 +41,20 @@ async fn version(State(s): State<Shared>) -> Json<Value> {
     Json(json!({ "version": version_doc(&base) }))
 }
 
-fn endpoint(kind: &str, name: &str, url: String) -> Value {
-    json!({
-        "type": kind, "name": name, "id": format!("{kind}-service"),
-        "endpoints": [{
-            "id": format!("{kind}-public"), "interface": "public", "region": REGION,
-            "region_id": REGION, "url": url
-        }]
-    })
+fn endpoint(c: &Catalog, kind: &str, name: &str, url: String) -> Value {
+    let one = |interface: &str, url: String| {
+        json!({
+            "id": format!("{kind}-{interface}"), "interface": interface, "region": c.region,
+            "region_id": c.region_id, "url": url
+        })
+    };
+    let mut endpoints = vec![one("public", url)];
+    if c.unreachable_internal_and_admin {
+        // Port 9 (discard): nothing answers there.
+        endpoints.push(one("internal", format!("http://127.0.0.1:9/{kind}")));
+        endpoints.push(one("admin", format!("http://127.0.0.1:9/{kind}")));
+    }
+    json!({"type": kind, "name": name, "id": format!("{kind}-service"), "endpoints": endpoints})
 }
 
 /// Which identity the request proves, if any.
@@ -106,13 +111,15 @@ async fn issue_token(
     st.tokens.insert(token.clone());
     let b = st.base.clone();
     let p = st.project_id.clone();
-    let catalog = json!([
-        endpoint("identity", "keystone", format!("{b}/identity")),
-        endpoint("compute", "nova", format!("{b}/compute/v2.1")),
-        endpoint("network", "neutron", format!("{b}/network")),
-        endpoint("block-storage", "cinder", format!("{b}/volume/v3/{p}")),
-        endpoint("volumev3", "cinderv3", format!("{b}/volume/v3/{p}")),
-    ]);
+    let c = &st.catalog;
+    let mut catalog = vec![
+        endpoint(c, "identity", "keystone", format!("{b}/identity")),
+        endpoint(c, "compute", "nova", format!("{b}/compute/v2.1")),
+        endpoint(c, "network", "neutron", format!("{b}/network")),
+    ];
+    for kind in &c.block_storage_types {
+        catalog.push(endpoint(c, kind, "cinder", format!("{b}/volume/v3/{p}")));
+    }
     let domain = json!({"id": "default", "name": DOMAIN});
     let body = json!({"token": {
         "methods": [method], "expires_at": "2099-12-31T23:59:59.000000Z", "issued_at": TIME,

@@ -33,8 +33,9 @@ mod keystone;
 mod neutron;
 mod nova;
 mod state;
+pub mod tls;
 
-pub use state::{Fault, Op};
+pub use state::{Catalog, Fault, Op};
 
 use axum::extract::{Request, State as AxState};
 use axum::http::StatusCode;
@@ -45,6 +46,7 @@ use serde_json::{json, Value};
 use state::State;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::task::JoinHandle;
 
@@ -75,8 +77,10 @@ pub(crate) fn lock(s: &Shared) -> MutexGuard<'_, State> {
 /// A running fake. Stops when dropped.
 pub struct FakeOpenStack {
     addr: SocketAddr,
+    scheme: &'static str,
     state: Shared,
     server: JoinHandle<()>,
+    refused: Arc<AtomicU64>,
 }
 
 impl Drop for FakeOpenStack {
@@ -88,9 +92,20 @@ impl Drop for FakeOpenStack {
 impl FakeOpenStack {
     /// Starts the fake on `127.0.0.1` on a free port.
     pub async fn start() -> std::io::Result<FakeOpenStack> {
+        FakeOpenStack::start_with(false).await
+    }
+
+    /// Starts the fake over TLS on `127.0.0.1`, requiring a client
+    /// certificate signed by [`tls::CA`] (see [`tls`] for the material).
+    pub async fn start_tls() -> std::io::Result<FakeOpenStack> {
+        FakeOpenStack::start_with(true).await
+    }
+
+    async fn start_with(tls: bool) -> std::io::Result<FakeOpenStack> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let state: Shared = Arc::new(Mutex::new(State::new(format!("http://{addr}"))));
+        let scheme = if tls { "https" } else { "http" };
+        let state: Shared = Arc::new(Mutex::new(State::new(format!("{scheme}://{addr}"))));
         let app = axum::Router::new()
             .nest("/identity", keystone::router())
             .nest("/compute", nova::router())
@@ -99,24 +114,55 @@ impl FakeOpenStack {
             .fallback(unmatched)
             .layer(middleware::from_fn_with_state(state.clone(), authenticate))
             .with_state(state.clone());
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let refused = Arc::new(AtomicU64::new(0));
+        let server = if tls {
+            let listener = tls::TlsListener {
+                tcp: listener,
+                acceptor: tokio_rustls::TlsAcceptor::from(tls::server_config()?),
+                refused: refused.clone(),
+            };
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            })
+        } else {
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            })
+        };
         Ok(FakeOpenStack {
             addr,
+            scheme,
             state,
             server,
+            refused,
         })
+    }
+
+    /// TLS handshakes refused so far (no client certificate, or one the
+    /// fake does not trust); always 0 without TLS.
+    pub fn refused_handshakes(&self) -> u64 {
+        self.refused.load(Ordering::SeqCst)
     }
 
     /// The base URL, e.g. `http://127.0.0.1:40001`.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// The Keystone v3 URL for the Secret's `authURL`.
     pub fn auth_url(&self) -> String {
-        format!("http://{}/identity/v3", self.addr)
+        format!("{}://{}/identity/v3", self.scheme, self.addr)
+    }
+
+    /// Revokes every token issued so far (as an expiry would): the next call
+    /// with one is answered 401.
+    pub fn revoke_tokens(&self) {
+        lock(&self.state).tokens.clear();
+    }
+
+    /// Changes what the service catalog of the next tokens lists.
+    pub fn set_catalog(&self, catalog: Catalog) {
+        lock(&self.state).catalog = catalog;
     }
 
     /// Adds a flavor; returns its ID.

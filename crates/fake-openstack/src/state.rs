@@ -168,6 +168,35 @@ pub(crate) struct State {
     pub keypairs: BTreeSet<String>,
     /// Availability zones (`nova` from the start).
     pub zones: BTreeSet<String>,
+    /// What the token's service catalog lists.
+    pub catalog: Catalog,
+}
+
+/// The shape of the service catalog the fake's Keystone hands out with a
+/// token: clouds differ in it, and the provider must cope with each shape.
+#[derive(Clone, Debug)]
+pub struct Catalog {
+    /// The service types under which Cinder is listed (`block-storage`,
+    /// `volumev3`, `volume`, ...); empty: the cloud has no block storage.
+    pub block_storage_types: Vec<String>,
+    /// Each endpoint's `region` (its name).
+    pub region: String,
+    /// Each endpoint's `region_id`.
+    pub region_id: String,
+    /// Also list `internal` and `admin` endpoints, on a URL nobody answers,
+    /// so a client that picks one of them fails.
+    pub unreachable_internal_and_admin: bool,
+}
+
+impl Default for Catalog {
+    fn default() -> Catalog {
+        Catalog {
+            block_storage_types: vec!["block-storage".into(), "volumev3".into()],
+            region: crate::REGION.into(),
+            region_id: crate::REGION.into(),
+            unreachable_internal_and_admin: false,
+        }
+    }
 }
 
 pub(crate) const TIME: &str = "2026-12-02T12:00:00Z";
@@ -198,6 +227,7 @@ impl State {
             ip_counter: 10,
             keypairs: BTreeSet::new(),
             zones: ["nova".to_string()].into_iter().collect(),
+            catalog: Catalog::default(),
         }
     }
 

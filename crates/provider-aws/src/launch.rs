@@ -230,20 +230,22 @@ pub fn tag_specifications(
     .collect()
 }
 
-/// Market options: `instanceMarketOptions.marketType`, else an ML capacity
-/// block, else the deprecated `spotPrice` (one-time spot, max price if given).
+/// Market options as the reference (v0.28) sends them: `instanceMarketOptions`
+/// wins and goes out as its market type alone (the deprecated `spotPrice` is
+/// then ignored, also as a max price: EC2's defaults apply, one-time spot at up
+/// to the on-demand price); else an ML capacity block (our extension); else
+/// the deprecated `spotPrice` (one-time spot, max price if non-empty).
 pub fn market_options(spec: &AwsProviderSpec) -> Option<InstanceMarketOptionsRequest> {
     if let Some(m) = spec
         .instance_market_options
         .as_ref()
         .filter(|m| !m.market_type.is_empty())
     {
-        let mut b = InstanceMarketOptionsRequest::builder()
-            .market_type(MarketType::from(m.market_type.as_str()));
-        if m.market_type == "spot" {
-            b = b.spot_options(spot_options(spec.spot_price.as_deref()));
-        }
-        return Some(b.build());
+        return Some(
+            InstanceMarketOptionsRequest::builder()
+                .market_type(MarketType::from(m.market_type.as_str()))
+                .build(),
+        );
     }
     if spec
         .capacity_reservation
@@ -260,15 +262,15 @@ pub fn market_options(spec: &AwsProviderSpec) -> Option<InstanceMarketOptionsReq
     spec.spot_price.as_deref().map(|price| {
         InstanceMarketOptionsRequest::builder()
             .market_type(MarketType::Spot)
-            .spot_options(spot_options(Some(price)))
+            .spot_options(spot_options(price))
             .build()
     })
 }
 
-fn spot_options(price: Option<&str>) -> SpotMarketOptions {
+fn spot_options(price: &str) -> SpotMarketOptions {
     SpotMarketOptions::builder()
         .spot_instance_type(SpotInstanceType::OneTime)
-        .set_max_price(price.filter(|p| !p.is_empty()).map(str::to_string))
+        .set_max_price(Some(price).filter(|p| !p.is_empty()).map(str::to_string))
         .build()
 }
 
@@ -445,6 +447,20 @@ mod tests {
         .expect("cb");
         assert_eq!(m.market_type(), Some(&MarketType::CapacityBlock));
         assert!(market_options(&spec(json!({}))).is_none());
+    }
+
+    #[test]
+    fn market_type_spot_goes_out_alone_and_the_deprecated_spot_price_is_ignored_as_the_reference_does(
+    ) {
+        let m = market_options(&spec(
+            json!({"spotPrice": "0.5", "instanceMarketOptions": {"marketType": "spot"}}),
+        ))
+        .expect("market");
+        assert_eq!(m.market_type(), Some(&MarketType::Spot));
+        assert!(
+            m.spot_options().is_none(),
+            "the reference v0.28 sends the market type alone: {m:?}"
+        );
     }
 
     #[test]

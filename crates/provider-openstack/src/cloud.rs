@@ -2,6 +2,7 @@
 //! the client-side budget and call counting around every request.
 
 use crate::config::{OpClass, OpenStackDriverConfig};
+use crate::direct::{DirectError, DirectSession};
 use crate::errors::{error_message, OsError};
 use crate::secret::{Credentials, Method};
 use mcm_driver::budget::Limiter;
@@ -37,9 +38,16 @@ impl ApiCallRecorder {
 
 /// An authenticated session for one identity, project and region.
 pub(crate) struct Cloud {
-    os: AsyncOpenStack,
+    session: Session,
     limiter: Arc<Limiter<OpClass>>,
     calls: ApiCallRecorder,
+}
+
+/// openstack_sdk's session, or ours where the cloud wants a TLS client
+/// certificate (which openstack_sdk's session cannot present).
+enum Session {
+    Sdk(Box<AsyncOpenStack>),
+    Direct(Box<DirectSession>),
 }
 
 /// The pause after a throttled answer, doubled per consecutive one.
@@ -138,6 +146,21 @@ fn ca_file(pem: &[u8]) -> Result<tempfile::NamedTempFile, OsError> {
     Ok(file)
 }
 
+/// Whether an endpoint of the session's catalog names `region` in its
+/// `region` field (what openstack_sdk matches); an empty catalog counts as yes.
+fn names_region(os: &AsyncOpenStack, region: &str) -> bool {
+    let Some(catalog) = os.get_token_catalog() else {
+        return true;
+    };
+    region.is_empty()
+        || catalog.is_empty()
+        || catalog.iter().any(|s| {
+            s.endpoints
+                .iter()
+                .any(|e| e.region.as_deref() == Some(region))
+        })
+}
+
 /// The error of a failed openstack_sdk call.
 pub(crate) fn convert(op: &'static str, e: ApiError<RestError>) -> OsError {
     let from_value = |v: &Value| error_message(v).unwrap_or_else(|| v.to_string());
@@ -162,6 +185,9 @@ pub(crate) fn convert(op: &'static str, e: ApiError<RestError>) -> OsError {
             status: status.as_u16(),
             message: data.chars().take(300).collect(),
         },
+        // The catalog lists no endpoint for a service the call needs (e.g.
+        // no block storage for a root volume): waiting will not change it.
+        ApiError::Catalog { source } => OsError::Failed(format!("{op}: {source}")),
         other => OsError::Transport {
             op,
             message: other.to_string(),
@@ -179,11 +205,8 @@ impl Cloud {
         limiter: Arc<Limiter<OpClass>>,
         calls: ApiCallRecorder,
     ) -> Result<Cloud, OsError> {
-        if creds.client_cert {
-            return Err(OsError::Unsupported(
-                "TLS client certificates (clientCert/clientKey) are not supported by this provider"
-                    .into(),
-            ));
+        if creds.client_cert.is_some() && creds.client_key.is_some() {
+            return Cloud::connect_direct(creds, region, config, limiter, calls).await;
         }
         // openstack_sdk finds its auth plugins through link-time registration,
         // and its generated anchors are empty in the published crate: without
@@ -202,6 +225,15 @@ impl Cloud {
             .await
             .map_err(|e| OsError::Connect(connect_error(&e)))?;
         drop(ca);
+        if !names_region(&os, region) {
+            // The catalog names the region by `region_id` only (or not at
+            // all): our own session matches `region_id` as gophercloud does.
+            tracing::info!(
+                region,
+                "no catalog endpoint names the region; matching region_id"
+            );
+            return Cloud::connect_direct(creds, region, config, limiter, calls).await;
+        }
         // Version discovery: Nova's microversion range, and the versioned
         // endpoints of Neutron and Cinder (catalogs often list them unversioned).
         for (service, op) in [
@@ -214,7 +246,37 @@ impl Cloud {
                 .await
                 .map_err(|e| OsError::Connect(format!("{service} version discovery: {e}")))?;
         }
-        Ok(Cloud { os, limiter, calls })
+        Ok(Cloud {
+            session: Session::Sdk(Box::new(os)),
+            limiter,
+            calls,
+        })
+    }
+
+    /// A session of our own ([`DirectSession`]): with the Secret's client
+    /// certificate, or for a catalog that names the region by `region_id`.
+    async fn connect_direct(
+        creds: &Credentials,
+        region: &str,
+        config: &OpenStackDriverConfig,
+        limiter: Arc<Limiter<OpClass>>,
+        calls: ApiCallRecorder,
+    ) -> Result<Cloud, OsError> {
+        limiter.acquire(OpClass::Read).await;
+        calls.bump("keystone.tokens.create");
+        let session = DirectSession::connect(creds, region, config.http_timeout)
+            .await
+            .map_err(|e| match e {
+                DirectError::Material(m) => {
+                    OsError::InvalidSecret(format!("invalid TLS material in the Secret: {m}"))
+                }
+                DirectError::Auth(m) => OsError::Connect(m),
+            })?;
+        Ok(Cloud {
+            session: Session::Direct(Box::new(session)),
+            limiter,
+            calls,
+        })
     }
 
     async fn before(&self, op: &'static str, class: OpClass) {
@@ -258,7 +320,10 @@ impl Cloud {
         T: DeserializeOwned + Send + 'static,
     {
         self.before(op, class).await;
-        let r = observe(op, ep.query_async(&self.os)).await;
+        let r = match &self.session {
+            Session::Sdk(os) => observe(op, ep.query_async(os.as_ref())).await,
+            Session::Direct(m) => observe(op, ep.query_async(m.as_ref())).await,
+        };
         self.after(op, class, r).await
     }
 
@@ -269,7 +334,11 @@ impl Cloud {
         T: DeserializeOwned + Send + 'static,
     {
         self.before(op, OpClass::Read).await;
-        let r = observe(op, paged(ep, Pagination::All).query_async(&self.os)).await;
+        let pages = paged(ep, Pagination::All);
+        let r = match &self.session {
+            Session::Sdk(os) => observe(op, pages.query_async(os.as_ref())).await,
+            Session::Direct(m) => observe(op, pages.query_async(m.as_ref())).await,
+        };
         self.after(op, OpClass::Read, r).await
     }
 
@@ -279,7 +348,11 @@ impl Cloud {
         E: RestEndpoint + Sync + Send,
     {
         self.before(op, class).await;
-        let r = observe(op, ignore(ep).query_async(&self.os)).await;
+        let ep = ignore(ep);
+        let r = match &self.session {
+            Session::Sdk(os) => observe(op, ep.query_async(os.as_ref())).await,
+            Session::Direct(m) => observe(op, ep.query_async(m.as_ref())).await,
+        };
         self.after(op, class, r).await
     }
 }

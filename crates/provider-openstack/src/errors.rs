@@ -54,9 +54,9 @@ pub enum OsError {
     /// A server or volume reached a failed state, or did not finish in time.
     #[error("{0}")]
     Failed(String),
-    /// A feature of the Secret this client cannot honour.
+    /// The Secret holds something unusable (e.g. a client key that is not PEM).
     #[error("{0}")]
-    Unsupported(String),
+    InvalidSecret(String),
 }
 
 impl OsError {
@@ -83,7 +83,7 @@ impl OsError {
             OsError::NotFound(_) => Code::NotFound,
             OsError::MultipleFound(_) => Code::OutOfRange,
             OsError::FlavorNotFound(_) => Code::ResourceExhausted,
-            OsError::Unsupported(_) => Code::Unimplemented,
+            OsError::InvalidSecret(_) => Code::InvalidArgument,
             OsError::Transport { .. } => Code::Unavailable,
             OsError::Connect(m) if m.contains("HTTP 401") => Code::Unauthenticated,
             OsError::Connect(m) if m.contains("HTTP 403") => Code::PermissionDenied,

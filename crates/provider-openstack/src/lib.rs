@@ -23,7 +23,9 @@
 //!   with every finding, e.g. `spec.region: Required value: Region is required`.
 //! - **Secret** ([`secret`]): `authURL`; `username` + `password` or an
 //!   application credential; `domainName`/`domainID`, `tenantName`/`tenantID`,
-//!   `userDomainName`/`userDomainID`, `caCert`, `insecure`; `userData`.
+//!   `userDomainName`/`userDomainID`, `caCert`, `clientCert` + `clientKey`
+//!   (TLS client certificate, presented on every request), `insecure`;
+//!   `userData`.
 //!
 //! ## Behaviour
 //! - **CreateMachine** adopts the server that has the machine's exact name and
@@ -61,8 +63,10 @@
 //! [`OpenStackDriver::api_calls`] counts the calls per operation.
 
 pub mod api;
+mod catalog;
 pub mod cloud;
 pub mod config;
+mod direct;
 pub mod driver;
 pub mod errors;
 pub mod lookup;

@@ -177,8 +177,10 @@ pub struct Credentials {
     pub tenant_id: String,
     /// A CA bundle (PEM) to trust.
     pub ca_cert: Option<Vec<u8>>,
-    /// Whether a TLS client certificate was given (not supported by openstack_sdk).
-    pub client_cert: bool,
+    /// A TLS client certificate (PEM) to present, with [`Credentials::client_key`].
+    pub client_cert: Option<Vec<u8>>,
+    /// The key of [`Credentials::client_cert`] (PEM).
+    pub client_key: Option<Vec<u8>>,
     /// Skip TLS verification.
     pub insecure: bool,
 }
@@ -230,7 +232,8 @@ impl Credentials {
             tenant_name: t(TENANT_NAME),
             tenant_id: t(TENANT_ID),
             ca_cert: value(secret, CA_CERT).filter(|v| !v.is_empty()),
-            client_cert: value(secret, CLIENT_CERT).is_some_and(|v| !v.is_empty()),
+            client_cert: value(secret, CLIENT_CERT).filter(|v| !v.is_empty()),
+            client_key: value(secret, CLIENT_KEY).filter(|v| !v.is_empty()),
             insecure: t(INSECURE) == "true",
         }
     }

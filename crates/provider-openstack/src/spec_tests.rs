@@ -162,3 +162,88 @@ fn a_complete_password_secret_is_valid_and_debug_hides_the_password() {
     assert!(!dbg.contains("super-secret"), "{dbg}");
     assert!(dbg.contains("<redacted>"));
 }
+
+/// Every field of the reference's `MachineProviderConfigSpec` (commit
+/// 07427c68), spelled as its json tags, lands in its field.
+#[test]
+fn every_reference_spec_field_decodes_into_its_place() {
+    let s = spec(json!({
+        "imageID": "img-id", "imageName": "ubuntu", "region": "r", "availabilityZone": "az",
+        "flavorName": "m1", "keyName": "k", "securityGroups": ["sg"],
+        "tags": {"kubernetes.io-cluster-x": "1"}, "networkID": "net", "subnetID": "s1",
+        "subnetIDs": ["s2"], "podNetworkCidr": "10.0.0.0/8", "podNetworkCIDRs": ["10.1.0.0/16"],
+        "rootDiskSize": 50, "rootDiskType": "ssd", "useConfigDrive": true,
+        "serverGroupID": "sg-1",
+        "networks": [{"id": "n1", "name": "n1-name", "podNetwork": true}]
+    }));
+    assert_eq!(s.image_id, "img-id");
+    assert_eq!(s.image_name, "ubuntu");
+    assert_eq!(s.region, "r");
+    assert_eq!(s.availability_zone, "az");
+    assert_eq!(s.flavor_name, "m1");
+    assert_eq!(s.key_name, "k");
+    assert_eq!(s.security_groups, ["sg"]);
+    assert_eq!(
+        s.tags.get("kubernetes.io-cluster-x").map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(s.network_id, "net");
+    assert_eq!(s.subnet_id.as_deref(), Some("s1"));
+    assert_eq!(s.subnet_ids, ["s2"]);
+    assert_eq!(s.pod_network_cidr, "10.0.0.0/8");
+    assert_eq!(s.pod_network_cidrs, ["10.1.0.0/16"]);
+    assert_eq!(s.pod_cidrs().len(), 2, "both pod CIDR fields are used");
+    assert_eq!(s.root_disk_size, 50);
+    assert_eq!(s.root_disk_type.as_deref(), Some("ssd"));
+    assert_eq!(s.use_config_drive, Some(true));
+    assert_eq!(s.server_group_id.as_deref(), Some("sg-1"));
+    assert_eq!(s.networks.len(), 1);
+    assert_eq!(s.networks[0].id, "n1");
+    assert_eq!(s.networks[0].name, "n1-name");
+    assert!(s.networks[0].pod_network);
+}
+
+/// Every Secret key of the reference (`cloudprovider.go`) lands in the credentials.
+#[test]
+fn every_reference_secret_key_is_read() {
+    use crate::secret::{Credentials, Method};
+    let c = Credentials::from_secret(&secret(&[
+        ("authURL", "https://k/v3"),
+        ("caCert", "CA"),
+        ("insecure", "true"),
+        ("domainName", "d"),
+        ("domainID", "did"),
+        ("tenantName", "t"),
+        ("tenantID", "tid"),
+        ("userDomainName", "ud"),
+        ("userDomainID", "udid"),
+        ("username", "u"),
+        ("password", "p"),
+        ("clientCert", "CERT"),
+        ("clientKey", "KEY"),
+    ]));
+    assert_eq!(c.auth_url, "https://k/v3");
+    assert_eq!(c.ca_cert.as_deref(), Some(&b"CA"[..]));
+    assert!(c.insecure);
+    assert_eq!((c.domain_name.as_str(), c.domain_id.as_str()), ("d", "did"));
+    assert_eq!((c.tenant_name.as_str(), c.tenant_id.as_str()), ("t", "tid"));
+    assert_eq!(
+        (c.user_domain_name.as_str(), c.user_domain_id.as_str()),
+        ("ud", "udid")
+    );
+    assert_eq!(c.client_cert.as_deref(), Some(&b"CERT"[..]));
+    assert_eq!(c.client_key.as_deref(), Some(&b"KEY"[..]));
+    assert!(
+        matches!(c.method, Method::Password { ref username, ref password } if username == "u" && password == "p")
+    );
+    let ac = Credentials::from_secret(&secret(&[
+        ("authURL", "https://k/v3"),
+        ("applicationCredentialID", "id"),
+        ("applicationCredentialName", "name"),
+        ("applicationCredentialSecret", "s"),
+    ]));
+    assert!(matches!(ac.method,
+        Method::ApplicationCredential { ref id, ref name, ref secret, .. }
+            if id == "id" && name == "name" && secret == "s"));
+    assert!(ac.client_cert.is_none() && ac.client_key.is_none());
+}

@@ -12,7 +12,9 @@ mod common;
 
 // The tests.
 mod calls;
+mod catalog;
 mod decoding;
 mod fake;
 mod hot_update;
+mod mtls;
 mod samples;

@@ -29,7 +29,11 @@ pub struct Env {
 }
 
 pub async fn env() -> Env {
-    let fake = FakeOpenStack::start().await.expect("fake starts");
+    seeded(FakeOpenStack::start().await.expect("fake starts"))
+}
+
+/// A started fake (plain or TLS), seeded, with a driver.
+pub fn seeded(fake: FakeOpenStack) -> Env {
     let flavor = fake.add_flavor("m1.small");
     fake.add_flavor("m1.large");
     let image = fake.add_image("ubuntu-24.04");
