@@ -130,6 +130,8 @@ pub use creation::*;
 mod deletion;
 pub use deletion::*;
 pub mod inplace;
+mod inplace_flow;
+pub use inplace_flow::*;
 pub mod pdb;
 mod preserve;
 pub mod volumes;

@@ -2,21 +2,20 @@
 //! updates"); the decisions are [`mcm_core::machine::inplace`].
 //!
 //! Runs after the health check for a machine with a Node, on a target
-//! cluster: the agent's `update-result` label → phase; the in-place timeout;
-//! the Node's `InPlaceUpdate` condition from its protocol labels; the
-//! cordon and drain of a selected Node (the deletion flow's drain, run as a
-//! task: [`crate::drain::tasks`]); ReadyForUpdate once drained.
+//! cluster. What happens is decided by `mcm_core::machine::InPlaceFlow`
+//! (the agent's `update-result` label → phase; the in-place timeout; the
+//! Node's `InPlaceUpdate` condition from its protocol labels; the cordon and
+//! drain of a selected Node; ReadyForUpdate once drained); this file does
+//! its effects, the drain as a task ([`crate::drain::tasks`]).
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use crate::drain::tasks::DrainState;
 use k8s_openapi::api::core::v1::NodeCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use mcm_core::machine::inplace::{self as ip, InPlaceAction, InPlaceCondition, InPlaceNodeView};
+use mcm_core::machine::inplace::{InPlaceCondition, InPlaceNodeView};
+use mcm_core::machine::{InPlaceDrain, InPlaceFlow, InPlaceOutcome, InPlaceSettings, InPlaceStep};
 use mcm_core::time::from_k8s;
-
-/// How often a machine waiting for the node agent looks again.
-const AGENT_RECHECK: Duration = Duration::from_secs(10);
 
 fn in_place_node_view(node: &Node) -> InPlaceNodeView {
     let cond = node
@@ -71,96 +70,89 @@ impl Reconciler<'_> {
         Ok(())
     }
 
-    /// The in-place step. `Ok(Ok(recheck))` goes on with the reconcile.
+    /// The in-place step: runs [`InPlaceFlow`], one effect per step.
+    /// `Ok(Ok(recheck))` goes on with the reconcile.
     pub(super) async fn in_place(
         &mut self,
         view: &MachineView,
         driver: &Arc<dyn Driver>,
     ) -> Step<Option<Duration>> {
-        let (Some(target), Some(node_name)) = (self.ctx.target.clone(), view.node.clone()) else {
-            return Ok(Ok(None));
-        };
-        let Some(node) = self.ctx.nodes.get(&ObjectRef::new(&node_name)) else {
-            return Ok(Ok(None));
-        };
-        let nv = in_place_node_view(&node);
-        let short = self.ctx.config.short_retry;
-        let nodes: Api<Node> = Api::all(target.clone());
-        if let Some(t) = ip::in_place_result(view, &nv) {
-            self.write(MachineStatusChange::of(&t)).await?;
-            // The Node's condition in the same pass: its watch event brings
-            // the next one (the health check's re-join), without waiting.
-            if let Some(cond) = ip::node_condition_step(&nv) {
-                self.set_in_place_condition(&nodes, &node_name, cond)
-                    .await?;
-            }
-            return Ok(Err(short));
-        }
-        let mut recheck = None;
-        match ip::in_place_timeout(view, self.in_place_timeout(), Utc::now()) {
-            Some(Ok(t)) => {
-                warn!(description = %t.operation.description, "in-place update timed out");
-                self.write(MachineStatusChange::of(&t)).await?;
-                return Ok(Err(short));
-            }
-            Some(Err(after)) => recheck = Some(after),
-            None => {}
-        }
-        if let Some(cond) = ip::node_condition_step(&nv) {
-            self.set_in_place_condition(&nodes, &node_name, cond)
-                .await?;
-            return Ok(Err(short));
-        }
         let force_drain = self
             .machine
             .labels()
             .get(c::FORCE_DRAIN_LABEL)
             .map(String::as_str)
             == Some(c::FORCE_DRAIN_LABEL_VALUE);
-        match ip::in_place_action(view, force_drain, &nv, Utc::now()) {
-            InPlaceAction::Nothing => Ok(Ok(recheck)),
-            InPlaceAction::WaitForAgent => Ok(Ok(Some(
-                recheck.map_or(AGENT_RECHECK, |r| r.min(AGENT_RECHECK)),
-            ))),
-            InPlaceAction::MarkReady => {
-                self.set_in_place_condition(&nodes, &node_name, ip::ready_for_update_condition())
-                    .await?;
-                Ok(Ok(Some(AGENT_RECHECK)))
-            }
-            InPlaceAction::Drain(plan) => {
-                let uid = self.machine.uid().unwrap_or_default();
-                match self.ctx.drains.state(&self.key, &uid) {
-                    DrainState::Finished(done) => {
-                        let ok = done.result.is_ok();
-                        if let Err(e) = &done.result {
-                            warn!(node = %node_name, error = %e, "in-place drain failed");
-                            self.event(EventType::Warning, "DrainFailed", e.clone())
-                                .await;
-                        } else {
-                            info!(node = %node_name, elapsed = ?done.elapsed,
-                                  "{}", mcm_api::constants::NODE_READY_FOR_UPDATE);
-                        }
-                        let t = ip::after_in_place_drain(&self.name(), done.result);
-                        self.write(MachineStatusChange::of(&t)).await?;
-                        if !ok {
-                            return Ok(Err(self.ctx.failure_delay(&self.key, FailureKind::Normal)));
-                        }
-                        self.set_in_place_condition(
-                            &nodes,
-                            &node_name,
-                            ip::drain_successful_condition(),
-                        )
-                        .await?;
-                        Ok(Err(short))
+        let mut flow = InPlaceFlow::new(InPlaceSettings {
+            timeout: self.in_place_timeout(),
+            force_drain,
+            short_retry: self.ctx.config.short_retry,
+            long_retry: self.ctx.config.long_retry,
+        });
+        let target = self.ctx.target.clone();
+        let node_name = view.node.clone().unwrap_or_default();
+        let uid = self.machine.uid().unwrap_or_default();
+        let mut outcome = InPlaceOutcome::Start;
+        loop {
+            outcome = match flow.next(view, outcome, Utc::now()) {
+                InPlaceStep::ReadNode => InPlaceOutcome::NodeRead(
+                    target
+                        .as_ref()
+                        .and_then(|_| self.ctx.nodes.get(&ObjectRef::new(&node_name)))
+                        .map(|n| in_place_node_view(&n)),
+                ),
+                InPlaceStep::Write(t) => {
+                    if t.phase.is_some() {
+                        info!(description = %t.operation.description, "in-place update status");
                     }
-                    DrainState::Running(_) => Ok(Ok(Some(self.ctx.config.long_retry))),
-                    DrainState::Idle => {
-                        info!(node = %node_name, "draining the node for its in-place update");
-                        self.start_drain(plan, target, node_name, driver.clone(), &uid);
-                        Ok(Ok(Some(self.ctx.config.long_retry)))
-                    }
+                    self.write(MachineStatusChange::of(&t)).await?;
+                    InPlaceOutcome::Written
                 }
-            }
+                InPlaceStep::SetCondition(cond) => {
+                    if let Some(target) = &target {
+                        let nodes: Api<Node> = Api::all(target.clone());
+                        self.set_in_place_condition(&nodes, &node_name, cond)
+                            .await?;
+                    }
+                    InPlaceOutcome::ConditionSet
+                }
+                InPlaceStep::ReadDrain => {
+                    InPlaceOutcome::Drain(match self.ctx.drains.state(&self.key, &uid) {
+                        DrainState::Finished(done) => {
+                            if done.result.is_ok() {
+                                info!(node = %node_name, elapsed = ?done.elapsed,
+                                      "{}", mcm_api::constants::NODE_READY_FOR_UPDATE);
+                            }
+                            InPlaceDrain::Finished(done.result)
+                        }
+                        DrainState::Running(_) => InPlaceDrain::Running,
+                        DrainState::Idle => InPlaceDrain::Idle,
+                    })
+                }
+                InPlaceStep::StartDrain(plan) => {
+                    if let Some(target) = &target {
+                        info!(node = %node_name, "draining the node for its in-place update");
+                        self.start_drain(
+                            plan,
+                            target.clone(),
+                            node_name.clone(),
+                            driver.clone(),
+                            &uid,
+                        );
+                    }
+                    InPlaceOutcome::DrainStarted
+                }
+                InPlaceStep::WarnDrainFailed(e) => {
+                    warn!(node = %node_name, error = %e, "in-place drain failed");
+                    self.event(EventType::Warning, "DrainFailed", e).await;
+                    InPlaceOutcome::Warned
+                }
+                InPlaceStep::Requeue(after) => return Ok(Err(after)),
+                InPlaceStep::RequeueWithBackoff => {
+                    return Ok(Err(self.ctx.failure_delay(&self.key, FailureKind::Normal)))
+                }
+                InPlaceStep::Continue(recheck) => return Ok(Ok(recheck)),
+            };
         }
     }
 }
