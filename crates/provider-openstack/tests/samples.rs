@@ -407,15 +407,23 @@ async fn fake_answers_have_the_shapes_of_the_official_api_samples() {
         "imageRef": env.image, "availability_zone": "nova", "metadata": {"k": "v"}}});
     let raw_volume = raw.call(Method::POST, &volumes, Some(volume_body)).await;
     let raw_volume_id = raw_volume["volume"]["id"].as_str().unwrap().to_string();
+    let listed = raw
+        .call(
+            Method::GET,
+            &format!("{volumes}/detail?name={volume_name}"),
+            None,
+        )
+        .await;
+    // An empty list would hold nothing against the sample.
+    assert_eq!(
+        listed["volumes"].as_array().map(Vec::len),
+        Some(1),
+        "the list by name finds the machine's volume"
+    );
     pairs.extend([
         (
             cinder("volumes/volumes-list-detailed-response.json"),
-            raw.call(
-                Method::GET,
-                &format!("{volumes}/detail?name={volume_name}"),
-                None,
-            )
-            .await,
+            listed,
         ),
         (
             cinder("volumes/volume-show-response.json"),
