@@ -11,6 +11,10 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
 
+/// The name of the application credential [`APP_CRED_ID`] (a credential
+/// named in the request keeps the name it was given).
+const APP_CRED_NAME: &str = "mcm-app-cred";
+
 pub(crate) fn router() -> Router<Shared> {
     Router::new()
         .route("/", get(versions))
@@ -95,13 +99,13 @@ fn check(body: &Value, headers: &HeaderMap, s: &crate::state::State) -> Option<&
 async fn issue_token(
     State(s): State<Shared>,
     headers: HeaderMap,
-    Json(body): Json<Value>,
+    Json(body_in): Json<Value>,
 ) -> Response {
     if let Some(r) = begin(&s, Op::IssueToken) {
         return r;
     }
     let mut st = lock(&s);
-    let Some(method) = check(&body, &headers, &st) else {
+    let Some(method) = check(&body_in, &headers, &st) else {
         return error(
             StatusCode::UNAUTHORIZED,
             "The request you have made requires authentication.",
@@ -121,7 +125,7 @@ async fn issue_token(
         catalog.push(endpoint(c, kind, "cinder", format!("{b}/volume/v3/{p}")));
     }
     let domain = json!({"id": "default", "name": DOMAIN});
-    let body = json!({"token": {
+    let mut body = json!({"token": {
         "methods": [method], "expires_at": "2099-12-31T23:59:59.000000Z", "issued_at": TIME,
         "audit_ids": ["fake-audit"],
         "user": {"id": "mcm-user", "name": USERNAME, "domain": domain, "password_expires_at": null},
@@ -130,6 +134,15 @@ async fn issue_token(
         "is_domain": false,
         "catalog": catalog
     }});
+    if method == "application_credential" {
+        // Keystone names the credential a token was issued for.
+        let ac = &body_in["auth"]["identity"]["application_credential"];
+        body["token"]["application_credential"] = json!({
+            "id": APP_CRED_ID,
+            "name": ac["name"].as_str().unwrap_or(APP_CRED_NAME),
+            "restricted": true
+        });
+    }
     drop(st);
     let mut resp = (StatusCode::CREATED, Json(body)).into_response();
     if let Ok(v) = token.parse() {

@@ -39,6 +39,44 @@ async fn a_wrong_password_is_401_and_calls_without_token_are_401() {
 }
 
 #[tokio::test]
+async fn an_application_credential_token_names_its_credential_and_a_password_token_none() {
+    let fake = FakeOpenStack::start().await.unwrap();
+    let http = reqwest::Client::new();
+    let issue = |body: serde_json::Value| {
+        let r = http
+            .post(format!("{}/auth/tokens", fake.auth_url()))
+            .json(&body)
+            .send();
+        async move {
+            let r = r.await.unwrap();
+            assert_eq!(r.status(), 201);
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let by_id = issue(
+        json!({"auth": {"identity": {"methods": ["application_credential"],
+        "application_credential": {"id": APP_CRED_ID, "secret": APP_CRED_SECRET}}}}),
+    )
+    .await;
+    assert_eq!(
+        by_id["token"]["application_credential"],
+        json!({"id": APP_CRED_ID, "name": "mcm-app-cred", "restricted": true})
+    );
+    let by_name = issue(json!({"auth": {"identity": {"methods": ["application_credential"],
+        "application_credential": {"name": "ci", "user": {"name": USERNAME, "domain": {"name": DOMAIN}},
+            "secret": APP_CRED_SECRET}}}}))
+    .await;
+    assert_eq!(by_name["token"]["application_credential"]["name"], "ci");
+    let password = issue(json!({"auth": {
+        "identity": {"methods": ["password"], "password": {"user": {"name": USERNAME, "domain": {"name": DOMAIN}, "password": PASSWORD}}},
+        "scope": {"project": {"name": PROJECT, "domain": {"name": DOMAIN}}}
+    }}))
+    .await;
+    assert!(password["token"].get("application_credential").is_none());
+    assert_eq!(password["token"]["methods"], json!(["password"]));
+}
+
+#[tokio::test]
 async fn a_server_builds_then_is_active_and_its_nova_port_goes_with_it() {
     let fake = FakeOpenStack::start().await.unwrap();
     let http = reqwest::Client::new();

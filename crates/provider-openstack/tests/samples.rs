@@ -2,7 +2,8 @@
 //! value types of the matching official API sample (requests the fake takes,
 //! such as server metadata, are the official request samples) shipped in OpenStack's own
 //! source distributions (`nova` 34.0.0: `doc/api_samples`, `neutron-lib`
-//! 5.0.1: `api-ref/source/v2/samples`).
+//! 5.0.1: `api-ref/source/v2/samples`, `keystone` 26.0.0 and `cinder` 25.0.0:
+//! `api-ref/source/v3/samples`).
 //!
 //! The sdists are fetched once with pip into `~/.cache/mcm-rs/openstack-samples`
 //! (or `$MCM_OPENSTACK_SAMPLES`). Without pip or the registry the test skips
@@ -20,6 +21,16 @@ use std::process::Command;
 
 const NOVA: &str = "nova-34.0.0";
 const NEUTRON_LIB: &str = "neutron_lib-5.0.1";
+const KEYSTONE: &str = "keystone-26.0.0";
+const CINDER: &str = "cinder-25.0.0";
+
+/// Each unpacked distribution and the samples folder taken from it.
+const FOLDERS: [(&str, &str); 4] = [
+    (NOVA, "doc/api_samples"),
+    (NEUTRON_LIB, "api-ref/source/v2/samples"),
+    (KEYSTONE, "api-ref/source/v3/samples"),
+    (CINDER, "api-ref/source/v3/samples"),
+];
 
 fn cache_dir() -> PathBuf {
     if let Ok(d) = std::env::var("MCM_OPENSTACK_SAMPLES") {
@@ -45,11 +56,9 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 /// The samples folder, fetched and unpacked on first use.
 fn samples() -> Result<PathBuf, String> {
     let dir = cache_dir();
-    let ready = dir.join(NOVA).join("doc/api_samples").is_dir()
-        && dir
-            .join(NEUTRON_LIB)
-            .join("api-ref/source/v2/samples")
-            .is_dir();
+    let ready = FOLDERS
+        .iter()
+        .all(|(dist, folder)| dir.join(dist).join(folder).is_dir());
     if ready {
         return Ok(dir);
     }
@@ -69,23 +78,22 @@ fn samples() -> Result<PathBuf, String> {
             "--no-binary",
             ":all:",
         ])
-        .args(["nova==34.0.0", "neutron-lib==5.0.1", "-d"])
-        .arg(&dir))?;
-    run(Command::new("tar")
-        .arg("xzf")
-        .arg(dir.join(format!("{NOVA}.tar.gz")))
-        .arg("-C")
-        .arg(&dir)
-        .args(["--wildcards", &format!("{NOVA}/doc/api_samples/*")]))?;
-    run(Command::new("tar")
-        .arg("xzf")
-        .arg(dir.join(format!("{NEUTRON_LIB}.tar.gz")))
-        .arg("-C")
-        .arg(&dir)
         .args([
-            "--wildcards",
-            &format!("{NEUTRON_LIB}/api-ref/source/v2/samples/*"),
-        ]))?;
+            "nova==34.0.0",
+            "neutron-lib==5.0.1",
+            "keystone==26.0.0",
+            "cinder==25.0.0",
+            "-d",
+        ])
+        .arg(&dir))?;
+    for (dist, folder) in FOLDERS {
+        run(Command::new("tar")
+            .arg("xzf")
+            .arg(dir.join(format!("{dist}.tar.gz")))
+            .arg("-C")
+            .arg(&dir)
+            .args(["--wildcards", &format!("{dist}/{folder}/*")]))?;
+    }
     Ok(dir)
 }
 
@@ -96,8 +104,16 @@ fn load(dir: &Path, file: &str) -> Value {
 }
 
 /// Keys that OpenStack only sends sometimes: `servers_links` appears when
-/// there is a next page.
-const OPTIONAL: [&str; 1] = ["servers_links"];
+/// there is a next page; Cinder shows a volume's host and migration
+/// attributes only to admins (policies `volume_extension:volume_host_attribute`
+/// and `volume_mig_status_attribute` are `rule:admin_api` in
+/// `cinder/policies/volumes.py`), and the driver's user is a project member.
+const OPTIONAL: [&str; 4] = [
+    "servers_links",
+    "os-vol-host-attr:host",
+    "os-vol-mig-status-attr:migstat",
+    "os-vol-mig-status-attr:name_id",
+];
 
 /// Objects whose keys are data (metadata, networks by name), not schema.
 const FREE_FORM: [&str; 2] = ["metadata", "addresses"];
@@ -171,6 +187,36 @@ impl Raw {
         assert!(resp.status().is_success(), "{path}: {}", resp.status());
         resp.json().await.expect("json")
     }
+
+    /// A call whose answer has no body (Cinder's volume delete): its status
+    /// and its body's text.
+    async fn bodiless(&self, method: reqwest::Method, path: &str) -> (u16, String) {
+        let resp = self
+            .http
+            .request(method, format!("{}{path}", self.base))
+            .header("x-auth-token", &self.token)
+            .send()
+            .await
+            .expect("request");
+        let status = resp.status().as_u16();
+        (status, resp.text().await.expect("body"))
+    }
+}
+
+/// Keystone's token answer to `auth`: the token (`X-Subject-Token`) and the body.
+async fn issue(auth_url: &str, auth: Value) -> (String, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{auth_url}/auth/tokens"))
+        .json(&auth)
+        .send()
+        .await
+        .expect("token");
+    assert_eq!(resp.status().as_u16(), 201, "Keystone answers 201 Created");
+    let token = resp.headers()["x-subject-token"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    (token, resp.json().await.expect("json"))
 }
 
 #[tokio::test]
@@ -189,6 +235,10 @@ async fn fake_answers_have_the_shapes_of_the_official_api_samples() {
             &format!("{NEUTRON_LIB}/api-ref/source/v2/samples/{f}"),
         )
     };
+    let keystone = |f: &str| load(&dir, &format!("{KEYSTONE}/api-ref/source/v3/samples/{f}"));
+    // The driver's Cinder calls ask for microversion 3.0 (the SDK's floor):
+    // the samples outside the `v3.x` folders.
+    let cinder = |f: &str| load(&dir, &format!("{CINDER}/api-ref/source/v3/samples/{f}"));
 
     // Resources as the driver makes them: a server with the machine's port.
     let env = env().await;
@@ -201,15 +251,25 @@ async fn fake_answers_have_the_shapes_of_the_official_api_samples() {
     let server_id = created.provider_id.rsplit('/').next().unwrap().to_string();
     let port_id = env.fake.ports()[0]["id"].as_str().unwrap().to_string();
 
-    let token = reqwest::Client::new()
-        .post(format!("{}/auth/tokens", env.fake.auth_url()))
-        .json(&json!({"auth": {"identity": {"methods": ["application_credential"], "application_credential": {
-            "id": mcm_fake_openstack::APP_CRED_ID, "secret": mcm_fake_openstack::APP_CRED_SECRET}}}}))
-        .send()
-        .await
-        .expect("token")
-        .headers()["x-subject-token"]
-        .to_str()
+    // The token requests the driver sends (`src/direct.rs`, `auth_body`):
+    // an application credential, and a password scoped to the project.
+    use mcm_fake_openstack::{APP_CRED_ID, APP_CRED_SECRET, DOMAIN, PASSWORD, PROJECT, USERNAME};
+    let (token, app_cred_token) = issue(
+        &env.fake.auth_url(),
+        json!({"auth": {"identity": {"methods": ["application_credential"], "application_credential": {
+            "id": APP_CRED_ID, "secret": APP_CRED_SECRET}}}}),
+    )
+    .await;
+    let (_, password_token) = issue(
+        &env.fake.auth_url(),
+        json!({"auth": {
+            "identity": {"methods": ["password"], "password": {"user": {
+                "name": USERNAME, "password": PASSWORD, "domain": {"name": DOMAIN}}}},
+            "scope": {"project": {"name": PROJECT, "domain": {"name": DOMAIN}}}}}),
+    )
+    .await;
+    let project = app_cred_token["token"]["project"]["id"]
+        .as_str()
         .unwrap()
         .to_string();
     let raw = Raw {
@@ -219,7 +279,7 @@ async fn fake_answers_have_the_shapes_of_the_official_api_samples() {
     };
     use reqwest::Method;
     let create_body = json!({"server": {"name": "raw", "flavorRef": env.flavor, "imageRef": env.image, "networks": [{"uuid": env.network}]}});
-    let pairs: Vec<(Value, Value)> = vec![
+    let mut pairs: Vec<(Value, Value)> = vec![
         (
             nova("versions/v21-version-get-resp.json"),
             raw.call(Method::GET, "/compute/v2.1/", None).await,
@@ -320,7 +380,64 @@ async fn fake_answers_have_the_shapes_of_the_official_api_samples() {
             )
             .await,
         ),
+        (
+            keystone("admin/auth-application-credential-response.json"),
+            app_cred_token,
+        ),
+        (
+            keystone("admin/auth-password-project-scoped-response.json"),
+            password_token,
+        ),
     ];
+
+    // Cinder, after Nova's samples were held against an image-booted server
+    // (Nova answers `"image": ""` for a server booted from a volume): a
+    // machine booted from a typed root volume, and a volume created with the
+    // body `api::create_volume` sends.
+    let mut spec = env.spec();
+    spec["spec"]["rootDiskSize"] = json!(20);
+    spec["spec"]["rootDiskType"] = json!("ssd");
+    let c = class("v", spec);
+    let request = env.request(&c, machine("samples-volume"));
+    let volume_name = request.machine.metadata.name.clone().unwrap();
+    env.driver.create_machine(&request).await.expect("create");
+    let volume_id = env.fake.volumes()[0]["id"].as_str().unwrap().to_string();
+    let volumes = format!("/volume/v3/{project}/volumes");
+    let volume_body = json!({"volume": {"name": "raw", "size": 10, "volume_type": "ssd",
+        "imageRef": env.image, "availability_zone": "nova", "metadata": {"k": "v"}}});
+    let raw_volume = raw.call(Method::POST, &volumes, Some(volume_body)).await;
+    let raw_volume_id = raw_volume["volume"]["id"].as_str().unwrap().to_string();
+    let listed = raw
+        .call(
+            Method::GET,
+            &format!("{volumes}/detail?name={volume_name}"),
+            None,
+        )
+        .await;
+    // An empty list would hold nothing against the sample.
+    assert_eq!(
+        listed["volumes"].as_array().map(Vec::len),
+        Some(1),
+        "the list by name finds the machine's volume"
+    );
+    pairs.extend([
+        (
+            cinder("volumes/volumes-list-detailed-response.json"),
+            listed,
+        ),
+        (
+            cinder("volumes/volume-show-response.json"),
+            raw.call(Method::GET, &format!("{volumes}/{volume_id}"), None)
+                .await,
+        ),
+        (cinder("volumes/volume-create-response.json"), raw_volume),
+    ]);
+    // Cinder answers a volume delete with 202 and no body.
+    assert_eq!(
+        raw.bodiless(Method::DELETE, &format!("{volumes}/{raw_volume_id}"))
+            .await,
+        (202, String::new())
+    );
     let mut problems = Vec::new();
     for (i, (sample, fake)) in pairs.iter().enumerate() {
         shape(sample, fake, &format!("answer {i}"), &mut problems);
