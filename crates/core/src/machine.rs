@@ -134,6 +134,8 @@ mod inplace_flow;
 pub use inplace_flow::*;
 pub mod pdb;
 mod preserve;
+mod preserve_flow;
+pub use preserve_flow::*;
 pub mod volumes;
 pub use preserve::*;
 mod health_flow;

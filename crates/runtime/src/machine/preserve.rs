@@ -1,9 +1,9 @@
-//! Machine preservation's effects (decisions in `mcm_core::machine::plan_preservation`;
-//! design: machine.md, "Preservation").
+//! Machine preservation's effects (decisions in `mcm_core::machine::PreserveFlow`
+//! over `plan_preservation`; design: machine.md, "Preservation").
 //!
 //! Runs in every reconcile of a machine that is not being deleted, after the
-//! health check and before the creation flow. One pass applies the planned
-//! steps in order and stops at the first that cannot finish now (a drain still
+//! health check and before the creation flow. One pass does the flow's steps
+//! in order and stops at the first that cannot finish now (a drain still
 //! running, an API error); the next reconcile plans again from the objects.
 //!
 //! The drain of a preserved Failed machine runs as a task like the deletion's
@@ -18,24 +18,18 @@ use crate::drain::tasks::DrainState;
 use crate::status::Field;
 use k8s_openapi::api::core::v1::Taint;
 use mcm_core::machine::{
-    plan_preservation, preserved_condition, stopped_condition, PreserveInput, PreserveNode,
-    PreserveNodeView, PreserveStep,
+    stopped_condition, PreserveDrain, PreserveFlow, PreserveFlowStep, PreserveNode,
+    PreserveNodeView, PreserveOutcome, PreserveSettings, PreserveStep,
 };
 use mcm_core::time::to_k8s;
 use tracing::Instrument;
 
 impl Reconciler<'_> {
-    /// The preservation pass. `Ok(Some(d))`: reconcile again within `d` (the
-    /// expiry); `Err(d)`: end this reconcile there, requeue after `d`.
+    /// The preservation pass: runs [`PreserveFlow`], one effect per step.
+    /// `Ok(Some(d))`: reconcile again within `d` (the expiry); `Err(d)`: end
+    /// this reconcile there, requeue after `d`.
     pub(super) async fn preserve(&mut self, driver: &Arc<dyn Driver>) -> Step<Option<Duration>> {
         let view = self.view();
-        let node = match &view.node {
-            None => PreserveNode::NoNode,
-            Some(name) => match self.ctx.nodes.get(&ObjectRef::new(name)) {
-                Some(n) => PreserveNode::Found(PreserveNodeView::of(&n)),
-                None => PreserveNode::Missing,
-            },
-        };
         let timeout = self
             .machine
             .spec
@@ -44,120 +38,135 @@ impl Reconciler<'_> {
             .ok()
             .flatten()
             .unwrap_or(self.ctx.config.preserve_timeout);
-        let now = Utc::now();
-        let input = PreserveInput::of(&view, node, timeout, now);
-        let plan = plan_preservation(&input);
-        for msg in &plan.invalid {
-            warn!(%msg, "invalid preserve annotation");
-            self.event(EventType::Warning, "InvalidPreserveAnnotation", msg.clone())
+        let mut flow = PreserveFlow::new(PreserveSettings {
+            timeout,
+            long_retry: self.ctx.config.long_retry,
+        });
+        let mut outcome = PreserveOutcome::Start;
+        loop {
+            outcome = match flow.next(&view, outcome, Utc::now()) {
+                PreserveFlowStep::ReadNode => PreserveOutcome::NodeRead(match &view.node {
+                    None => PreserveNode::NoNode,
+                    Some(name) => match self.ctx.nodes.get(&ObjectRef::new(name)) {
+                        Some(n) => PreserveNode::Found(PreserveNodeView::of(&n)),
+                        None => PreserveNode::Missing,
+                    },
+                }),
+                PreserveFlowStep::WarnInvalid(msg) => {
+                    warn!(%msg, "invalid preserve annotation");
+                    self.event(EventType::Warning, "InvalidPreserveAnnotation", msg)
+                        .await;
+                    PreserveOutcome::Done
+                }
+                PreserveFlowStep::Apply(step) => {
+                    debug!(?step, value = %flow.value(), "preservation");
+                    self.apply_preserve_step(step, flow.value()).await?;
+                    PreserveOutcome::Done
+                }
+                PreserveFlowStep::ReadDrain => PreserveOutcome::Drain(self.preserve_drain_state()),
+                PreserveFlowStep::StartDrain(plan) => {
+                    self.start_preserve_drain(plan, driver);
+                    PreserveOutcome::Done
+                }
+                PreserveFlowStep::WarnDrainFailed(e) => {
+                    self.event(EventType::Warning, "PreservedNodeDrainFailed", e)
+                        .await;
+                    PreserveOutcome::Done
+                }
+                PreserveFlowStep::Requeue(after) => return Ok(Err(after)),
+                PreserveFlowStep::RequeueWithBackoff => {
+                    return Ok(Err(self.ctx.failure_delay(&self.key, FailureKind::Normal)))
+                }
+                PreserveFlowStep::Continue(recheck) => return Ok(Ok(recheck)),
+            };
+        }
+    }
+
+    /// One effect of the preservation plan (a status write, a Node or
+    /// Machine patch) and its Event.
+    async fn apply_preserve_step(&mut self, step: PreserveStep, value: &str) -> Result<(), Error> {
+        match step {
+            PreserveStep::SetExpiry(t) => {
+                self.set_expiry(Some(t)).await?;
+                info!(until = %t.to_rfc3339(), value = %value, "machine preserved");
+                self.event(
+                    EventType::Normal,
+                    "Preserved",
+                    format!(
+                        "Machine preserved until {} ({}={value})",
+                        t.to_rfc3339(),
+                        c::PRESERVE_ANNOTATION
+                    ),
+                )
                 .await;
-        }
-        if !plan.steps.is_empty() {
-            debug!(summary = plan.summary, steps = ?plan.steps, effective = ?plan.effective, "preservation");
-        }
-        let value = plan.effective.clone().unwrap_or_default();
-        let mut expiry = input.expiry;
-        for step in plan.steps {
-            match step {
-                PreserveStep::SetExpiry(t) => {
-                    self.set_expiry(Some(t)).await?;
-                    expiry = Some(t);
-                    info!(until = %t.to_rfc3339(), value = %value, "machine preserved");
-                    self.event(
-                        EventType::Normal,
-                        "Preserved",
-                        format!(
-                            "Machine preserved until {} ({}={value})",
-                            t.to_rfc3339(),
-                            c::PRESERVE_ANNOTATION
-                        ),
-                    )
-                    .await;
-                }
-                PreserveStep::AddScaleDownDisabled => {
-                    self.patch_node_annotations(json!({
-                        c::CA_SCALE_DOWN_DISABLED_ANNOTATION: c::CA_SCALE_DOWN_DISABLED_VALUE,
-                        c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION: c::CA_SCALE_DOWN_DISABLED_VALUE,
-                    }))
+            }
+            PreserveStep::AddScaleDownDisabled => {
+                self.patch_node_annotations(json!({
+                    c::CA_SCALE_DOWN_DISABLED_ANNOTATION: c::CA_SCALE_DOWN_DISABLED_VALUE,
+                    c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION: c::CA_SCALE_DOWN_DISABLED_VALUE,
+                }))
+                .await?;
+            }
+            PreserveStep::Taint => self.set_preserved_taint(true).await?,
+            PreserveStep::Untaint => self.set_preserved_taint(false).await?,
+            // The flow turns the drain into its own steps.
+            PreserveStep::Drain(_) => {}
+            PreserveStep::SetCondition(cond) => self.set_node_condition(cond).await?,
+            PreserveStep::StopCondition => {
+                self.set_node_condition(stopped_condition(Utc::now()))
                     .await?;
+            }
+            PreserveStep::RemoveNodeAnnotations { ca, preserve } => {
+                let mut a = serde_json::Map::new();
+                if ca {
+                    a.insert(c::CA_SCALE_DOWN_DISABLED_ANNOTATION.into(), json!(null));
+                    a.insert(
+                        c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION.into(),
+                        json!(null),
+                    );
                 }
-                PreserveStep::Taint => self.set_preserved_taint(true).await?,
-                PreserveStep::Untaint => self.set_preserved_taint(false).await?,
-                PreserveStep::Drain(drain_plan) => {
-                    let outcome =
-                        self.preserve_drain(drain_plan, driver, &view, &value, expiry, &input);
-                    let Some((result, cond)) = outcome else {
-                        return Ok(Err(self.ctx.config.long_retry));
-                    };
-                    if let Some(cond) = cond {
-                        self.set_node_condition(cond).await?;
-                    }
-                    match result {
-                        Ok(()) => {}
-                        Err(e) => {
-                            self.event(EventType::Warning, "PreservedNodeDrainFailed", e)
-                                .await;
-                            return Ok(Err(self.ctx.failure_delay(&self.key, FailureKind::Normal)));
-                        }
-                    }
+                if preserve {
+                    a.insert(c::PRESERVE_ANNOTATION.into(), json!(null));
                 }
-                PreserveStep::SetCondition(cond) => self.set_node_condition(cond).await?,
-                PreserveStep::StopCondition => {
-                    self.set_node_condition(stopped_condition(now)).await?;
-                }
-                PreserveStep::RemoveNodeAnnotations { ca, preserve } => {
-                    let mut a = serde_json::Map::new();
-                    if ca {
-                        a.insert(c::CA_SCALE_DOWN_DISABLED_ANNOTATION.into(), json!(null));
-                        a.insert(
-                            c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION.into(),
-                            json!(null),
-                        );
-                    }
-                    if preserve {
-                        a.insert(c::PRESERVE_ANNOTATION.into(), json!(null));
-                    }
-                    self.patch_node_annotations(serde_json::Value::Object(a))
-                        .await?;
-                }
-                PreserveStep::RemoveMachineAnnotations { mark_false } => {
-                    let preserve = if mark_false {
-                        json!(c::PRESERVE_VALUE_FALSE)
-                    } else {
-                        json!(null)
-                    };
-                    self.patch_machine_annotations(json!({
-                        c::PRESERVE_ANNOTATION: preserve,
-                        c::LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION: null,
-                    }))
+                self.patch_node_annotations(serde_json::Value::Object(a))
                     .await?;
-                }
-                PreserveStep::ClearExpiry => {
-                    self.set_expiry(None).await?;
-                    self.ctx.drains.abort(&self.preserve_drain_key());
-                    info!(value = %value, "machine preservation stopped");
-                    self.event(
-                        EventType::Normal,
-                        "PreservationStopped",
-                        format!(
-                            "Preservation stopped ({}={:?})",
-                            c::PRESERVE_ANNOTATION,
-                            plan.effective.as_deref().unwrap_or("")
-                        ),
-                    )
-                    .await;
-                }
-                PreserveStep::RecordNodeValue(v) => {
-                    let last = if v.is_empty() { json!(null) } else { json!(v) };
-                    self.patch_machine_annotations(json!({
-                        c::PRESERVE_ANNOTATION: null,
-                        c::LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION: last,
-                    }))
-                    .await?;
-                }
+            }
+            PreserveStep::RemoveMachineAnnotations { mark_false } => {
+                let preserve = if mark_false {
+                    json!(c::PRESERVE_VALUE_FALSE)
+                } else {
+                    json!(null)
+                };
+                self.patch_machine_annotations(json!({
+                    c::PRESERVE_ANNOTATION: preserve,
+                    c::LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION: null,
+                }))
+                .await?;
+            }
+            PreserveStep::ClearExpiry => {
+                self.set_expiry(None).await?;
+                self.ctx.drains.abort(&self.preserve_drain_key());
+                info!(value = %value, "machine preservation stopped");
+                self.event(
+                    EventType::Normal,
+                    "PreservationStopped",
+                    format!(
+                        "Preservation stopped ({}={value:?})",
+                        c::PRESERVE_ANNOTATION
+                    ),
+                )
+                .await;
+            }
+            PreserveStep::RecordNodeValue(v) => {
+                let last = if v.is_empty() { json!(null) } else { json!(v) };
+                self.patch_machine_annotations(json!({
+                    c::PRESERVE_ANNOTATION: null,
+                    c::LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION: last,
+                }))
+                .await?;
             }
         }
-        Ok(Ok(plan.recheck_after))
+        Ok(())
     }
 
     /// The drain task of the preservation, apart from the deletion's drain
@@ -169,89 +178,74 @@ impl Reconciler<'_> {
         }
     }
 
-    /// The drain step of a preserved Failed machine: `None` while the drain
-    /// runs (just started or still running), else its result and the
-    /// `Preserved` condition to write.
-    fn preserve_drain(
-        &self,
-        plan: mcm_core::machine::DrainPlan,
-        driver: &Arc<dyn Driver>,
-        view: &MachineView,
-        value: &str,
-        expiry: Option<chrono::DateTime<Utc>>,
-        input: &PreserveInput,
-    ) -> Option<(
-        Result<(), String>,
-        Option<k8s_openapi::api::core::v1::NodeCondition>,
-    )> {
-        let (Some(target), Some(node)) = (self.ctx.target.clone(), view.node.clone()) else {
-            return Some((Ok(()), None));
-        };
-        let key = self.preserve_drain_key();
+    /// Where the preserved Node's drain stands (`Skipped` without a target
+    /// cluster or a Node name).
+    fn preserve_drain_state(&self) -> PreserveDrain {
+        if self.ctx.target.is_none() || self.machine.labels().get("node").is_none() {
+            return PreserveDrain::Skipped;
+        }
         let uid = self.machine.uid().unwrap_or_default();
-        match self.ctx.drains.state(&key, &uid) {
+        match self.ctx.drains.state(&self.preserve_drain_key(), &uid) {
             DrainState::Finished(done) => {
                 match &done.result {
                     Ok(()) => {
-                        info!(node, force = done.plan.force, elapsed = ?done.elapsed, "preserved node drained")
+                        info!(force = done.plan.force, elapsed = ?done.elapsed, "preserved node drained")
                     }
                     Err(e) => {
-                        warn!(node, force = done.plan.force, error = %e, "drain of the preserved node failed")
+                        warn!(force = done.plan.force, error = %e, "drain of the preserved node failed")
                     }
                 }
-                let existing = match &input.node {
-                    PreserveNode::Found(n) => n.condition.clone(),
-                    _ => None,
-                };
-                let cond = preserved_condition(
-                    &view.phase,
-                    value,
-                    Some(&done.result),
-                    existing.as_ref(),
-                    expiry,
-                    Utc::now(),
-                );
-                Some((done.result, cond))
+                PreserveDrain::Finished(done.result)
             }
-            DrainState::Running(running) if running.force || !plan.force => None,
-            DrainState::Running(_) | DrainState::Idle => {
-                let driver = driver.clone();
-                info!(node, force = plan.force, timeout = ?plan.timeout, "draining the preserved node");
-                let opts =
-                    drain::DrainOptions::from_plan(&plan, &self.ctx.config, &self.ctx.tenure);
-                let span = tracing::info_span!("preserve_drain", machine = %self.name(), namespace = %self.machine.namespace().unwrap_or_default(), node = %node);
-                let work = async move {
-                    drain::drain_pods(&target, &node, &opts, driver.as_ref())
-                        .await
-                        .map_err(|e| e.to_string())
-                }
-                .instrument(span);
-                let store = self.ctx.machine_store();
-                let me = ObjectRef::<Machine>::new(&self.name())
-                    .within(&self.machine.namespace().unwrap_or_default());
-                let my_uid = uid.clone();
-                let still_wanted = move || {
-                    store.as_ref().is_none_or(|s| {
-                        s.get(&me).is_some_and(|m| {
-                            m.uid().as_deref() == Some(my_uid.as_str())
-                                && m.meta().deletion_timestamp.is_none()
-                                && m.status.as_ref().is_some_and(|st| {
-                                    st.current_status.preserve_expiry_time.is_some()
-                                })
-                        })
-                    })
-                };
-                self.ctx.drains.start(
-                    &key,
-                    ObjectRef::from_obj(&self.machine),
-                    &uid,
-                    plan,
-                    work,
-                    still_wanted,
-                );
-                None
-            }
+            DrainState::Running(running) => PreserveDrain::Running {
+                force: running.force,
+            },
+            DrainState::Idle => PreserveDrain::Idle,
         }
+    }
+
+    /// Starts (or restarts) the drain of the preserved Node as a task,
+    /// without a cordon; it is abandoned once the machine is gone, being
+    /// deleted or no longer preserved.
+    fn start_preserve_drain(&self, plan: mcm_core::machine::DrainPlan, driver: &Arc<dyn Driver>) {
+        let (Some(target), Some(node)) = (self.ctx.target.clone(), self.view().node) else {
+            return;
+        };
+        let key = self.preserve_drain_key();
+        let uid = self.machine.uid().unwrap_or_default();
+        let driver = driver.clone();
+        info!(node, force = plan.force, timeout = ?plan.timeout, "draining the preserved node");
+        let opts = drain::DrainOptions::from_plan(&plan, &self.ctx.config, &self.ctx.tenure);
+        let span = tracing::info_span!("preserve_drain", machine = %self.name(), namespace = %self.machine.namespace().unwrap_or_default(), node = %node);
+        let work = async move {
+            drain::drain_pods(&target, &node, &opts, driver.as_ref())
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .instrument(span);
+        let store = self.ctx.machine_store();
+        let me = ObjectRef::<Machine>::new(&self.name())
+            .within(&self.machine.namespace().unwrap_or_default());
+        let my_uid = uid.clone();
+        let still_wanted = move || {
+            store.as_ref().is_none_or(|s| {
+                s.get(&me).is_some_and(|m| {
+                    m.uid().as_deref() == Some(my_uid.as_str())
+                        && m.meta().deletion_timestamp.is_none()
+                        && m.status
+                            .as_ref()
+                            .is_some_and(|st| st.current_status.preserve_expiry_time.is_some())
+                })
+            })
+        };
+        self.ctx.drains.start(
+            &key,
+            ObjectRef::from_obj(&self.machine),
+            &uid,
+            plan,
+            work,
+            still_wanted,
+        );
     }
 
     async fn set_expiry(&mut self, t: Option<chrono::DateTime<Utc>>) -> Result<(), Error> {
