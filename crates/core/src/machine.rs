@@ -26,8 +26,11 @@ pub mod markers {
 /// How long a NotReady / ReadonlyFilesystem node must have been so before the drain is forced.
 pub const FORCE_DRAIN_AFTER: Duration = Duration::from_secs(300);
 
-/// A `lastOperation` to write.
+/// A `lastOperation` to write. Built only by core's decisions
+/// (`#[non_exhaustive]`): the runtime cannot record an operation core did
+/// not decide.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Operation {
     /// The description (contract texts, see [`markers`]).
     pub description: String,
@@ -50,8 +53,29 @@ impl Operation {
     }
 }
 
+#[cfg(feature = "testing")]
+impl Transition {
+    /// A transition for the runtime's own unit tests of status writes
+    /// (feature `testing`, a dev-dependency only).
+    pub fn for_tests(
+        phase: Option<Phase>,
+        description: &str,
+        state: OpState,
+        kind: OpType,
+    ) -> Self {
+        Transition {
+            phase,
+            operation: Operation::new(description, state, kind),
+            timeout_active: None,
+        }
+    }
+}
+
 /// A status change: the new phase (if any) and the operation to record.
+/// Built only by core's decisions (`#[non_exhaustive]`): the runtime writes a
+/// phase or a `lastOperation` only through a `Transition` core returned.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Transition {
     /// The new phase; `None` keeps the current one.
     pub phase: Option<Phase>,

@@ -1,6 +1,5 @@
 use super::*;
 use crate::status::tests::merge;
-use mcm_core::machine::Operation;
 use serde_json::json;
 
 fn at(s: &str) -> Time {
@@ -11,16 +10,12 @@ const T1: &str = "2026-01-01T00:00:00Z";
 const T2: &str = "2026-01-01T00:01:00Z";
 
 fn transition(phase: Option<MachinePhase>, description: &str) -> Transition {
-    Transition {
+    Transition::for_tests(
         phase,
-        operation: Operation {
-            description: description.into(),
-            error_code: None,
-            state: MachineState::Processing,
-            kind: MachineOperationType::Delete,
-        },
-        timeout_active: None,
-    }
+        description,
+        MachineState::Processing,
+        MachineOperationType::Delete,
+    )
 }
 
 fn patch(change: &MachineStatusChange) -> serde_json::Value {
