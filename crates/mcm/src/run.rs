@@ -21,7 +21,7 @@ use futures::StreamExt;
 use kube::Client;
 use mcm_api::{Machine, MachineDeployment, MachineSet};
 use mcm_runtime::caches::{Caches, Shared};
-use mcm_runtime::health::{self, Half, Health, HealthConfig};
+use mcm_runtime::healthz::{self as health, Half, Health, HealthConfig};
 use mcm_runtime::metrics::{Metrics, ProcessMetrics, ScrapeMetrics, SetMetrics};
 use mcm_runtime::{leader, safety, Context};
 use prometheus_client::registry::Registry;

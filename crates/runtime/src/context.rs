@@ -1,10 +1,10 @@
 //! What every controller shares: clients, caches, drivers, the event
 //! recorders, metrics and per-object backoff state.
 
-use crate::bounded::Pruned;
 use crate::caches::Caches;
 use crate::events::Recorder;
 use crate::keys::{Kind, ObjectKey};
+use crate::pruned::Pruned;
 use crate::{metrics::Metrics, Config};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::events::Reporter;

@@ -15,7 +15,6 @@
 //! - [`node_sync`]: the Machine's node template and the class's virtual capacity on its Node.
 //! - `status`: every status write, as typed changes (one writer).
 
-pub mod bounded;
 pub mod caches;
 pub mod class;
 pub mod config;
@@ -23,13 +22,14 @@ pub mod context;
 pub mod drain;
 pub mod events;
 pub mod finalizer;
-pub mod health;
+pub mod healthz;
 pub mod keys;
 pub mod leader;
 pub mod machine;
 pub mod metrics;
 pub mod node_sync;
 pub mod pacing;
+pub mod pruned;
 pub mod safety;
 pub mod sets;
 mod status;

@@ -21,8 +21,8 @@
 //! come back within [`STALE`] of it (swept by [`Pacer::admit`]), and the
 //! turns of a machine whose entry is pruned because it is gone.
 
-use crate::bounded::Pruned;
 use crate::keys::ObjectKey;
+use crate::pruned::Pruned;
 use mcm_driver::budget::{BucketLimit, Budget, Limiter, Turn};
 use mcm_driver::{CloudOp, Driver, MachineRequest};
 use std::collections::HashMap;

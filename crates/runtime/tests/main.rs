@@ -14,7 +14,7 @@ mod bootstrap_token;
 mod class_warnings;
 mod drain;
 mod finalizers;
-mod health;
+mod healthz;
 mod hot_update;
 mod leader;
 mod machine_controller;

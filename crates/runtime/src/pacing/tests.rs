@@ -310,7 +310,7 @@ async fn a_stale_turn_is_given_back_and_the_queue_moves_up() {
 
 #[tokio::test(start_paused = true)]
 async fn pruned_entries_give_their_turns_back() {
-    use crate::bounded::MIN_HIGH_WATER;
+    use crate::pruned::MIN_HIGH_WATER;
     let p = Pacer::new();
     // Enough waiting machines to reach the high-water mark, then they are
     // all deleted behind the pacer's back (no forget).

@@ -32,8 +32,8 @@
 
 pub mod deployment;
 pub mod machineset;
+pub mod overshoot;
 pub(crate) mod rollout_nodes;
-pub mod safety;
 
 use crate::caches::Change;
 use crate::events::Recorder;
@@ -578,7 +578,7 @@ pub async fn run_with(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()> + Send +
                     debug!(error = %e, "machinedeployment reconcile");
                 }
             });
-    let safety_loop = safety::run(ctx.clone(), shutdown.clone());
+    let safety_loop = overshoot::run(ctx.clone(), shutdown.clone());
     let pumps = futures::future::join3(
         pump_machines(ctx.clone(), routes.clone()),
         pump_sets(ctx.clone(), routes.clone()),

@@ -9,7 +9,7 @@ use crate::blackhole;
 use blackhole::Blackhole;
 use mcm_api::Machine;
 use mcm_runtime::caches::Shared;
-use mcm_runtime::health::{probe_api, Half, Health, HealthConfig};
+use mcm_runtime::healthz::{probe_api, Half, Health, HealthConfig};
 use mcm_runtime::leader::{lead, LeaderConfig};
 use mcm_testenv::{must_eventually, TestEnv};
 use std::sync::atomic::Ordering;
