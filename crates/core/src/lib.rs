@@ -21,6 +21,7 @@ pub mod machine;
 pub mod node_template;
 pub mod orphans;
 pub mod replicas;
+pub mod status_pace;
 pub mod time;
 
 /// The table of every text against the reference's (design: machine.md, "Texts").

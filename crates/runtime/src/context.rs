@@ -244,6 +244,20 @@ impl Context {
         self.sets.stale_machines.clone()
     }
 
+    /// How long a status write of the set or deployment `key` must wait
+    /// (`mcm_core::status_pace`); `None`: write now, recorded as written.
+    pub(crate) fn status_write_wait(&self, key: &ObjectKey, counts_only: bool) -> Option<Duration> {
+        let exists = self.machine_exists();
+        let mut map = self.sets.status_written.lock().ok()?;
+        let now = std::time::Instant::now();
+        let since = map.get(key).map(|t| now.saturating_duration_since(*t));
+        if let Some(wait) = mcm_core::status_pace::write_wait(counts_only, since) {
+            return Some(wait);
+        }
+        *map.entry(key, now, exists) = now;
+        None
+    }
+
     /// The control namespace.
     pub fn namespace(&self) -> &str {
         &self.config.namespace

@@ -203,10 +203,14 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
         debug!("waiting for earlier creations/deletions to show up in the cache");
         soon = Some(EXPECTATIONS_RECHECK);
     }
-    write_status(&api, &ms, &claimed, &views, manage_error.as_deref()).await?;
+    let deferred = write_status(ctx, &api, &ms, &claimed, &views, manage_error.as_deref()).await?;
     if let Some(e) = manage_error {
         return Err(Error::Replicas(e));
     }
+    let soon = match (soon, deferred) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     Ok(requeue(ctx, soon))
 }
 
@@ -653,13 +657,17 @@ async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
 
 /// Computes and writes the status (design: sets-and-deployments.md, "MachineSet
 /// status") when something relevant changed.
+/// Writes the set's status when it changed. A change of its counts only,
+/// within a second of the last write, waits (`mcm_core::status_pace`): the
+/// answer is then when to write it.
 async fn write_status(
+    ctx: &Ctx,
     api: &Api<MachineSet>,
     ms: &MachineSet,
     claimed: &[Arc<Machine>],
     views: &[MachineView],
     manage_error: Option<&str>,
-) -> Result<(), Error> {
+) -> Result<Option<Duration>, Error> {
     let template_labels: BTreeMap<String, String> =
         ms.spec.template.metadata.labels.clone().unwrap_or_default();
     let counts = set_status(&template_labels, views);
@@ -717,7 +725,17 @@ async fn write_status(
         && st.failed_machines == old.failed_machines
         && generation == old.observed_generation;
     if unchanged {
-        return Ok(());
+        return Ok(None);
+    }
+    let counts_only =
+        generation == old.observed_generation && mcm_core::status_pace::set_counts_only(&old, &st);
+    let key = ObjectKey::new(Kind::MachineSet, &ctx.config.namespace, &ms.name_any());
+    if let Some(wait) = ctx.status_write_wait(&key, counts_only) {
+        debug!(
+            ?wait,
+            "MachineSet counts changed; writing them with the next ones"
+        );
+        return Ok(Some(wait));
     }
     st.observed_generation = generation;
     st.last_operation.last_update_time = Some(to_k8s(Utc::now()));
@@ -729,5 +747,5 @@ async fn write_status(
         "writing MachineSet status"
     );
     unless_gone(crate::status::machine_set::replace(api, ms, st).await)?;
-    Ok(())
+    Ok(None)
 }

@@ -52,7 +52,7 @@ use serde_json::json;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tracing::{debug, info};
 
@@ -117,6 +117,9 @@ pub(crate) struct SetsState {
     /// Stale machines deleted (`mcm_machine_stale_machines_total`, served
     /// by the half's `SetMetrics`).
     pub stale_machines: prometheus_client::metrics::counter::Counter,
+    /// When this process last wrote each set's and deployment's status
+    /// (`Context::status_write_wait`).
+    pub status_written: Mutex<crate::pruned::Pruned<crate::keys::ObjectKey, Instant>>,
     pub expectations: Mutex<Expectations>,
     pub safety_wakeup: Notify,
 }
@@ -131,6 +134,7 @@ impl SetsState {
             set_recorder: Recorder::new(client.clone(), reporter("machineset-controller")),
             manager_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
             stale_machines: Default::default(),
+            status_written: Mutex::new(crate::pruned::Pruned::new()),
             expectations: Mutex::new(Expectations::new()),
             safety_wakeup: Notify::new(),
         }

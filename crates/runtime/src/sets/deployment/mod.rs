@@ -109,6 +109,22 @@ pub(crate) async fn reconcile(obj: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Res
 }
 
 async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
+    let deferred = Arc::new(std::sync::Mutex::new(None));
+    let action = reconcile_pass(name, ctx, &deferred).await?;
+    // A deferred counts-only status write comes back within a second: a
+    // reconcile sooner than otherwise planned only recomputes.
+    let wait = deferred.lock().ok().and_then(|d| *d);
+    Ok(match wait {
+        Some(wait) => requeue(ctx, Some(wait)),
+        None => action,
+    })
+}
+
+async fn reconcile_pass(
+    name: &str,
+    ctx: &Ctx,
+    deferred: &Arc<std::sync::Mutex<Option<Duration>>>,
+) -> Result<Action, Error> {
     let api = ctx.machine_deployments();
     // From the shared cache, as the reference's lister: every write is
     // guarded by this copy's resourceVersion, so a stale copy costs a
@@ -186,6 +202,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
         strategy,
         machines,
         now: Utc::now(),
+        deferred: deferred.clone(),
     };
     if deleting {
         return pass.delete().await;
@@ -238,6 +255,8 @@ struct Pass<'a> {
     strategy: Strategy,
     machines: Vec<Arc<Machine>>,
     now: DateTime<Utc>,
+    /// A counts-only status write this pass left for later, and when.
+    deferred: Arc<std::sync::Mutex<Option<Duration>>>,
 }
 
 impl Pass<'_> {
@@ -276,8 +295,27 @@ impl Pass<'_> {
         Ok(())
     }
 
-    /// Writes the whole status (PUT on /status, resourceVersion-guarded).
+    /// Writes the whole status (PUT on /status, resourceVersion-guarded). A
+    /// change of the counts only, within a second of the last write, waits
+    /// for the next pass (`mcm_core::status_pace`; recorded in `deferred`).
     async fn write_status(&mut self, status: MachineDeploymentStatus) -> Result<(), Error> {
+        let old = self.status();
+        let counts_only = mcm_core::status_pace::deployment_counts_only(&old, &status);
+        let key = ObjectKey::new(
+            Kind::MachineDeployment,
+            &self.ctx.config.namespace,
+            &self.name(),
+        );
+        if let Some(wait) = self.ctx.status_write_wait(&key, counts_only) {
+            debug!(
+                ?wait,
+                "MachineDeployment counts changed; writing them with the next ones"
+            );
+            if let Ok(mut d) = self.deferred.lock() {
+                *d = Some(d.map_or(wait, |d| d.min(wait)));
+            }
+            return Ok(());
+        }
         self.d = crate::status::machine_deployment::replace(&self.api, &self.d, status).await?;
         Ok(())
     }
