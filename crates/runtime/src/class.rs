@@ -143,12 +143,15 @@ pub async fn bootstrap_token(
     m: &Machine,
     valid_for: Duration,
     extra_groups: &str,
-) -> Result<String, Error> {
+) -> Result<IssuedToken, Error> {
     let api: Api<Secret> = Api::namespaced(target.clone(), "kube-system");
     for attempt in 0..TOKEN_ID_CANDIDATES {
         let name = bootstrap_token_secret_name(m, attempt);
-        if let Some(token) = token_at(&api, m, &name, valid_for, extra_groups).await? {
-            return Ok(token);
+        if let Some((token, uid)) = token_at(&api, m, &name, valid_for, extra_groups).await? {
+            return Ok(IssuedToken {
+                token,
+                secret: TokenSecret { name, uid },
+            });
         }
         debug!(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default(), secret = %name,
                "a bootstrap token of this name belongs to something else; trying the next ID");
@@ -159,8 +162,53 @@ pub async fn bootstrap_token(
     )))
 }
 
-/// The machine's token in Secret `name`, made if needed; `None` when that
-/// Secret belongs to something else.
+/// A bootstrap token handed to a machine's userData, and the Secret holding it.
+pub struct IssuedToken {
+    /// `<id>.<secret>`.
+    pub token: String,
+    /// The Secret.
+    pub secret: TokenSecret,
+}
+
+impl std::fmt::Debug for IssuedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedToken")
+            .field("token", &"<redacted>")
+            .field("secret", &self.secret)
+            .finish()
+    }
+}
+
+/// The kube-system Secret of a machine's bootstrap token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSecret {
+    /// Its name.
+    pub name: String,
+    /// Its UID (empty when the API server did not say).
+    pub uid: String,
+}
+
+/// Deletes the Secret `secret` of a token this process issued, by name under
+/// its UID (no read first: the UID says it is the one made for the
+/// machine). NotFound and a changed Secret are fine.
+pub async fn delete_issued_token(target: &Client, secret: &TokenSecret) -> Result<(), Error> {
+    let api: Api<Secret> = Api::namespaced(target.clone(), "kube-system");
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(secret.uid.clone()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&secret.name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The machine's token in Secret `name` (and the Secret's UID), made if
+/// needed; `None` when that Secret belongs to something else.
 ///
 /// The common case costs one request: the Secret is created; only when the
 /// name is taken (a retry, a collision) is the existing one read.
@@ -170,14 +218,14 @@ async fn token_at(
     name: &str,
     valid_for: Duration,
     extra_groups: &str,
-) -> Result<Option<String>, Error> {
+) -> Result<Option<(String, String)>, Error> {
     let id = name.trim_start_matches("bootstrap-token-").to_string();
     // Gardener grants create, delete, get and list on kube-system Secrets, not
     // patch: an unexpired token is reused as it is, an expired one replaced.
     for _ in 0..2 {
         let (secret, token) = token_secret(m, name, &id, valid_for, extra_groups);
         match api.create(&PostParams::default(), &secret).await {
-            Ok(_) => return Ok(Some(token)),
+            Ok(made) => return Ok(Some((token, made.uid().unwrap_or_default()))),
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
@@ -190,7 +238,7 @@ async fn token_at(
             return Ok(None);
         }
         if let Some(token) = unexpired_token(&existing, &id) {
-            return Ok(Some(token));
+            return Ok(Some((token, existing.uid().unwrap_or_default())));
         }
         delete_exact(api, &existing).await?;
     }

@@ -141,6 +141,9 @@ pub struct Context {
     /// The work queues' series (`mcm_workqueue_*`), which the process
     /// registers with `metrics::workqueue::register`.
     pub workqueues: Arc<crate::metrics::workqueue::WorkQueues>,
+    /// The bootstrap-token Secrets this process issued, per machine, until
+    /// the machine joined (`Context::take_issued_token`).
+    issued_tokens: Mutex<Pruned<ObjectKey, crate::class::TokenSecret>>,
     /// The providerSpec warnings published per class (class/spec_warnings.rs).
     pub(crate) spec_warnings: crate::class::spec_warnings::Published,
 }
@@ -234,6 +237,7 @@ impl Context {
             tenure: crate::leader::TenureGate::unbounded(),
             probes,
             spec_warnings: Default::default(),
+            issued_tokens: Mutex::new(Pruned::new()),
             workqueues: Default::default(),
         })
     }
@@ -256,6 +260,20 @@ impl Context {
         }
         *map.entry(key, now, exists) = now;
         None
+    }
+
+    /// Remembers the bootstrap-token Secret issued to machine `key`.
+    pub(crate) fn issued_token(&self, key: &ObjectKey, secret: crate::class::TokenSecret) {
+        let exists = self.machine_exists();
+        if let Ok(mut map) = self.issued_tokens.lock() {
+            let kept = secret.clone();
+            *map.entry(key, secret, exists) = kept;
+        }
+    }
+
+    /// The bootstrap-token Secret this process issued to machine `key`, forgotten.
+    pub(crate) fn take_issued_token(&self, key: &ObjectKey) -> Option<crate::class::TokenSecret> {
+        self.issued_tokens.lock().ok()?.remove(key)
     }
 
     /// The control namespace.

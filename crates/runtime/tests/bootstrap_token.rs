@@ -7,10 +7,11 @@
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, PostParams};
+use kube::ResourceExt;
 use mcm_api::{Machine, MachineSpec};
 use mcm_runtime::class::{
-    bootstrap_token, bootstrap_token_secret_name, delete_bootstrap_token,
-    BOOTSTRAP_TOKEN_OWNER_ANNOTATION,
+    bootstrap_token, bootstrap_token_secret_name, delete_bootstrap_token, delete_issued_token,
+    TokenSecret, BOOTSTRAP_TOKEN_OWNER_ANNOTATION,
 };
 use mcm_testenv::TestEnv;
 use std::collections::BTreeMap;
@@ -58,9 +59,10 @@ async fn a_token_secret_that_is_not_the_machines_is_neither_reused_nor_deleted()
         .await
         .expect("a foreign Secret under the machine's first token name");
 
-    let token = bootstrap_token(&env.client, &m, Duration::from_secs(600), "")
+    let issued = bootstrap_token(&env.client, &m, Duration::from_secs(600), "")
         .await
         .expect("a token");
+    let token = issued.token.clone();
     assert!(
         !token.contains("foreignsecret000"),
         "the foreign Secret's token is not handed out: {token}"
@@ -71,6 +73,12 @@ async fn a_token_secret_that_is_not_the_machines_is_neither_reused_nor_deleted()
         "{token}"
     );
     let made = api.get(&own).await.expect("the machine's own token Secret");
+    assert_eq!(issued.secret.name, own, "the issued Secret is named");
+    assert_eq!(
+        issued.secret.uid,
+        made.uid().unwrap_or_default(),
+        "with its UID"
+    );
     assert_eq!(
         made.metadata
             .annotations
@@ -83,9 +91,31 @@ async fn a_token_secret_that_is_not_the_machines_is_neither_reused_nor_deleted()
     let again = bootstrap_token(&env.client, &m, Duration::from_secs(600), "")
         .await
         .expect("the token again");
-    assert_eq!(again, token);
+    assert_eq!(again.token, token);
+    assert_eq!(again.secret, issued.secret);
 
-    // After the join only the machine's own Secret is deleted.
+    // After the join only the machine's own Secret is deleted: by name and
+    // UID when this process issued it (no read), and a Secret re-made under
+    // that name meanwhile is not touched.
+    let stranger = TokenSecret {
+        name: own.clone(),
+        uid: "not-the-secrets-uid".into(),
+    };
+    delete_issued_token(&env.client, &stranger)
+        .await
+        .expect("a changed Secret is fine");
+    assert!(
+        api.get_opt(&own).await.expect("get").is_some(),
+        "a UID that is not the Secret's deletes nothing"
+    );
+    delete_issued_token(&env.client, &issued.secret)
+        .await
+        .expect("delete");
+    assert!(
+        api.get_opt(&own).await.expect("get").is_none(),
+        "its own token is gone"
+    );
+    // The look-up path (a token issued by another process) finds nothing left.
     delete_bootstrap_token(&env.client, &m)
         .await
         .expect("delete");

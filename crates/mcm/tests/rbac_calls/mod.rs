@@ -135,7 +135,7 @@ pub static CALLS: &[Call] = &[
     run("create", LEASES, "leases", Control, "leader/mod.rs first acquire"),
     run("update", LEASES, "leases", Control, "leader/mod.rs renew, take over, release (replace)"),
     // Bootstrap tokens in the target cluster.
-    run("get", CORE, "secrets", KubeSystem, "class.rs bootstrap_token reuse"),
+    code("get", CORE, "secrets", KubeSystem, "class.rs bootstrap_token reuse; delete_bootstrap_token for a token another process issued"),
     run("create", CORE, "secrets", KubeSystem, "class.rs bootstrap_token"),
     run("delete", CORE, "secrets", KubeSystem, "class.rs bootstrap_token expired, delete_bootstrap_token"),
     // Nodes.

@@ -235,15 +235,18 @@ impl Reconciler<'_> {
         // Bytes end to end: userData need not be UTF-8 (gzip'd cloud-init).
         let ud = ud.0.clone();
         let token = match &self.ctx.target {
-            Some(target) => Some(
-                crate::class::bootstrap_token(
+            Some(target) => {
+                let issued = crate::class::bootstrap_token(
                     target,
                     &self.machine,
                     view.settings.creation_timeout,
                     &self.ctx.config.bootstrap_token_auth_extra_groups,
                 )
-                .await?,
-            ),
+                .await?;
+                // Remembered for the delete after the join (no read then).
+                self.ctx.issued_token(&self.key, issued.secret);
+                Some(issued.token)
+            }
             None => None,
         };
         let substituted = decide::substitute_userdata(&ud, &view.name, token.as_deref());

@@ -127,7 +127,13 @@ impl Reconciler<'_> {
             .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         if let Some(target) = &self.ctx.target {
-            crate::class::delete_bootstrap_token(target, &self.machine).await?;
+            match self.ctx.take_issued_token(&self.key) {
+                Some(secret) if !secret.uid.is_empty() => {
+                    crate::class::delete_issued_token(target, &secret).await?;
+                }
+                // Issued by another process (a restart, a new leader): look it up.
+                _ => crate::class::delete_bootstrap_token(target, &self.machine).await?,
+            }
         }
         let class = self.cached_class();
         self.ctx.metrics.machine_duration(
