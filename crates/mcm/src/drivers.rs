@@ -195,6 +195,7 @@ pub fn check_endpoints(_ctx: Arc<mcm_runtime::Context>, _endpoints: EndpointDriv
 /// The registry of every compiled-in driver.
 pub fn registry(args: &ProviderArgs) -> anyhow::Result<DriverRegistry> {
     let mut reg = DriverRegistry::new();
+    #[cfg(feature = "local")]
     reg.register(
         "local",
         Arc::new(mcm_provider_local::LocalDriver::new(&args.local_cloud_url)?),
