@@ -13,7 +13,6 @@ use mcm_testenv::TestEnv;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 
 /// The region of `examples/aws-machine-class.yaml`.
 pub use crate::e2e::{scale_to_zero, unique, wait_for_machines, McmRun};
@@ -25,23 +24,6 @@ pub fn mcm_run(ns: &str, endpoint: &str, port: u16) -> McmRun {
 
 pub const REGION: &str = "eu-west-1";
 const EXAMPLE: &str = include_str!("../../../../examples/aws-machine-class.yaml");
-
-/// An unsigned IAM Query call to moto (RunInstances needs an existing
-/// instance profile, and the IAM SDK is not worth its build time for one call).
-pub fn moto_iam(endpoint: &str, body: &str) -> String {
-    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
-    let mut s = std::net::TcpStream::connect(host).expect("connect to moto");
-    let req = format!(
-        "POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
-         Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out
-}
 
 /// What the test creates in moto for the MachineClass, and a driver whose
 /// SDK client (`ec2_client`) the test uses to look at moto. The SDK's types
@@ -71,72 +53,16 @@ pub async fn moto_setup(endpoint: &str) -> Cloud {
         ),
         ..Default::default()
     };
-    let ec2 = driver.ec2_client(REGION, &secret).expect("EC2 client");
-    let vpc = ec2
-        .create_vpc()
-        .cidr_block("10.0.0.0/16")
-        .amazon_provided_ipv6_cidr_block(true)
-        .send()
+    let net = mcm_testenv::MotoNetwork::create(endpoint, REGION, "mcm-e2e")
         .await
-        .expect("CreateVpc");
-    let vpc = vpc.vpc().expect("vpc");
-    let vpc_id = vpc.vpc_id().expect("vpc id").to_string();
-    let v6 = vpc
-        .ipv6_cidr_block_association_set()
-        .iter()
-        .find_map(|a| a.ipv6_cidr_block())
-        .expect("the VPC has an IPv6 block")
-        .replace("/56", "/64");
-    let subnet = ec2
-        .create_subnet()
-        .vpc_id(&vpc_id)
-        .cidr_block("10.0.1.0/24")
-        .ipv6_cidr_block(v6)
-        .availability_zone(format!("{REGION}a"))
-        .send()
-        .await
-        .expect("CreateSubnet")
-        .subnet()
-        .and_then(|s| s.subnet_id())
-        .expect("subnet id")
-        .to_string();
-    let sg = ec2
-        .create_security_group()
-        .group_name(unique("mcm-e2e"))
-        .description("mcm e2e")
-        .vpc_id(&vpc_id)
-        .send()
-        .await
-        .expect("CreateSecurityGroup")
-        .group_id()
-        .expect("sg id")
-        .to_string();
-    let ami = ec2
-        .register_image()
-        .name(unique("mcm-e2e-ami"))
-        .root_device_name("/dev/xvda")
-        .send()
-        .await
-        .expect("RegisterImage")
-        .image_id()
-        .expect("ami id")
-        .to_string();
-    let profile = unique("mcm-e2e-nodes");
-    let answer = moto_iam(
-        endpoint,
-        &format!("Action=CreateInstanceProfile&InstanceProfileName={profile}&Version=2010-05-08"),
-    );
-    assert!(
-        answer.starts_with("HTTP/1.1 200"),
-        "CreateInstanceProfile: {answer}"
-    );
+        .expect("moto set-up");
     Cloud {
         driver,
         secret,
-        ami,
-        subnet,
-        sg,
-        profile,
+        ami: net.ami,
+        subnet: net.subnet,
+        sg: net.sg,
+        profile: net.profile,
     }
 }
 
