@@ -27,6 +27,7 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod fixtures;
 pub mod moto;
 pub mod process;
 pub mod skip;

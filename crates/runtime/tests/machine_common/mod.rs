@@ -63,7 +63,11 @@ pub fn start(
     target: bool,
     cfg: Config,
 ) -> Running {
-    let ctx = context(env, provider, driver, target, cfg);
+    run(context(env, provider, driver, target, cfg))
+}
+
+/// Runs the machine controller of `ctx` until [`Running::stop`].
+pub fn run(ctx: Arc<Context>) -> Running {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(machine::run(ctx, async move {
         let _ = stopped.await;
