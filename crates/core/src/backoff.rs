@@ -45,8 +45,8 @@ pub struct Backoff {
 impl Default for Backoff {
     fn default() -> Self {
         Backoff {
-            min: periods::SHORT,
-            max: periods::LONG,
+            min: crate::defaults::MIN_RETRY_PERIOD.value,
+            max: crate::defaults::MAX_RETRY_PERIOD.value,
             jitter: 0.2,
             throttle_boost: 3,
         }

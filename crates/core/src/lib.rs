@@ -15,6 +15,7 @@
 //! - [`time`]: the one conversion between Kubernetes times and chrono (whole seconds).
 
 pub mod backoff;
+pub mod defaults;
 pub mod deployment;
 pub mod machine;
 pub mod node_template;

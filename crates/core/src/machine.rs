@@ -82,13 +82,11 @@ pub struct Settings {
 impl Default for Settings {
     fn default() -> Self {
         Settings {
-            creation_timeout: Duration::from_secs(20 * 60),
-            health_timeout: Duration::from_secs(10 * 60),
-            drain_timeout: Duration::from_secs(2 * 3600),
-            max_evict_retries: 360,
-            node_conditions: split_conditions(
-                "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable",
-            ),
+            creation_timeout: crate::defaults::CREATION_TIMEOUT.value,
+            health_timeout: crate::defaults::HEALTH_TIMEOUT.value,
+            drain_timeout: crate::defaults::DRAIN_TIMEOUT.value,
+            max_evict_retries: crate::defaults::MAX_EVICT_RETRIES,
+            node_conditions: split_conditions(crate::defaults::NODE_CONDITIONS),
             disable_health_timeout: false,
         }
     }
@@ -258,8 +256,13 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
     }
     let healthy = is_healthy(&node.conditions, &m.settings.node_conditions);
     match (&m.phase, healthy) {
-        (Phase::CrashLoopBackOff | Phase::Failed, true) => {
+        // A failed InitializeMachine is never promoted by a Ready Node
+        // (design: machine.md, "Where mcm-rs differs from the reference", item 2).
+        (Phase::CrashLoopBackOff, true) => {
             d.held_for_initialization = m.initialization_failed();
+        }
+        (Phase::Failed, true) if m.initialization_failed() => {
+            d.held_for_initialization = true;
         }
         (Phase::Running, true) => {}
         (Phase::Pending, true) if node.critical_components_not_ready => {}
@@ -282,7 +285,12 @@ pub fn health(m: &MachineView, node: Option<&NodeView>, now: DateTime<Utc>) -> H
             }
         }
         // In-place: a successful update re-joins (design: machine.md, "In-place updates").
-        (Phase::Pending | Phase::Unknown | Phase::InPlaceUpdateSuccessful, true) => {
+        // A `Failed` machine whose Node recovers before its MachineSet
+        // replaced it re-joins, as in the reference.
+        (
+            Phase::Pending | Phase::Unknown | Phase::InPlaceUpdateSuccessful | Phase::Failed,
+            true,
+        ) => {
             let first_join = matches!(&m.last_operation,
                 Some((_, state, OpType::Create)) if *state != OpState::Successful);
             let (description, kind) = if first_join {

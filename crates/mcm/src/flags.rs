@@ -8,6 +8,7 @@
 //! ("Migrating from Gardener MCM") with the reason.
 
 use clap::Args;
+use mcm_core::defaults;
 use std::time::Duration;
 
 /// Parses a Go duration (`20m`, `1h30m`, `90s`, `0s`) strictly: no blanks, a unit on every
@@ -167,10 +168,10 @@ pub struct CommonFlags {
     #[arg(long, default_value = "leases")]
     pub leader_elect_resource_lock: String,
     /// mcm-rs: the first retry period of the per-object backoff.
-    #[arg(long, default_value = "5s", value_parser = duration)]
+    #[arg(long, default_value = defaults::MIN_RETRY_PERIOD.flag, value_parser = duration)]
     pub min_retry_period: Duration,
     /// mcm-rs: the last retry period of the per-object backoff.
-    #[arg(long, default_value = "10m", value_parser = duration)]
+    #[arg(long, default_value = defaults::MAX_RETRY_PERIOD.flag, value_parser = duration)]
     pub max_retry_period: Duration,
     /// mcm-rs: log as JSON.
     #[arg(long, num_args = 0..=1, require_equals = true, default_value = "false", default_missing_value = "true", action = clap::ArgAction::Set)]
@@ -181,13 +182,13 @@ pub struct CommonFlags {
 #[derive(Args, Debug, Clone)]
 pub struct SetFlags {
     /// Extra machines permitted above desired + maxSurge before a set is frozen.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = defaults::SAFETY_UP)]
     pub safety_up: i32,
     /// How far below the freeze limit the count must fall to unfreeze.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = defaults::SAFETY_DOWN)]
     pub safety_down: i32,
     /// Period of the overshoot check.
-    #[arg(long, default_value = "1m", value_parser = duration)]
+    #[arg(long, default_value = defaults::OVERSHOOTING_PERIOD.flag, value_parser = duration)]
     pub machine_safety_overshooting_period: Duration,
     /// Add the cluster-autoscaler scale-down-disabled annotation (and its `-by-mcm` marker) to the nodes of a MachineDeployment during a rollout (needs a target cluster).
     #[arg(long, num_args = 0..=1, require_equals = true, default_value = "true", default_missing_value = "true", action = clap::ArgAction::Set)]
@@ -198,52 +199,52 @@ pub struct SetFlags {
 #[derive(Args, Debug, Clone)]
 pub struct MachineFlags {
     /// Time for a new machine to join before it is declared Failed.
-    #[arg(long, default_value = "20m", value_parser = duration)]
+    #[arg(long, default_value = defaults::CREATION_TIMEOUT.flag, value_parser = duration)]
     pub machine_creation_timeout: Duration,
     /// Time an unhealthy machine may take to recover before it is declared Failed.
-    #[arg(long, default_value = "10m", value_parser = duration)]
+    #[arg(long, default_value = defaults::HEALTH_TIMEOUT.flag, value_parser = duration)]
     pub machine_health_timeout: Duration,
     /// Time to drain a node before the machine is deleted anyway.
-    #[arg(long, default_value = "2h", value_parser = duration)]
+    #[arg(long, default_value = defaults::DRAIN_TIMEOUT.flag, value_parser = duration)]
     pub machine_drain_timeout: Duration,
     /// Time of an in-place update (accepted; in-place updates are not implemented).
-    #[arg(long, default_value = "20m", value_parser = duration)]
+    #[arg(long, default_value = defaults::INPLACE_UPDATE_TIMEOUT.flag, value_parser = duration)]
     pub machine_inplace_update_timeout: Duration,
     /// Evictions tried per pod (capped at drain timeout / 20 s) before the drain fails; pods are deleted only by a forced drain.
-    #[arg(long, default_value_t = 360)]
+    #[arg(long, default_value_t = defaults::MAX_EVICT_RETRIES)]
     pub machine_max_evict_retries: i32,
     /// How long a pod's volumes may take to detach.
-    #[arg(long, default_value = "2m", value_parser = duration)]
+    #[arg(long, default_value = defaults::PV_DETACH_TIMEOUT.flag, value_parser = duration)]
     pub machine_pv_detach_timeout: Duration,
     /// How long a drain waits for an evicted pod's volumes to attach to another node.
-    #[arg(long, default_value = "90s", value_parser = duration)]
+    #[arg(long, default_value = defaults::PV_REATTACH_TIMEOUT.flag, value_parser = duration)]
     pub machine_pv_reattach_timeout: Duration,
     /// How long an API server may be unreachable before machine reconciliation freezes.
-    #[arg(long, default_value = "30s", value_parser = duration)]
+    #[arg(long, default_value = defaults::APISERVER_STATUSCHECK_TIMEOUT.flag, value_parser = duration)]
     pub machine_safety_apiserver_statuscheck_timeout: Duration,
     /// How often the API servers are probed.
-    #[arg(long, default_value = "1m", value_parser = duration)]
+    #[arg(long, default_value = defaults::APISERVER_STATUSCHECK_PERIOD.flag, value_parser = duration)]
     pub machine_safety_apiserver_statuscheck_period: Duration,
     /// How long a machine annotated `node.machine.sapcloud.io/preserve` is preserved (its spec's `machinePreserveTimeout` wins).
-    #[arg(long, default_value = "96h", value_parser = duration)]
+    #[arg(long, default_value = defaults::PRESERVE_TIMEOUT.flag, value_parser = duration)]
     pub machine_preserve_timeout: Duration,
     /// How often orphan VMs are collected.
-    #[arg(long, default_value = "15m", value_parser = duration)]
+    #[arg(long, default_value = defaults::ORPHAN_VMS_PERIOD.flag, value_parser = duration)]
     pub machine_safety_orphan_vms_period: Duration,
     /// mcm-rs: how long a VM must be seen without Machine before it is deleted.
-    #[arg(long, default_value = "10m", value_parser = duration)]
+    #[arg(long, default_value = defaults::ORPHAN_VMS_GRACE.flag, value_parser = duration)]
     pub machine_safety_orphan_vms_grace: Duration,
     /// Node conditions that make a machine unhealthy unless False.
     #[arg(
         long,
-        default_value = "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
+        default_value = defaults::NODE_CONDITIONS
     )]
     pub node_conditions: String,
     /// Extra groups of the bootstrap tokens (`auth-extra-groups`).
     #[arg(long, default_value = "")]
     pub bootstrap_token_auth_extra_groups: String,
     /// Retry period of a creation answered ResourceExhausted (0: the reference's LongRetry, 10m).
-    #[arg(long, default_value = "10m", value_parser = duration)]
+    #[arg(long, default_value = defaults::RESOURCE_EXHAUSTED_RETRY.flag, value_parser = duration)]
     pub resource_exhausted_retry: Duration,
     /// mcm-rs: the `NoSchedule` taint a Node registers with and the controller removes once the machine is initialized and its node template is on the Node.
     #[arg(long, default_value = mcm_api::constants::STARTUP_TAINT_KEY, value_parser = taint_key)]

@@ -171,9 +171,10 @@ impl Scrape {
             }
         }
         if let Some((m, sets, deployments)) = &self.sets {
-            match (sets.synced_state(), deployments.synced_state()) {
-                (Some(sets), Some(deployments)) => m.fill(&sets, &deployments, &self.namespace),
-                _ => m.flush_counters(),
+            if let (Some(sets), Some(deployments)) =
+                (sets.synced_state(), deployments.synced_state())
+            {
+                m.fill(&sets, &deployments, &self.namespace);
             }
         }
         self.process.refresh();
@@ -413,7 +414,11 @@ fn runtime_config(plan: &Plan) -> mcm_runtime::Config {
     let common = &plan.common;
     let concurrent_syncs = common
         .concurrent_syncs
-        .unwrap_or(if plan.machines.is_some() { 50 } else { 10 });
+        .unwrap_or(if plan.machines.is_some() {
+            mcm_core::defaults::CONCURRENT_SYNCS_MACHINES
+        } else {
+            mcm_core::defaults::CONCURRENT_SYNCS_SETS
+        });
     let mut config = mcm_runtime::Config {
         namespace: common.namespace.clone(),
         concurrent_syncs,
@@ -433,8 +438,12 @@ fn runtime_config(plan: &Plan) -> mcm_runtime::Config {
         config.preserve_timeout = mf.machine_preserve_timeout;
         config.node_conditions = mf.node_conditions.clone();
         config.bootstrap_token_auth_extra_groups = mf.bootstrap_token_auth_extra_groups.clone();
-        config.orphan_vms_period = mf.machine_safety_orphan_vms_period;
-        config.apiserver_statuscheck_timeout = mf.machine_safety_apiserver_statuscheck_timeout;
+        config.safety = mcm_runtime::safety::SafetyConfig {
+            orphan_period: mf.machine_safety_orphan_vms_period,
+            orphan_grace: mf.machine_safety_orphan_vms_grace,
+            apiserver_check_period: mf.machine_safety_apiserver_statuscheck_period,
+            apiserver_statuscheck_timeout: mf.machine_safety_apiserver_statuscheck_timeout,
+        };
         config.startup_taint_key = mf.node_startup_taint_key.clone();
     }
     if let Some(sf) = &plan.sets {
@@ -522,15 +531,11 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         }),
     };
     let ctx = Context::with_clients(clients, config, drivers, metrics.clone(), caches.clone());
+    mcm_runtime::metrics::workqueue::register(&mut registry, ctx.workqueues.clone());
     crate::drivers::check_endpoints(ctx.clone(), endpoint_drivers);
 
-    if let Some(mf) = &plan.machines {
+    if plan.machines.is_some() {
         info!(half = CONTROLLER, providers = ?ctx.drivers.providers(), namespace = %ns, target = target.is_some(), "starting");
-        let safety_cfg = safety::SafetyConfig {
-            orphan_period: mf.machine_safety_orphan_vms_period,
-            orphan_grace: mf.machine_safety_orphan_vms_grace,
-            apiserver_check_period: mf.machine_safety_apiserver_statuscheck_period,
-        };
         let (machines_stop, classes_stop, safety_stop) = (stopper(&rx), stopper(&rx), stopper(&rx));
         let leading = Arc::new(AtomicBool::new(false));
         let half = Half::new(
@@ -548,7 +553,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             let classes = mcm_runtime::class::run(ctx.clone(), classes_stop);
             let safety_loop = async {
                 tokio::select! {
-                    _ = safety::run(ctx.clone(), safety_cfg) => {},
+                    _ = safety::run(ctx.clone()) => {},
                     _ = safety_stop => {},
                 }
             };
@@ -564,7 +569,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         });
     }
     if plan.sets.is_some() {
-        let set_metric_families = SetMetrics::new(&mut registry);
+        let set_metric_families = SetMetrics::new(&mut registry, ctx.stale_machines());
         info!(half = MANAGER, namespace = %ns, target = target.is_some(), "starting");
         let stop = stopper(&rx);
         let leading = Arc::new(AtomicBool::new(false));

@@ -257,25 +257,46 @@ async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_a
         controller.log_text()
     );
 
-    // Events are core/v1 (Gardener's Role grants no events.k8s.io), with the half's component.
+    // Events are core/v1 (Gardener's Role grants no events.k8s.io), with the
+    // reference's component per kind of object: machineset-controller on the
+    // MachineSet, machine-controller-manager on the MachineDeployment,
+    // machine-controller on the Machine.
     let events: Api<CoreEvent> = world.env.api();
-    must_eventually(
+    let want: BTreeSet<(String, String)> = [
+        ("MachineSet", "machineset-controller"),
+        ("MachineDeployment", "machine-controller-manager"),
+        ("Machine", "machine-controller"),
+    ]
+    .into_iter()
+    .map(|(k, c)| (k.to_string(), c.to_string()))
+    .collect();
+    let sources = must_eventually(
         Duration::from_secs(30),
-        "core/v1 events from machineset-controller and machine-controller",
+        "core/v1 events on the MachineSet, MachineDeployment and Machines",
         || async {
-            let sources: BTreeSet<String> = events
+            let sources: BTreeSet<(String, String)> = events
                 .list(&ListParams::default())
                 .await
                 .ok()?
                 .items
                 .into_iter()
-                .filter_map(|e| e.source?.component)
+                .filter_map(|e| Some((e.involved_object.kind?, e.source?.component?)))
                 .collect();
-            (sources.contains("machineset-controller") && sources.contains("machine-controller"))
-                .then_some(())
+            let kinds: BTreeSet<&String> = sources.iter().map(|(k, _)| k).collect();
+            want.iter()
+                .all(|(k, _)| kinds.contains(k))
+                .then_some(sources)
         },
     )
     .await;
+    let ours: BTreeSet<(String, String)> = sources
+        .into_iter()
+        .filter(|(k, _)| want.iter().any(|(w, _)| w == k))
+        .collect();
+    assert_eq!(
+        ours, want,
+        "each kind's Events carry the reference's source.component"
+    );
 
     // Each half holds its own Lease.
     let leases: Api<Lease> = world.env.api();

@@ -283,6 +283,32 @@ async fn an_instance_the_go_provider_created_for_the_machine_is_adopted_by_name_
         created.provider_id
     );
     assert_eq!(fake.calls().get("RunInstances"), None, "nothing created");
+    // Once adopted it is the machine's for every other call: its status,
+    // the list of the class, and its deletion (the other instance of the
+    // name stays).
+    let mut adopted = m.clone();
+    adopted.spec.provider_id = created.provider_id.clone();
+    let status = driver
+        .get_machine_status(&request(&adopted, &c, &secret()))
+        .await
+        .expect("status");
+    assert_eq!(status.provider_id, created.provider_id);
+    let listed = driver.list_machines(&list_request(&c)).await.unwrap();
+    assert_eq!(
+        listed.machine_list.get(&created.provider_id),
+        Some(&name),
+        "{listed:?}"
+    );
+    driver
+        .delete_machine(&request(&adopted, &c, &secret()))
+        .await
+        .expect("delete");
+    let left = fake.instances();
+    assert!(
+        !left.contains_key(&theirs),
+        "the adopted instance is deleted"
+    );
+    assert_eq!(left.len(), 1, "the stranger's instance stays");
 }
 
 #[tokio::test]

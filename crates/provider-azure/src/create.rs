@@ -73,13 +73,16 @@ impl AzureDriver {
         let vm = req.machine.metadata.name.clone().unwrap_or_default();
         let uid = req.machine.metadata.uid.clone().unwrap_or_default();
         let rg = ctx.spec.resource_group.clone();
-        let nic_name = names::nic_name(&vm);
 
         // A VM of this name is adopted when it carries this Machine's
         // identity (a retried create after a crash or a lost answer) or, with
         // no identity, the class's cluster and role tags (the Go provider's
         // VM of this machine); any other is refused, never updated
         // (docs/design/safety.md, "Adoption on a retried create").
+        // A failed create deletes the VM and what was made for it, but not
+        // when a VM of ours was there before in a state other than `Failed`
+        // (it may be serving, or still being made by an earlier try).
+        let mut may_clean_up = true;
         match ctx.arm.get_vm(&rg, &vm).await {
             Ok(Some(existing)) => {
                 let carried = mcm_driver::adoption::Carried {
@@ -98,6 +101,7 @@ impl AzureDriver {
                 }
                 warn!(machine = %vm, resource_group = %rg, state = ?existing.provisioning_state(),
                     "this machine's VM exists but is not provisioned; creating it again");
+                may_clean_up = existing.provisioning_state() == Some("Failed");
             }
             Ok(None) => {}
             Err(e) => {
@@ -126,11 +130,52 @@ impl AzureDriver {
             Err(e) => return Err(lookup(e, "failed to get subnet")),
         };
 
-        let nic = match ctx.arm.get_nic(&rg, &nic_name).await {
+        // From here on resources are made: whatever fails leaves none of
+        // them behind (docs/design/providers/azure.md, "Clean-up").
+        match self.provision(&ctx, &vm, &uid, &subnet.id, plan).await {
+            Ok(ip) => {
+                info!(machine = %vm, resource_group = %rg, location = %ctx.spec.location, "created VM with its NIC and disks");
+                Ok(response(&ctx, &vm, ip))
+            }
+            Err(status) if !may_clean_up => {
+                warn!(machine = %vm, resource_group = %rg, error = %status.message,
+                    "creating over the existing VM failed; leaving it and its resources for the retry or DeleteMachine");
+                Err(status)
+            }
+            Err(status) => {
+                warn!(machine = %vm, resource_group = %rg, error = %status.message,
+                    "creation failed; deleting what was made for the machine");
+                match self.cleanup(&ctx, &vm, true, &[]).await {
+                    Ok(()) => Err(status),
+                    Err(c) => {
+                        warn!(machine = %vm, error = %c.message, "cleanup after the failed creation failed; the next create or DeleteMachine retries it");
+                        Err(Status::new(
+                            status.code,
+                            format!("{}; cleanup: {}", status.message, c.message),
+                        ))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The NIC (reused when it exists), the disks made from images and the
+    /// VM; answers the NIC's private IP.
+    async fn provision(
+        &self,
+        ctx: &Ctx,
+        vm: &str,
+        uid: &str,
+        subnet_id: &str,
+        plan: Option<Plan>,
+    ) -> Result<Option<String>, Status> {
+        let rg = &ctx.spec.resource_group;
+        let nic_name = names::nic_name(vm);
+        let nic = match ctx.arm.get_nic(rg, &nic_name).await {
             Ok(Some(n)) => n,
             Ok(None) => {
-                let body = body::nic(&ctx.spec, &nic_name, &subnet.id, &uid);
-                ctx.arm.put_nic(&rg, &nic_name, &body).await.map_err(|e| {
+                let body = body::nic(&ctx.spec, &nic_name, subnet_id, uid);
+                ctx.arm.put_nic(rg, &nic_name, &body).await.map_err(|e| {
                     e.to_status(&format!(
                         "failed to create NIC: [ResourceGroup: {rg}, Name: {nic_name}]"
                     ))
@@ -145,41 +190,24 @@ impl AzureDriver {
         };
         let nic_id = nic.id.clone().unwrap_or_default();
 
-        let image_disks = self.create_image_disks(&ctx, &vm).await?;
+        let image_disks = self.create_image_disks(ctx, vm).await?;
         let body = body::vm(
             &ctx.spec,
             VmInputs {
-                vm_name: &vm,
+                vm_name: vm,
                 nic_id: &nic_id,
                 user_data: &ctx.creds.user_data,
                 plan,
                 image_disks,
-                machine_uid: &uid,
+                machine_uid: uid,
             },
         );
-        match ctx.arm.put_vm(&rg, &vm, &body).await {
-            Ok(_) => {
-                info!(machine = %vm, resource_group = %rg, location = %ctx.spec.location, "created VM with its NIC and disks");
-                Ok(response(&ctx, &vm, nic_ip(&nic)))
-            }
-            Err(e) => {
-                let status = e.to_status(&format!(
-                    "Failed to create VirtualMachine: [ResourceGroup: {rg}, Name: {vm}]"
-                ));
-                if status.code == Code::ResourceExhausted {
-                    warn!(machine = %vm, resource_group = %rg, error = %e,
-                        "no capacity or quota for the VM; deleting what was created for it");
-                    if let Err(c) = self.cleanup(&ctx, &vm, true).await {
-                        warn!(machine = %vm, error = %c, "cleanup after the failed creation failed");
-                        return Err(Status::new(
-                            status.code,
-                            format!("{}; cleanup: {c}", status.message),
-                        ));
-                    }
-                }
-                Err(status)
-            }
-        }
+        ctx.arm.put_vm(rg, vm, &body).await.map_err(|e| {
+            e.to_status(&format!(
+                "Failed to create VirtualMachine: [ResourceGroup: {rg}, Name: {vm}]"
+            ))
+        })?;
+        Ok(nic_ip(&nic))
     }
 
     /// For a marketplace URN (unless skipped): the image's plan, after

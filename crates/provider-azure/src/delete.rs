@@ -2,9 +2,9 @@
 //! disks a VM left behind or a half-created machine never got to attach.
 
 use crate::arm::models::VirtualMachine;
-use crate::driver::{AzureDriver, Ctx};
+use crate::cleanup::disks_of;
+use crate::driver::AzureDriver;
 use crate::names;
-use futures::future::join_all;
 use mcm_driver::{Code, DeleteMachineRequest, DeleteMachineResponse, DriverResult, Status};
 use serde_json::{json, Value};
 use tracing::{info, warn};
@@ -112,7 +112,7 @@ impl AzureDriver {
         match existing {
             None => {
                 info!(machine = %vm, resource_group = %rg, "no VM; deleting a leftover NIC and disks if any");
-                self.cleanup(&ctx, &vm, false).await?;
+                self.cleanup(&ctx, &vm, false, &[]).await?;
             }
             Some(v) if updatable(&v) => {
                 if let Some(patch) = delete_options_patch(&v, &names::nic_name(&vm)) {
@@ -125,59 +125,17 @@ impl AzureDriver {
                     .await
                     .map_err(|e| internal(&format!("failed to delete VM {vm}"), e))?;
             }
-            Some(_) => {
+            Some(v) => {
                 info!(machine = %vm, resource_group = %rg, "VM cannot be updated; deleting it and then its NIC and disks");
                 ctx.arm
                     .delete_vm(&rg, &vm)
                     .await
                     .map_err(|e| internal(&format!("failed to delete VM {vm}"), e))?;
-                self.cleanup(&ctx, &vm, false).await?;
+                self.cleanup(&ctx, &vm, false, &disks_of(&vm, &v)).await?;
             }
         }
         info!(machine = %vm, resource_group = %rg, "deleted the machine's VM, NIC and disks");
         Ok(DeleteMachineResponse::default())
-    }
-
-    /// Deletes the VM (when `with_vm`), then its NIC and every disk named as
-    /// the spec names them (missing ones are fine), two at a time.
-    pub(crate) async fn cleanup(&self, ctx: &Ctx, vm: &str, with_vm: bool) -> Result<(), Status> {
-        let rg = &ctx.spec.resource_group;
-        let mut errors = Vec::new();
-        if with_vm {
-            if let Err(e) = ctx.arm.delete_vm(rg, vm).await {
-                errors.push(e.to_string());
-            }
-        }
-        let nic = names::nic_name(vm);
-        let mut disks = vec![names::os_disk_name(vm)];
-        disks.extend(
-            ctx.spec
-                .properties
-                .storage_profile
-                .data_disks
-                .iter()
-                .map(|d| names::data_disk_name(vm, &d.name, d.lun)),
-        );
-        if let Err(e) = ctx.arm.delete_nic(rg, &nic).await {
-            errors.push(e.to_string());
-        }
-        for pair in disks.chunks(2) {
-            let results = join_all(pair.iter().map(|d| ctx.arm.delete_disk(rg, d))).await;
-            errors.extend(
-                results
-                    .into_iter()
-                    .filter_map(|r| r.err())
-                    .map(|e| e.to_string()),
-            );
-        }
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(Status::internal(format!(
-                "failed to delete leftover resources of VM {vm}: {}",
-                errors.join("; ")
-            )))
-        }
     }
 }
 

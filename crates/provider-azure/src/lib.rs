@@ -72,6 +72,7 @@
 pub mod arm;
 pub mod auth;
 pub mod body;
+mod cleanup;
 pub mod config;
 mod create;
 mod delete;

@@ -277,6 +277,32 @@ pub struct NetworkProfile {
     /// Accelerated networking on the NIC.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub accelerated_networking: Option<bool>,
+    /// `networkInterfaces`: one reference (`id`, `properties.primary`),
+    /// deprecated and unused in the reference's API (its own sample writes
+    /// `{}`). Decoded so such a class is read without a warning; not used:
+    /// the driver makes the VM's NIC itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_interfaces: Option<NetworkInterfaceReference>,
+}
+
+/// The reference's `AzureNetworkInterfaceReference` (decoded, unused).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NetworkInterfaceReference {
+    /// `id`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    /// `properties`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub properties: Option<NetworkInterfaceReferenceProperties>,
+}
+
+/// `properties` of [`NetworkInterfaceReference`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NetworkInterfaceReferenceProperties {
+    /// `primary`.
+    pub primary: bool,
 }
 
 /// A reference by ARM ID.

@@ -193,9 +193,9 @@ async fn quota_and_unsupported_sku_answers_are_resource_exhausted_other_errors_i
     let req = request(&class());
     let e = d.create_machine(&req).await.unwrap_err();
     assert_eq!(e.code, Code::Internal, "{e:?}");
-    // The reference leaves the NIC of a non-capacity failure for the retry (PUT is
-    // idempotent by name) or for DeleteMachine.
-    assert!(f.nics(RG).contains_key(&format!("{}-nic", name(&req))));
+    // Unlike the reference, which leaves the NIC of a non-capacity failure,
+    // every failed create removes what it made (see tests/cleanup.rs).
+    assert!(f.nics(RG).is_empty(), "{:?}", f.nics(RG).keys());
     assert!(f.vms(RG).is_empty());
 }
 
@@ -292,6 +292,59 @@ async fn a_vm_the_go_provider_created_for_the_machine_is_adopted_by_name_and_clu
 }
 
 #[tokio::test]
+async fn a_go_provider_machine_with_its_nic_and_disks_is_adopted_listed_and_deleted_whole() {
+    let f = fake().await;
+    let d = driver(&f);
+    let req = request(&class());
+    let vm = name(&req);
+    // Made as the Go provider makes it: `<vm>-nic`, `<vm>-os-disk`,
+    // `<vm>-etcd-0-data-disk`, every one deleted with the VM, the class's
+    // tags on the VM and NIC; and none of our identity tags.
+    d.create_machine(&req).await.expect("create");
+    let ours = [
+        "machine.sapcloud.io-uid",
+        "machine.sapcloud.io-namespace",
+        "mcm.gardener.cloud-machine-uid",
+    ];
+    for (kind, all) in [
+        ("virtualMachines", f.vms(RG)),
+        ("networkInterfaces", f.nics(RG)),
+        ("disks", f.disks(RG)),
+    ] {
+        for (n, mut v) in all {
+            if let Some(t) = v["tags"].as_object_mut() {
+                t.retain(|k, _| !ours.contains(&k.as_str()));
+            }
+            f.put_raw(kind, RG, &n, v);
+        }
+    }
+    assert!(f.vms(RG)[&vm]["tags"]
+        .as_object()
+        .is_some_and(|t| t.keys().all(|k| !k.starts_with("machine.sapcloud.io"))));
+    f.clear_requests();
+    let adopted = d.create_machine(&req).await.expect("adopted");
+    assert_eq!(f.requests(), vec![format!("GET virtualMachines/{vm}")]);
+    let status = d.get_machine_status(&req).await.expect("status");
+    assert_eq!(status.provider_id, adopted.provider_id);
+    let list = d
+        .list_machines(&ListMachinesRequest {
+            machine_class: class(),
+            secret: secret(),
+        })
+        .await
+        .expect("list");
+    assert_eq!(list.machine_list.get(&adopted.provider_id), Some(&vm));
+    d.delete_machine(&req).await.expect("delete");
+    assert!(
+        f.vms(RG).is_empty() && f.nics(RG).is_empty() && f.disks(RG).is_empty(),
+        "left: {:?} {:?} {:?}",
+        f.vms(RG).keys(),
+        f.nics(RG).keys(),
+        f.disks(RG).keys()
+    );
+}
+
+#[tokio::test]
 async fn a_vm_of_the_name_that_is_not_the_machines_is_refused_not_updated() {
     let f = fake().await;
     let d = driver(&f);
@@ -362,6 +415,15 @@ async fn a_half_created_machine_is_listed_by_its_nic_and_delete_removes_the_orph
         500,
         "InternalServerError",
         "boom",
+    ));
+    // ... and the clean-up of the NIC fails too, leaving a half-created machine.
+    f.inject(Fault::http(
+        "DELETE",
+        "networkInterfaces",
+        1,
+        409,
+        "Conflict",
+        "Another operation on this NIC is in progress.",
     ));
     d.create_machine(&req).await.expect_err("VM creation fails");
     let list = d

@@ -11,6 +11,7 @@
 mod common;
 
 // The tests.
+mod cleanup;
 mod decoding;
 mod examples;
 mod fake;

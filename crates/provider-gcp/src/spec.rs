@@ -24,6 +24,11 @@ pub const ROLE_TAG_MARKER: &str = "kubernetes-io-role-";
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 pub struct GcpProviderSpec {
+    /// `APIVersion`: the reference's field has no JSON tag, so its key is
+    /// `APIVersion` (any case, e.g. `apiVersion`). Decoded so a class
+    /// carrying it gets no unknown-key warning; used by neither provider.
+    #[serde(rename = "APIVersion", skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
     /// Whether the VM may send and receive packets with foreign addresses.
     pub can_ip_forward: bool,
     /// Whether the VM is protected against deletion.
@@ -271,6 +276,19 @@ mod tests {
                 Some("kubernetes-io-role-node")
             )
         );
+    }
+
+    #[test]
+    fn the_references_untagged_api_version_is_read_in_any_case_and_not_unknown() {
+        for key in ["APIVersion", "apiVersion"] {
+            let d = decode(&json!({key: "mcm.gardener.cloud/v1alpha1", "zone": "z"})).unwrap();
+            assert_eq!(d.value.api_version, "mcm.gardener.cloud/v1alpha1");
+            assert!(
+                d.warnings.iter().all(|w| !w.message.contains("unknown")),
+                "{:?}",
+                d.warnings
+            );
+        }
     }
 
     #[test]

@@ -323,6 +323,29 @@ async fn an_instance_the_go_provider_created_for_the_machine_is_adopted_by_name_
     let other = class("o", spec("shoot--elsewhere"));
     let e = d.create_machine(&req(&m, &other)).await.unwrap_err();
     assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
+    // Once adopted it is the machine's for every other call: its status,
+    // the list of the class, and its deletion.
+    let mut adopted = m.clone();
+    adopted.spec.provider_id = created.provider_id.clone();
+    let status = d
+        .get_machine_status(&req(&adopted, &c))
+        .await
+        .expect("status");
+    assert_eq!(status.provider_id, created.provider_id);
+    let listed = d
+        .list_machines(&ListMachinesRequest {
+            machine_class: c.clone(),
+            secret: secret(),
+        })
+        .await
+        .expect("list");
+    assert_eq!(
+        listed.machine_list.get(&created.provider_id),
+        Some(&name),
+        "{listed:?}"
+    );
+    d.delete_machine(&req(&adopted, &c)).await.expect("delete");
+    assert_eq!(fake.instance_count(), 0);
 }
 
 #[tokio::test]

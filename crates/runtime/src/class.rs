@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, info};
 
-mod spec_warnings;
+pub(crate) mod spec_warnings;
 
 /// Adds a finalizer; a conflict (someone else wrote first) is retried by the next reconcile.
 async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), Error>
@@ -337,7 +337,7 @@ pub async fn run(
 }
 
 async fn reconcile_class(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _work = crate::metrics::workqueue::work("machineclass");
+    let _work = ctx.workqueues.work("machineclass");
     let ns = class.namespace().unwrap_or_default();
     let name = class.name_any();
     let users = ctx

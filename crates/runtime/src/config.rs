@@ -1,13 +1,43 @@
-//! Controller settings, named and defaulted like the reference's flags.
+//! Controller settings, named like the reference's flags. Every default
+//! comes from `mcm_core::defaults`, which the binary's flags show too, and
+//! the binary builds the one [`Config`] of a process from its flags in one
+//! function (`runtime_config` in `crates/mcm/src/run.rs`).
 
 pub use crate::sets::SetsConfig;
+use mcm_core::defaults as d;
 use mcm_core::machine::{split_conditions, Settings};
 use std::time::Duration;
+
+/// Settings of the safety loops (orphan VMs, the API-server freeze).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SafetyConfig {
+    /// How often orphan VMs are looked for (`--machine-safety-orphan-vms-period`).
+    pub orphan_period: Duration,
+    /// How long a VM must be seen orphaned before it is deleted
+    /// (mcm-rs `--machine-safety-orphan-vms-grace`).
+    pub orphan_grace: Duration,
+    /// How often the API servers are probed (`--machine-safety-apiserver-statuscheck-period`).
+    pub apiserver_check_period: Duration,
+    /// How long an API server may be unreachable before machine
+    /// reconciliation freezes (`--machine-safety-apiserver-statuscheck-timeout`).
+    pub apiserver_statuscheck_timeout: Duration,
+}
+
+impl Default for SafetyConfig {
+    fn default() -> Self {
+        SafetyConfig {
+            orphan_period: d::ORPHAN_VMS_PERIOD.value,
+            orphan_grace: d::ORPHAN_VMS_GRACE.value,
+            apiserver_check_period: d::APISERVER_STATUSCHECK_PERIOD.value,
+            apiserver_statuscheck_timeout: d::APISERVER_STATUSCHECK_TIMEOUT.value,
+        }
+    }
+}
 
 /// Settings of every controller: the reference's `machine-controller` flags,
 /// the shared ones (namespace, concurrency, retry periods) and, in
 /// [`Config::sets`], those of `machine-controller-manager`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Config {
     /// The control namespace (`--namespace`).
     pub namespace: String,
@@ -38,10 +68,8 @@ pub struct Config {
     /// `--concurrent-syncs`: reconciles running at once per controller (50
     /// for machines in the reference, 10 for sets; one value per process).
     pub concurrent_syncs: u16,
-    /// `--machine-safety-orphan-vms-period` (15m).
-    pub orphan_vms_period: Duration,
-    /// `--machine-safety-apiserver-statuscheck-timeout` (30s).
-    pub apiserver_statuscheck_timeout: Duration,
+    /// The safety loops' settings.
+    pub safety: SafetyConfig,
     /// The eviction retry interval (20s in the reference).
     pub eviction_retry_interval: Duration,
     /// The shortest retry period (5s); backoff starts here.
@@ -60,24 +88,22 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             namespace: "default".into(),
-            creation_timeout: Duration::from_secs(20 * 60),
-            health_timeout: Duration::from_secs(10 * 60),
-            drain_timeout: Duration::from_secs(2 * 3600),
-            in_place_update_timeout: Duration::from_secs(20 * 60),
-            max_evict_retries: 360,
-            pv_detach_timeout: Duration::from_secs(120),
-            pv_reattach_timeout: Duration::from_secs(90),
-            resource_exhausted_retry: Duration::from_secs(600),
-            preserve_timeout: Duration::from_secs(96 * 3600),
-            node_conditions: "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"
-                .into(),
+            creation_timeout: d::CREATION_TIMEOUT.value,
+            health_timeout: d::HEALTH_TIMEOUT.value,
+            drain_timeout: d::DRAIN_TIMEOUT.value,
+            in_place_update_timeout: d::INPLACE_UPDATE_TIMEOUT.value,
+            max_evict_retries: d::MAX_EVICT_RETRIES,
+            pv_detach_timeout: d::PV_DETACH_TIMEOUT.value,
+            pv_reattach_timeout: d::PV_REATTACH_TIMEOUT.value,
+            resource_exhausted_retry: d::RESOURCE_EXHAUSTED_RETRY.value,
+            preserve_timeout: d::PRESERVE_TIMEOUT.value,
+            node_conditions: d::NODE_CONDITIONS.into(),
             bootstrap_token_auth_extra_groups: String::new(),
-            concurrent_syncs: 50,
-            orphan_vms_period: Duration::from_secs(15 * 60),
-            apiserver_statuscheck_timeout: Duration::from_secs(30),
-            eviction_retry_interval: Duration::from_secs(20),
-            short_retry: Duration::from_secs(5),
-            long_retry: Duration::from_secs(600),
+            concurrent_syncs: d::CONCURRENT_SYNCS_MACHINES,
+            safety: SafetyConfig::default(),
+            eviction_retry_interval: d::EVICTION_RETRY_INTERVAL.value,
+            short_retry: d::MIN_RETRY_PERIOD.value,
+            long_retry: d::MAX_RETRY_PERIOD.value,
             sets: SetsConfig::default(),
             startup_taint_key: mcm_api::constants::STARTUP_TAINT_KEY.into(),
         }

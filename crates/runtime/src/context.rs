@@ -137,6 +137,11 @@ pub struct Context {
     pub tenure: crate::leader::TenureGate,
     /// The API-server status check's clients.
     pub probes: ProbeClients,
+    /// The work queues' series (`mcm_workqueue_*`), which the process
+    /// registers with `metrics::workqueue::register`.
+    pub workqueues: Arc<crate::metrics::workqueue::WorkQueues>,
+    /// The providerSpec warnings published per class (class/spec_warnings.rs).
+    pub(crate) spec_warnings: crate::class::spec_warnings::Published,
 }
 
 impl Context {
@@ -227,7 +232,15 @@ impl Context {
             pacer: crate::pacing::Pacer::new(),
             tenure: crate::leader::TenureGate::unbounded(),
             probes,
+            spec_warnings: Default::default(),
+            workqueues: Default::default(),
         })
+    }
+
+    /// The count of stale machines the MachineSet controller deleted, for
+    /// the half's `SetMetrics`.
+    pub fn stale_machines(&self) -> prometheus_client::metrics::counter::Counter {
+        self.sets.stale_machines.clone()
     }
 
     /// The control namespace.
@@ -269,7 +282,7 @@ impl Context {
         key: &str,
         err: &crate::Error,
     ) -> kube::runtime::controller::Action {
-        crate::metrics::workqueue::retry(queue);
+        self.workqueues.retry(queue);
         if err.is_conflict() {
             tracing::debug!(queue, key, error = %err, "reconcile met a write conflict; retrying soon");
         } else {

@@ -27,27 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
-/// Settings of the safety loops.
-#[derive(Debug, Clone)]
-pub struct SafetyConfig {
-    /// How often orphan VMs are looked for (`--machine-safety-orphan-vms-period`, 15m).
-    pub orphan_period: Duration,
-    /// How long a VM must be seen orphaned before it is deleted.
-    pub orphan_grace: Duration,
-    /// How often the API servers are probed (`--machine-safety-apiserver-statuscheck-period`, 1m).
-    pub apiserver_check_period: Duration,
-}
-
-impl Default for SafetyConfig {
-    fn default() -> Self {
-        SafetyConfig {
-            orphan_period: Duration::from_secs(15 * 60),
-            orphan_grace: Duration::from_secs(10 * 60),
-            apiserver_check_period: Duration::from_secs(60),
-        }
-    }
-}
-
+pub use crate::config::SafetyConfig;
 pub use mcm_core::orphans::{judge, normalize_provider_id, ListedVm, OrphanTracker, OrphanVerdict};
 
 /// One VM listed for a class, with what deleting it needs.
@@ -65,7 +45,7 @@ pub async fn collect_orphans(
     tracker: &mut OrphanTracker,
     grace: Duration,
 ) -> Result<Vec<String>, Error> {
-    let _work = crate::metrics::workqueue::work("machinesafetyorphanvms");
+    let _work = ctx.workqueues.work("machinesafetyorphanvms");
     if ctx.is_frozen() {
         info!("orphan collection skipped: the controller is frozen");
         return Ok(Vec::new());
@@ -187,7 +167,7 @@ pub async fn collect_orphans(
 /// (`Context::probes`): a control client whose request budget is spent on
 /// Machine writes never makes a healthy API server look unreachable.
 pub async fn apiservers_reachable(ctx: &Context) -> bool {
-    let _work = crate::metrics::workqueue::work("machinesafetyapiserver");
+    let _work = ctx.workqueues.work("machinesafetyapiserver");
     let machines: Api<Machine> = Api::namespaced(ctx.probes.control.clone(), &ctx.config.namespace);
     let lp = ListParams::default().limit(1);
     let control = tokio::time::timeout(Duration::from_secs(10), machines.list(&lp)).await;
@@ -264,7 +244,8 @@ pub async fn annotate_unmanaged_nodes(ctx: &Context) -> Result<(), Error> {
 }
 
 /// Runs the safety loops until cancelled.
-pub async fn run(ctx: Arc<Context>, cfg: SafetyConfig) {
+pub async fn run(ctx: Arc<Context>) {
+    let cfg = ctx.config.safety.clone();
     let mut tracker = OrphanTracker::default();
     let mut down_since: Option<Instant> = None;
     let mut next_orphans = Instant::now() + cfg.orphan_period.min(Duration::from_secs(60));
@@ -286,7 +267,7 @@ pub async fn run(ctx: Arc<Context>, cfg: SafetyConfig) {
             down_since = None;
         } else {
             let since = *down_since.get_or_insert_with(Instant::now);
-            if !ctx.is_frozen() && since.elapsed() > ctx.config.apiserver_statuscheck_timeout {
+            if !ctx.is_frozen() && since.elapsed() > cfg.apiserver_statuscheck_timeout {
                 warn!("API server unreachable for longer than the status-check timeout: freezing machine reconciliation");
                 ctx.set_frozen(true);
             }

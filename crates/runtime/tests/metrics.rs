@@ -40,7 +40,7 @@ async fn set_metrics_report_status_replicas_and_conditions_of_each_machine_set()
     sets_cache.start();
     deployments_cache.start();
     let mut registry = prometheus_client::registry::Registry::default();
-    let m = SetMetrics::new(&mut registry);
+    let m = SetMetrics::new(&mut registry, Default::default());
     // A scrape: the cached objects, no request.
     let scrape =
         |m: &SetMetrics| match (sets_cache.synced_state(), deployments_cache.synced_state()) {

@@ -39,12 +39,25 @@ async fn setup(test: &str) -> Option<TestEnv> {
 }
 
 fn context(env: &TestEnv, driver: Arc<ScriptedDriver>, target: Option<Client>) -> Arc<Context> {
+    context_with(env, driver, target, SafetyConfig::default())
+}
+
+/// A context whose safety loops run with `safety` (the API-server freeze after 1 s).
+fn context_with(
+    env: &TestEnv,
+    driver: Arc<ScriptedDriver>,
+    target: Option<Client>,
+    safety: SafetyConfig,
+) -> Arc<Context> {
     let mut drivers = DriverRegistry::new();
     drivers.register("scripted", driver);
     let mut registry = prometheus_client::registry::Registry::default();
     let cfg = mcm_runtime::Config {
         namespace: env.namespace.clone(),
-        apiserver_statuscheck_timeout: Duration::from_secs(1),
+        safety: SafetyConfig {
+            apiserver_statuscheck_timeout: Duration::from_secs(1),
+            ..safety
+        },
         ..Default::default()
     };
     Context::new(
@@ -158,16 +171,19 @@ async fn orphans_are_not_deleted_while_an_api_server_is_unreachable() {
     let mut dead = Config::new("https://127.0.0.1:1".parse().expect("url"));
     dead.connect_timeout = Some(Duration::from_millis(200));
     let target = Client::try_from(dead).expect("client");
-    let ctx = context(&env, driver.clone(), Some(target));
     let period = Duration::from_millis(200);
-    let task = tokio::spawn(safety::run(
-        ctx.clone(),
+    let ctx = context_with(
+        &env,
+        driver.clone(),
+        Some(target),
         SafetyConfig {
             orphan_period: period,
             orphan_grace: Duration::ZERO,
             apiserver_check_period: period,
+            ..SafetyConfig::default()
         },
-    ));
+    );
+    let task = tokio::spawn(safety::run(ctx.clone()));
     must_eventually(
         Duration::from_secs(20),
         "the controller freezes",

@@ -230,7 +230,7 @@ pub enum RetryClass {
 }
 
 /// The reference's `LongRetry`, which `--resource-exhausted-retry 0` stands for.
-pub const LONG_RETRY: std::time::Duration = std::time::Duration::from_secs(600);
+pub const LONG_RETRY: std::time::Duration = crate::backoff::periods::LONG;
 
 /// When a creation answered `ResourceExhausted` is tried again: the flag's
 /// period, or [`LONG_RETRY`] when it is 0 (as the reference).

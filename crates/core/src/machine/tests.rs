@@ -294,10 +294,53 @@ fn crashloop_machine_with_failed_initialization_is_held_out_of_running() {
 }
 
 #[test]
-fn failed_machine_is_not_promoted_by_a_ready_node() {
+fn failed_machine_whose_initialization_failed_is_not_promoted_by_a_ready_node() {
     let m = init_failed_view(Phase::Failed);
     let d = health(&m, Some(&ready_node()), t0() + mins(30));
     assert!(d.transition.is_none());
+    assert!(d.held_for_initialization);
+}
+
+#[test]
+fn failed_machine_whose_node_recovers_rejoins_as_in_the_reference() {
+    let m = MachineView {
+        last_operation: Some((
+            "Machine m1 is unhealthy - changing MachinePhase to Failed".into(),
+            OpState::Failed,
+            OpType::HealthCheck,
+        )),
+        ..view(Phase::Failed)
+    };
+    let d = health(&m, Some(&ready_node()), t0() + mins(30));
+    let t = d
+        .transition
+        .expect("a Failed machine with a healthy Node re-joins");
+    assert_eq!(t.phase, Some(Phase::Running));
+    assert_eq!(
+        t.operation.description,
+        "Machine m1 successfully re-joined the cluster"
+    );
+    assert!(!d.joined, "a re-join is no first join");
+}
+
+#[test]
+fn failed_machine_that_never_joined_joins_when_its_node_turns_ready() {
+    let m = MachineView {
+        last_operation: Some((
+            "Machine m1 failed to join the cluster in 20m0s minutes.".into(),
+            OpState::Failed,
+            OpType::Create,
+        )),
+        ..view(Phase::Failed)
+    };
+    let d = health(&m, Some(&ready_node()), t0() + mins(30));
+    let t = d.transition.expect("joins");
+    assert_eq!(t.phase, Some(Phase::Running));
+    assert!(t
+        .operation
+        .description
+        .starts_with("Machine m1 successfully joined the cluster in "));
+    assert!(d.joined);
 }
 
 #[test]

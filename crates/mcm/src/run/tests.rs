@@ -64,6 +64,30 @@ fn concurrent_syncs_and_the_retry_periods_reach_the_set_controllers() {
 }
 
 #[test]
+fn without_flags_every_setting_is_the_one_default_of_the_runtime_config() {
+    let defaults = mcm_runtime::Config::default();
+    let c = runtime_config(&all_in_one(&[]));
+    // What the process sets apart from the flags (the Events' reporting
+    // instance comes from the pod's environment).
+    let c = mcm_runtime::Config {
+        sets: mcm_runtime::sets::SetsConfig {
+            reporting_instance: None,
+            ..c.sets
+        },
+        ..c
+    };
+    assert_eq!(c, defaults);
+    let m = runtime_config(&manager(&[]));
+    assert_eq!(m.short_retry, defaults.short_retry);
+    assert_eq!(m.long_retry, defaults.long_retry);
+    assert_eq!(m.sets.safety_up, defaults.sets.safety_up);
+    assert_eq!(
+        m.sets.overshooting_period,
+        defaults.sets.overshooting_period
+    );
+}
+
+#[test]
 fn each_half_defaults_concurrent_syncs_as_the_reference() {
     assert_eq!(runtime_config(&manager(&[])).concurrent_syncs, 10);
     assert_eq!(runtime_config(&all_in_one(&[])).concurrent_syncs, 50);

@@ -147,3 +147,45 @@ fn another_provider_or_garbage_is_invalid_argument() {
     let e = decode_and_validate(&class(json!("garbage"))).unwrap_err();
     assert_eq!(e.code, mcm_driver::Code::InvalidArgument);
 }
+
+#[test]
+fn every_field_of_the_references_api_decodes_without_a_warning() {
+    // Each key of the reference's AzureProviderSpec (pkg/azure/api, 234641e3),
+    // including those it decodes but never uses (`osDisk.name`,
+    // `managedDisk.id`, `computerName`, `adminPassword`, `customData`,
+    // `networkInterfaces`).
+    let mut s = valid_spec();
+    let p = &mut s["properties"];
+    p["storageProfile"]["osDisk"]["name"] = json!("ignored");
+    p["storageProfile"]["osDisk"]["managedDisk"]["id"] = json!("ignored");
+    p["storageProfile"]["osDisk"]["managedDisk"]["securityProfile"] =
+        json!({"securityEncryptionType": "VMGuestStateOnly"});
+    p["storageProfile"]["diskControllerType"] = json!("SCSI");
+    p["storageProfile"]["imageReference"]["skipMarketplaceAgreement"] = json!(true);
+    p["storageProfile"]["dataDisks"][0]["caching"] = json!("ReadOnly");
+    p["osProfile"]["computerName"] = json!("ignored");
+    p["osProfile"]["adminPassword"] = json!("ignored");
+    p["osProfile"]["customData"] = json!("ignored");
+    p["networkProfile"] = json!({"acceleratedNetworking": true,
+        "networkInterfaces": {"id": "/subscriptions/s/x/networkInterfaces/n", "properties": {"primary": true}}});
+    p["identityID"] = json!("/subscriptions/s/resourceGroups/rg/providers/Microsoft.ManagedIdentity/userAssignedIdentities/i");
+    p["diagnosticsProfile"] =
+        json!({"enabled": true, "storageURI": "https://x.blob.core.windows.net/"});
+    p["securityProfile"] = json!({"securityType": "TrustedLaunch", "uefiSettings": {"vtpmEnabled": true, "secureBootEnabled": true}});
+    p["capacityReservation"] = json!({"capacityReservationGroupID": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/capacityReservationGroups/g"});
+    p["machineSet"] = json!({"id": "x", "kind": "vmo"});
+    s["subnetInfo"]["vnetResourceGroup"] = json!("net-rg");
+    s["cloudConfiguration"] = json!({"name": "AzurePublic"});
+    let d = decode(&s).expect("decodes");
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    let nic = d.value.properties.network_profile.network_interfaces;
+    assert_eq!(
+        nic.and_then(|n| n.properties).map(|p| p.primary),
+        Some(true),
+        "networkInterfaces is read as the reference's single reference"
+    );
+    // An array there is refused, as the reference's json.Unmarshal refuses it.
+    let mut arr = valid_spec();
+    arr["properties"]["networkProfile"] = json!({"networkInterfaces": [{"id": "n"}]});
+    assert!(decode(&arr).is_err());
+}

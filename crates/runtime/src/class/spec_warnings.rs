@@ -22,8 +22,9 @@ pub const REASON: &str = "ProviderSpecWarning";
 /// How many classes the memory of published warnings holds before it starts afresh.
 const REMEMBERED_CLASSES: usize = 4096;
 
-/// Class UID → hash of the warnings last published for it.
-static PUBLISHED: Mutex<Option<HashMap<String, u64>>> = Mutex::new(None);
+/// Class UID → hash of the warnings last published for it, in the Context.
+#[derive(Default)]
+pub(crate) struct Published(Mutex<HashMap<String, u64>>);
 
 /// Publishes the driver's warnings about the class's providerSpec as Warning
 /// Events on the class, unless this process already published the same
@@ -43,10 +44,12 @@ pub(crate) async fn report(ctx: &Context, class: &MachineClass) {
         warnings.hash(&mut h);
         h.finish()
     };
-    let already = PUBLISHED
+    let already = ctx
+        .spec_warnings
+        .0
         .lock()
         .ok()
-        .and_then(|p| p.as_ref().and_then(|m| m.get(&uid).copied()));
+        .and_then(|m| m.get(&uid).copied());
     if already == Some(digest) || (already.is_none() && warnings.is_empty()) {
         return;
     }
@@ -67,8 +70,7 @@ pub(crate) async fn report(ctx: &Context, class: &MachineClass) {
         }
     }
     if all_written {
-        if let Ok(mut p) = PUBLISHED.lock() {
-            let m = p.get_or_insert_with(HashMap::new);
+        if let Ok(mut m) = ctx.spec_warnings.0.lock() {
             if m.len() >= REMEMBERED_CLASSES && !m.contains_key(&uid) {
                 m.clear();
             }

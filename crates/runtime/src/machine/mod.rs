@@ -61,7 +61,8 @@ use tracing::{debug, info, instrument, warn};
 /// ([`triggers`]): not on its own status writes, so a failed call's backoff is
 /// not cut short by the status the failure wrote.
 pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
-    crate::metrics::workqueue::declare(&crate::metrics::workqueue::CONTROLLER_QUEUES);
+    ctx.workqueues
+        .declare(&crate::metrics::workqueue::CONTROLLER_QUEUES);
     let caches = ctx.caches.clone();
     let ns = ctx.config.namespace.clone();
     // Changes of Machines (filtered by their trigger hash), of classes (to
@@ -70,13 +71,14 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let store = (*caches.machines).clone();
     let mut machine_triggers = Triggers::new(triggers::machine);
     let machine_store = store.clone();
+    let queues = ctx.workqueues.clone();
     let machine_events = caches.machines.subscribe().flat_map(move |change| {
         if let crate::caches::Change::Deleted(m) = &change {
-            crate::metrics::workqueue::forget("machine", &key_of(m));
+            queues.forget("machine", &key_of(m));
         }
         let triggered = machine_triggers.filter(change, &machine_store);
         for m in &triggered {
-            crate::metrics::workqueue::queued("machine", &key_of(m));
+            queues.queued("machine", &key_of(m));
         }
         futures::stream::iter(triggered)
     });
@@ -84,6 +86,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let mut class_triggers = Triggers::new(triggers::class);
     let users = store.clone();
     let node_machines = store.clone();
+    let queues = ctx.workqueues.clone();
     let class_events = caches.classes.subscribe().flat_map(move |change| {
         let changed = class_triggers.filter(change, &class_store);
         let refs: Vec<ObjectRef<Machine>> = users
@@ -91,7 +94,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             .into_iter()
             .filter(|m| changed.iter().any(|c| c.name_any() == m.spec.class.name))
             .map(|m| {
-                crate::metrics::workqueue::queued("machine", &key_of(&m));
+                queues.queued("machine", &key_of(&m));
                 ObjectRef::from_obj(&*m)
             })
             .collect();
@@ -106,6 +109,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         let node_store = (**nodes).clone();
         let mut node_triggers = Triggers::new(triggers::node);
         let ns_for_nodes = ns.clone();
+        let queues = ctx.workqueues.clone();
         let node_events = nodes.subscribe().flat_map(move |change| {
             let refs: Vec<ObjectRef<Machine>> = node_triggers
                 .filter(change, &node_store)
@@ -115,10 +119,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
                     let r = ObjectRef::new(m).within(&ns_for_nodes);
                     // A Node of no (more) Machine starts no reconcile: not waiting.
                     if node_machines.get(&r).is_some() {
-                        crate::metrics::workqueue::queued(
-                            "machine",
-                            &format!("{ns_for_nodes}/{m}"),
-                        );
+                        queues.queued("machine", &format!("{ns_for_nodes}/{m}"));
                     }
                     Some(r)
                 })
@@ -180,7 +181,7 @@ fn key_of(m: &Machine) -> String {
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default()))]
 pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _work = crate::metrics::workqueue::work_on("machine", &key_of(&m));
+    let _work = ctx.workqueues.work_on("machine", &key_of(&m));
     if ctx.was_released(&key_of(&m), &m.uid().unwrap_or_default()) {
         debug!("finalizer already removed here; waiting for the cache to drop the machine");
         return Ok(Action::await_change());

@@ -488,9 +488,9 @@ pub fn condition_value(status: &str) -> i64 {
 }
 
 /// Adds the process-wide families to `registry` (once per registry): the
-/// workqueue series ([`workqueue`]) and the REST client series ([`rest`]).
+/// REST client series ([`rest`]). The workqueue series are the Context's
+/// ([`workqueue::register`]).
 pub fn register_shared(registry: &mut Registry) {
-    workqueue::register(registry);
     rest::register(registry);
 }
 

@@ -49,7 +49,7 @@ pub struct ProcessMetrics {
 
 impl ProcessMetrics {
     /// Creates and registers the process metrics, and the other
-    /// process-wide families ([`super::register_shared`]: workqueues, REST
+    /// process-wide families ([`super::register_shared`]: the REST
     /// client), once per registry as every process serves one.
     pub fn new(registry: &mut Registry) -> Self {
         let m = ProcessMetrics::default();

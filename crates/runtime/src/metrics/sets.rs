@@ -10,7 +10,6 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// `{name, namespace}` of a MachineSet or MachineDeployment.
@@ -74,18 +73,6 @@ pub struct FailedMachineLabels {
 }
 
 type Per = Family<SetGaugeLabels, Gauge>;
-
-/// Stale machines removed since the last scrape: process-wide, as the
-/// reference's package-level counter, so the MachineSet controller counts
-/// without a handle on the registry's [`SetMetrics`].
-static STALE_REMOVED: AtomicU64 = AtomicU64::new(0);
-
-/// Counts a machine the MachineSet controller deleted that
-/// [`mcm_core::replicas::is_stale_removal`] calls stale
-/// (`mcm_machine_stale_machines_total`, added on the next scrape).
-pub fn stale_machine_removed() {
-    STALE_REMOVED.fetch_add(1, Ordering::Relaxed);
-}
 
 /// MachineSet and MachineDeployment metrics.
 #[derive(Default)]
@@ -177,8 +164,14 @@ fn go_atoi(s: &str) -> i64 {
 
 impl SetMetrics {
     /// Creates and registers the set metrics.
-    pub fn new(registry: &mut Registry) -> Arc<Self> {
-        let m = Arc::new(SetMetrics::default());
+    /// `stale` is the Context's count of stale machines the MachineSet
+    /// controller deleted ([`crate::Context::stale_machines`]), served as
+    /// `mcm_machine_stale_machines_total`.
+    pub fn new(registry: &mut Registry, stale: Counter) -> Arc<Self> {
+        let m = Arc::new(SetMetrics {
+            stale,
+            ..SetMetrics::default()
+        });
         let r = registry.sub_registry_with_prefix("mcm");
         r.register(
             "machine_stale_machines",
@@ -366,12 +359,6 @@ impl SetMetrics {
         self.deployment_failed.clear();
     }
 
-    /// Adds the stale-machine removals counted since the last scrape (for a
-    /// scrape of a replica whose caches are not filled: a standby).
-    pub fn flush_counters(&self) {
-        self.stale.inc_by(STALE_REMOVED.swap(0, Ordering::Relaxed));
-    }
-
     /// Refills the series from the MachineSets and MachineDeployments of
     /// `namespace` (from the metrics caches, no API call).
     pub fn fill(
@@ -381,7 +368,6 @@ impl SetMetrics {
         namespace: &str,
     ) {
         use kube::ResourceExt;
-        self.flush_counters();
         self.clear();
         let ns = namespace;
         let per = |name: &str| SetGaugeLabels {
@@ -544,16 +530,16 @@ mod tests {
     }
 
     #[test]
-    fn stale_removals_reach_the_counter_on_the_next_scrape() {
+    fn stale_removals_counted_by_the_controller_are_served() {
         let mut registry = Registry::default();
-        let m = SetMetrics::new(&mut registry);
-        let before = m.stale.get();
-        stale_machine_removed();
-        stale_machine_removed();
-        m.flush_counters();
-        // Other tests of this binary may count too: at least these two.
-        assert!(m.stale.get() >= before + 2);
+        let stale = Counter::default();
+        let _m = SetMetrics::new(&mut registry, stale.clone());
+        stale.inc();
+        stale.inc();
         let text = super::super::encode(&registry);
-        assert!(text.contains("mcm_machine_stale_machines_total "), "{text}");
+        assert!(
+            text.contains("mcm_machine_stale_machines_total 2"),
+            "{text}"
+        );
     }
 }

@@ -20,10 +20,11 @@
 //!   first one, as client-go's queue does. Requeues after a delay are not
 //!   triggers (kube-runtime keeps them to itself).
 //!
-//! As in the reference (package-level collectors) the state is the
-//! process's: [`register`] adds a collector of it to a registry, and
-//! [`declare`] creates a queue's series before its first item, as the
-//! reference does when it builds the queue (the machine controller declares
+//! The reference keeps the queues in package-level collectors; here they are
+//! the Context's [`WorkQueues`] (`Context::workqueues`): [`register`] adds a
+//! collector of them to the process's registry, and [`WorkQueues::declare`]
+//! creates a queue's series before its first item, as the reference does
+//! when it builds the queue (the machine controller declares
 //! [`CONTROLLER_QUEUES`] when it starts, the set controllers
 //! [`MANAGER_QUEUES`]). Queue names are the reference's
 //! (`machine`, `machineclass`, `machineset`, ...).
@@ -36,7 +37,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 /// The queues of the reference's machine-controller (port 10259).
@@ -110,27 +111,91 @@ impl Queue {
     }
 }
 
-static QUEUES: LazyLock<RwLock<BTreeMap<&'static str, Arc<Queue>>>> =
-    LazyLock::new(|| RwLock::new(BTreeMap::new()));
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
-fn queue(name: &'static str) -> Option<Arc<Queue>> {
-    if let Some(q) = QUEUES.read().ok()?.get(name) {
-        return Some(q.clone());
-    }
-    let mut queues = QUEUES.write().ok()?;
-    Some(
-        queues
-            .entry(name)
-            .or_insert_with(|| Arc::new(Queue::new()))
-            .clone(),
-    )
+/// The work queues of a process: one per reference queue name.
+#[derive(Debug, Default)]
+pub struct WorkQueues {
+    queues: RwLock<BTreeMap<&'static str, Arc<Queue>>>,
+    next: AtomicU64,
 }
 
-/// Creates the series of `names` (zero until their first item).
-pub fn declare(names: &[&'static str]) {
-    for name in names {
-        let _ = queue(name);
+impl WorkQueues {
+    fn queue(&self, name: &'static str) -> Option<Arc<Queue>> {
+        if let Some(q) = self.queues.read().ok()?.get(name) {
+            return Some(q.clone());
+        }
+        let mut queues = self.queues.write().ok()?;
+        Some(
+            queues
+                .entry(name)
+                .or_insert_with(|| Arc::new(Queue::new()))
+                .clone(),
+        )
+    }
+
+    /// Creates the series of `names` (zero until their first item).
+    pub fn declare(&self, names: &[&'static str]) {
+        for name in names {
+            let _ = self.queue(name);
+        }
+    }
+
+    /// Starts one item of queue `name` (one reconcile): counted as an add and
+    /// in flight until the returned guard is dropped.
+    pub fn work(&self, name: &'static str) -> Work {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let start = Instant::now();
+        let queue = self.queue(name);
+        if let Some(q) = &queue {
+            q.adds.inc();
+            if let Ok(mut running) = q.running.lock() {
+                running.insert(id, start);
+            }
+        }
+        Work { queue, id, start }
+    }
+
+    /// Records that item `key` of queue `name` was triggered now (a watched
+    /// change routed to it); its reconcile's start observes the wait.
+    pub fn queued(&self, name: &'static str, key: &str) {
+        if let Some(q) = self.queue(name) {
+            if let Ok(mut pending) = q.pending.lock() {
+                if pending.len() >= MAX_PENDING && !pending.contains_key(key) {
+                    pending.clear();
+                }
+                pending.entry(key.to_string()).or_insert_with(Instant::now);
+            }
+        }
+    }
+
+    /// Like [`Self::work`] for item `key`: a trigger recorded by [`Self::queued`] is
+    /// observed as the item's queue duration.
+    pub fn work_on(&self, name: &'static str, key: &str) -> Work {
+        let w = self.work(name);
+        if let Some(q) = &w.queue {
+            let since = q.pending.lock().ok().and_then(|mut p| p.remove(key));
+            if let Some(since) = since {
+                q.waited
+                    .observe(w.start.saturating_duration_since(since).as_secs_f64());
+            }
+        }
+        w
+    }
+
+    /// Item `key` of queue `name` will not be reconciled (its object is gone):
+    /// it no longer counts as waiting.
+    pub fn forget(&self, name: &'static str, key: &str) {
+        if let Some(q) = self.queue(name) {
+            if let Ok(mut pending) = q.pending.lock() {
+                pending.remove(key);
+            }
+        }
+    }
+
+    /// Counts a failed item of queue `name` requeued with backoff.
+    pub fn retry(&self, name: &'static str) {
+        if let Some(q) = self.queue(name) {
+            q.retries.inc();
+        }
     }
 }
 
@@ -140,21 +205,6 @@ pub struct Work {
     queue: Option<Arc<Queue>>,
     id: u64,
     start: Instant,
-}
-
-/// Starts one item of queue `name` (one reconcile): counted as an add and
-/// in flight until the returned guard is dropped.
-pub fn work(name: &'static str) -> Work {
-    let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    let start = Instant::now();
-    let queue = queue(name);
-    if let Some(q) = &queue {
-        q.adds.inc();
-        if let Ok(mut running) = q.running.lock() {
-            running.insert(id, start);
-        }
-    }
-    Work { queue, id, start }
 }
 
 impl Drop for Work {
@@ -168,53 +218,9 @@ impl Drop for Work {
     }
 }
 
-/// Records that item `key` of queue `name` was triggered now (a watched
-/// change routed to it); its reconcile's start observes the wait.
-pub fn queued(name: &'static str, key: &str) {
-    if let Some(q) = queue(name) {
-        if let Ok(mut pending) = q.pending.lock() {
-            if pending.len() >= MAX_PENDING && !pending.contains_key(key) {
-                pending.clear();
-            }
-            pending.entry(key.to_string()).or_insert_with(Instant::now);
-        }
-    }
-}
-
-/// Like [`work`] for item `key`: a trigger recorded by [`queued`] is
-/// observed as the item's queue duration.
-pub fn work_on(name: &'static str, key: &str) -> Work {
-    let w = work(name);
-    if let Some(q) = &w.queue {
-        let since = q.pending.lock().ok().and_then(|mut p| p.remove(key));
-        if let Some(since) = since {
-            q.waited
-                .observe(w.start.saturating_duration_since(since).as_secs_f64());
-        }
-    }
-    w
-}
-
-/// Item `key` of queue `name` will not be reconciled (its object is gone):
-/// it no longer counts as waiting.
-pub fn forget(name: &'static str, key: &str) {
-    if let Some(q) = queue(name) {
-        if let Ok(mut pending) = q.pending.lock() {
-            pending.remove(key);
-        }
-    }
-}
-
-/// Counts a failed item of queue `name` requeued with backoff.
-pub fn retry(name: &'static str) {
-    if let Some(q) = queue(name) {
-        q.retries.inc();
-    }
-}
-
-/// Adds the workqueue families (the process's queues) to `registry`.
-pub fn register(registry: &mut Registry) {
-    registry.register_collector(Box::new(Workqueues));
+/// Adds the workqueue families of `queues` to `registry`.
+pub fn register(registry: &mut Registry, queues: Arc<WorkQueues>) {
+    registry.register_collector(Box::new(Collected(queues)));
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -223,7 +229,7 @@ struct NameLabel {
 }
 
 #[derive(Debug)]
-struct Workqueues;
+struct Collected(Arc<WorkQueues>);
 
 /// A family's name, help and type.
 type Descriptor = (&'static str, &'static str, MetricType);
@@ -253,7 +259,7 @@ impl Sample {
     }
 }
 
-impl Workqueues {
+impl Collected {
     fn family(
         encoder: &mut DescriptorEncoder,
         queues: &[(&'static str, Arc<Queue>)],
@@ -271,9 +277,9 @@ impl Workqueues {
     }
 }
 
-impl Collector for Workqueues {
+impl Collector for Collected {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let queues: Vec<(&'static str, Arc<Queue>)> = match QUEUES.read() {
+        let queues: Vec<(&'static str, Arc<Queue>)> = match self.0.queues.read() {
             Ok(q) => q.iter().map(|(k, v)| (*k, v.clone())).collect(),
             Err(_) => return Ok(()),
         };
@@ -342,9 +348,9 @@ impl Collector for Workqueues {
 mod tests {
     use super::*;
 
-    fn scrape() -> String {
+    fn scrape(queues: &Arc<WorkQueues>) -> String {
         let mut registry = Registry::default();
-        register(&mut registry);
+        register(&mut registry, queues.clone());
         super::super::encode(&registry)
     }
 
@@ -357,8 +363,9 @@ mod tests {
 
     #[test]
     fn declared_queues_have_every_series_of_the_reference_before_their_first_item() {
-        declare(&["wq-declared"]);
-        let text = scrape();
+        let q = Arc::new(WorkQueues::default());
+        q.declare(&["wq-declared"]);
+        let text = scrape(&q);
         for family in [
             "mcm_workqueue_depth",
             "mcm_workqueue_adds_total",
@@ -388,14 +395,15 @@ mod tests {
 
     #[test]
     fn the_wait_from_the_first_trigger_to_the_reconcile_is_the_queue_duration() {
-        queued("wq-wait", "ns/a");
+        let q = Arc::new(WorkQueues::default());
+        q.queued("wq-wait", "ns/a");
         std::thread::sleep(std::time::Duration::from_millis(20));
         // A second trigger while waiting keeps the first one's time.
-        queued("wq-wait", "ns/a");
-        drop(work_on("wq-wait", "ns/a"));
+        q.queued("wq-wait", "ns/a");
+        drop(q.work_on("wq-wait", "ns/a"));
         // A reconcile without a trigger (a requeue) observes nothing.
-        drop(work_on("wq-wait", "ns/b"));
-        let text = scrape();
+        drop(q.work_on("wq-wait", "ns/b"));
+        let text = scrape(&q);
         assert_eq!(
             value(
                 &text,
@@ -414,9 +422,10 @@ mod tests {
 
     #[test]
     fn items_in_flight_are_unfinished_work_and_finished_ones_adds_work_and_retries() {
-        let first = work("wq-flight");
-        let second = work("wq-flight");
-        let text = scrape();
+        let q = Arc::new(WorkQueues::default());
+        let first = q.work("wq-flight");
+        let second = q.work("wq-flight");
+        let text = scrape(&q);
         // Being worked on is not waiting.
         assert_eq!(value(&text, "mcm_workqueue_depth{name=\"wq-flight\"}"), 0.0);
         assert!(
@@ -426,9 +435,9 @@ mod tests {
             ) >= 0.0
         );
         drop(first);
-        retry("wq-flight");
+        q.retry("wq-flight");
         drop(second);
-        let text = scrape();
+        let text = scrape(&q);
         assert_eq!(
             value(&text, "mcm_workqueue_adds_total{name=\"wq-flight\"}"),
             2.0
@@ -455,30 +464,31 @@ mod tests {
 
     #[test]
     fn depth_counts_items_waiting_for_their_reconcile_not_those_running_or_forgotten() {
-        queued("wq-depth", "ns/a");
-        queued("wq-depth", "ns/a");
-        queued("wq-depth", "ns/b");
-        queued("wq-depth", "ns/c");
+        let q = Arc::new(WorkQueues::default());
+        q.queued("wq-depth", "ns/a");
+        q.queued("wq-depth", "ns/a");
+        q.queued("wq-depth", "ns/b");
+        q.queued("wq-depth", "ns/c");
         // Triggered three items (one twice): three wait.
         assert_eq!(
-            value(&scrape(), "mcm_workqueue_depth{name=\"wq-depth\"}"),
+            value(&scrape(&q), "mcm_workqueue_depth{name=\"wq-depth\"}"),
             3.0
         );
-        let running = work_on("wq-depth", "ns/a");
+        let running = q.work_on("wq-depth", "ns/a");
         assert_eq!(
-            value(&scrape(), "mcm_workqueue_depth{name=\"wq-depth\"}"),
+            value(&scrape(&q), "mcm_workqueue_depth{name=\"wq-depth\"}"),
             2.0
         );
         // ns/c's object was deleted before its reconcile.
-        forget("wq-depth", "ns/c");
+        q.forget("wq-depth", "ns/c");
         assert_eq!(
-            value(&scrape(), "mcm_workqueue_depth{name=\"wq-depth\"}"),
+            value(&scrape(&q), "mcm_workqueue_depth{name=\"wq-depth\"}"),
             1.0
         );
         drop(running);
-        drop(work_on("wq-depth", "ns/b"));
+        drop(q.work_on("wq-depth", "ns/b"));
         assert_eq!(
-            value(&scrape(), "mcm_workqueue_depth{name=\"wq-depth\"}"),
+            value(&scrape(&q), "mcm_workqueue_depth{name=\"wq-depth\"}"),
             0.0
         );
     }

@@ -109,7 +109,9 @@ pub(crate) const INVALID_SPEC: &str = "InvalidSpec";
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machineset = %obj.name_any(), namespace = %ctx.config.namespace))]
 pub(crate) async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let _work = crate::metrics::workqueue::work_on("machineset", &key_of(&ctx, &obj.name_any()));
+    let _work = ctx
+        .workqueues
+        .work_on("machineset", &key_of(&ctx, &obj.name_any()));
     let name = obj.name_any();
     let key = key_of(&ctx, &name);
     let action = reconcile_set(&name, &key, &ctx).await?;
@@ -601,7 +603,7 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
             info!(machine = %name, phase = %m.phase(), "deleted machine");
             let view = MachineView::of(m, &ctx.config.default_settings());
             if mcm_core::replicas::is_stale_removal(&view) {
-                crate::metrics::sets::stale_machine_removed();
+                ctx.sets.stale_machines.inc();
             }
             publish(
                 &ctx.sets.set_recorder,

@@ -59,7 +59,7 @@ use tracing::{debug, info};
 /// Settings of the MachineSet / MachineDeployment controllers and the safety
 /// loop ([`crate::Config::sets`]; the concurrency and the retry periods are
 /// the process's, in [`crate::Config`]).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SetsConfig {
     /// Extra machines above the limit before a set is frozen (`--safety-up`, default 2).
     pub safety_up: i32,
@@ -80,10 +80,10 @@ pub struct SetsConfig {
 impl Default for SetsConfig {
     fn default() -> Self {
         SetsConfig {
-            safety_up: 2,
-            safety_down: 1,
-            overshooting_period: Duration::from_secs(60),
-            resync_period: Duration::from_secs(600),
+            safety_up: mcm_core::defaults::SAFETY_UP,
+            safety_down: mcm_core::defaults::SAFETY_DOWN,
+            overshooting_period: mcm_core::defaults::OVERSHOOTING_PERIOD.value,
+            resync_period: mcm_core::defaults::RESYNC_PERIOD.value,
             reporting_instance: None,
             autoscaler_scaledown_annotation_during_rollout: true,
         }
@@ -108,9 +108,15 @@ pub(crate) type Ctx = crate::Context;
 
 /// What the set controllers keep between reconciles, in the [`crate::Context`].
 pub(crate) struct SetsState {
+    /// Machine creations and deletions, on the MachineSet: the reference's
+    /// `machineset-controller` component.
     pub set_recorder: Recorder,
-    pub deployment_recorder: Recorder,
-    pub safety_recorder: Recorder,
+    /// MachineDeployment and safety Events: the reference writes them with
+    /// its process recorder, component `machine-controller-manager`.
+    pub manager_recorder: Recorder,
+    /// Stale machines deleted (`mcm_machine_stale_machines_total`, served
+    /// by the half's `SetMetrics`).
+    pub stale_machines: prometheus_client::metrics::counter::Counter,
     pub expectations: Mutex<Expectations>,
     pub safety_wakeup: Notify,
 }
@@ -123,11 +129,8 @@ impl SetsState {
         };
         SetsState {
             set_recorder: Recorder::new(client.clone(), reporter("machineset-controller")),
-            deployment_recorder: Recorder::new(
-                client.clone(),
-                reporter("machinedeployment-controller"),
-            ),
-            safety_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
+            manager_recorder: Recorder::new(client.clone(), reporter("machine-controller-manager")),
+            stale_machines: Default::default(),
             expectations: Mutex::new(Expectations::new()),
             safety_wakeup: Notify::new(),
         }
@@ -372,6 +375,7 @@ struct Routes {
     set_refs: mpsc::UnboundedSender<ObjectRef<MachineSet>>,
     deployment_objects: mpsc::UnboundedSender<Arc<MachineDeployment>>,
     deployment_refs: mpsc::UnboundedSender<ObjectRef<MachineDeployment>>,
+    queues: Arc<crate::metrics::workqueue::WorkQueues>,
 }
 
 /// The workqueue key of an object reference (`namespace/name`).
@@ -382,25 +386,27 @@ fn ref_key<K: Resource<DynamicType = ()>>(r: &ObjectRef<K>) -> String {
 impl Routes {
     fn set_refs(&self, refs: Vec<ObjectRef<MachineSet>>) {
         for r in refs {
-            crate::metrics::workqueue::queued("machineset", &ref_key(&r));
+            self.queues.queued("machineset", &ref_key(&r));
             let _ = self.set_refs.unbounded_send(r);
         }
     }
 
     fn deployment_refs(&self, refs: Vec<ObjectRef<MachineDeployment>>) {
         for r in refs {
-            crate::metrics::workqueue::queued("machinedeployment", &ref_key(&r));
+            self.queues.queued("machinedeployment", &ref_key(&r));
             let _ = self.deployment_refs.unbounded_send(r);
         }
     }
 
     fn set_object(&self, s: Arc<MachineSet>) {
-        crate::metrics::workqueue::queued("machineset", &ref_key(&ObjectRef::from_obj(&*s)));
+        self.queues
+            .queued("machineset", &ref_key(&ObjectRef::from_obj(&*s)));
         let _ = self.set_objects.unbounded_send(s);
     }
 
     fn deployment_object(&self, d: Arc<MachineDeployment>) {
-        crate::metrics::workqueue::queued("machinedeployment", &ref_key(&ObjectRef::from_obj(&*d)));
+        self.queues
+            .queued("machinedeployment", &ref_key(&ObjectRef::from_obj(&*d)));
         let _ = self.deployment_objects.unbounded_send(d);
     }
 
@@ -449,10 +455,8 @@ async fn pump_sets(ctx: Arc<Ctx>, routes: Arc<Routes>) {
                 routes.set_object(s);
             }
             Change::Deleted(s) => {
-                crate::metrics::workqueue::forget(
-                    "machineset",
-                    &ref_key(&ObjectRef::from_obj(&*s)),
-                );
+                ctx.workqueues
+                    .forget("machineset", &ref_key(&ObjectRef::from_obj(&*s)));
                 routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
             }
             Change::Listed => {
@@ -476,10 +480,9 @@ async fn pump_deployments(ctx: Arc<Ctx>, routes: Arc<Routes>) {
                 routes.deployment_object(d);
                 ctx.sets.safety_wakeup.notify_one();
             }
-            Change::Deleted(d) => crate::metrics::workqueue::forget(
-                "machinedeployment",
-                &ref_key(&ObjectRef::from_obj(&*d)),
-            ),
+            Change::Deleted(d) => ctx
+                .workqueues
+                .forget("machinedeployment", &ref_key(&ObjectRef::from_obj(&*d))),
             Change::Listed => routes.all_deployments(&ctx.caches.deployments),
         }
     }
@@ -537,7 +540,8 @@ pub async fn run_with_target(
 /// (reconciles in flight finish, no new ones start). `--concurrent-syncs`
 /// and the retry periods come from its [`crate::Config`].
 pub async fn run_with(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()> + Send + 'static) {
-    crate::metrics::workqueue::declare(&crate::metrics::workqueue::MANAGER_QUEUES);
+    ctx.workqueues
+        .declare(&crate::metrics::workqueue::MANAGER_QUEUES);
     let shutdown = shutdown.boxed().shared();
     let namespace = ctx.config.namespace.clone();
     let (set_objects, set_objects_rx) = mpsc::unbounded();
@@ -549,6 +553,7 @@ pub async fn run_with(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()> + Send +
         set_refs,
         deployment_objects,
         deployment_refs,
+        queues: ctx.workqueues.clone(),
     });
     info!(namespace = %namespace, "starting MachineSet and MachineDeployment controllers");
     let controller_config = ControllerConfig::default().concurrency(ctx.config.concurrent_syncs);

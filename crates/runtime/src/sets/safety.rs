@@ -97,7 +97,7 @@ fn parent_of<'a>(
 
 /// One pass of the loop.
 pub(crate) async fn pass(ctx: &Ctx) {
-    let _work = crate::metrics::workqueue::work("machinesafetyovershooting");
+    let _work = ctx.workqueues.work("machinesafetyovershooting");
     let sets = ctx.caches.sets.state();
     let machines = ctx.caches.machines.state();
     let deployments = ctx.caches.deployments.state();
@@ -158,7 +158,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
                         }
                     }
                     publish(
-                        &ctx.sets.safety_recorder,
+                        &ctx.sets.manager_recorder,
                         &**ms,
                         EventType::Normal,
                         c::MACHINE_SET_FREEZE_EVENT,
@@ -182,7 +182,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
                 if set_state(ctx, ms, false, c::UNDERSHOOTING_REPLICA_COUNT, &msg).await {
                     set_frozen.insert(name.clone(), false);
                     publish(
-                        &ctx.sets.safety_recorder,
+                        &ctx.sets.manager_recorder,
                         &**ms,
                         EventType::Normal,
                         c::MACHINE_SET_UNFREEZE_EVENT,
@@ -217,7 +217,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
             {
                 set_frozen.insert(ms.name_any(), false);
                 publish(
-                    &ctx.sets.safety_recorder,
+                    &ctx.sets.manager_recorder,
                     &**ms,
                     EventType::Normal,
                     c::MACHINE_SET_UNFREEZE_EVENT,
@@ -242,7 +242,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
             set_frozen.insert(ms.name_any(), false);
             if was_frozen {
                 publish(
-                    &ctx.sets.safety_recorder,
+                    &ctx.sets.manager_recorder,
                     &**ms,
                     EventType::Normal,
                     c::MACHINE_SET_UNFREEZE_EVENT,

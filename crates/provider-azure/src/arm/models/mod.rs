@@ -193,7 +193,9 @@ pub struct CreationData {
     pub gallery_image_reference: Option<ImageDiskReference>,
 }
 
-/// An image a disk is created from.
+/// An image a disk is created from (the Disks API's `ImageDiskReference`:
+/// `id`, `sharedGalleryImageId`, `communityGalleryImageId`, in the REST API
+/// specs' casing).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ImageDiskReference {
     /// Image ID.
@@ -202,14 +204,14 @@ pub struct ImageDiskReference {
     /// Shared gallery image.
     #[serde(
         default,
-        rename = "sharedGalleryImageID",
+        rename = "sharedGalleryImageId",
         skip_serializing_if = "Option::is_none"
     )]
     pub shared_gallery_image_id: Option<String>,
     /// Community gallery image.
     #[serde(
         default,
-        rename = "communityGalleryImageID",
+        rename = "communityGalleryImageId",
         skip_serializing_if = "Option::is_none"
     )]
     pub community_gallery_image_id: Option<String>,
@@ -342,4 +344,38 @@ pub struct OperationStatus {
     /// Why it failed.
     #[serde(default)]
     pub error: Option<ErrorBody>,
+}
+
+#[cfg(test)]
+mod wire_name_tests {
+    use super::ImageDiskReference;
+    use serde_json::json;
+
+    /// The Disks API's `ImageDiskReference` members, as azure-rest-api-specs
+    /// (`DiskRP` `ImageDiskReference`) spells them; ARM answers in this casing.
+    #[test]
+    fn gallery_image_ids_use_the_rest_api_specs_wire_names() {
+        let r = ImageDiskReference {
+            id: None,
+            shared_gallery_image_id: Some("/SharedGalleries/g/Images/i/Versions/1".into()),
+            community_gallery_image_id: Some("/CommunityGalleries/c/Images/i/Versions/1".into()),
+        };
+        let body = serde_json::to_value(&r).expect("serializes");
+        assert_eq!(
+            body,
+            json!({
+                "sharedGalleryImageId": "/SharedGalleries/g/Images/i/Versions/1",
+                "communityGalleryImageId": "/CommunityGalleries/c/Images/i/Versions/1",
+            })
+        );
+        let answered: ImageDiskReference = serde_json::from_value(json!({
+            "communityGalleryImageId": "/CommunityGalleries/c/Images/i/Versions/1",
+            "lun": 0,
+        }))
+        .expect("parses ARM's answer");
+        assert_eq!(
+            answered.community_gallery_image_id.as_deref(),
+            Some("/CommunityGalleries/c/Images/i/Versions/1")
+        );
+    }
 }

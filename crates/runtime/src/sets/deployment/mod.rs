@@ -94,7 +94,7 @@ pub(crate) fn invalid_deployment(d: &MachineDeployment) -> Option<String> {
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machinedeployment = %obj.name_any(), namespace = %ctx.config.namespace))]
 pub(crate) async fn reconcile(obj: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let _work = crate::metrics::workqueue::work_on(
+    let _work = ctx.workqueues.work_on(
         "machinedeployment",
         &format!("{}/{}", ctx.config.namespace, obj.name_any()),
     );
@@ -122,7 +122,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     if let Some(problem) = invalid_deployment(&d) {
         warn!(problem = %problem, "invalid MachineDeployment, not acting on it");
         publish(
-            &ctx.sets.deployment_recorder,
+            &ctx.sets.manager_recorder,
             &d,
             EventType::Warning,
             super::machineset::INVALID_SPEC,
@@ -140,7 +140,7 @@ async fn reconcile_deployment(name: &str, ctx: &Ctx) -> Result<Action, Error> {
     let selector = d.spec.selector.clone().unwrap_or_default();
     if selector_is_empty(&selector) {
         publish(
-            &ctx.sets.deployment_recorder,
+            &ctx.sets.manager_recorder,
             &d,
             EventType::Warning,
             "SelectingAll",
@@ -251,7 +251,7 @@ impl Pass<'_> {
 
     async fn event(&self, type_: EventType, reason: &str, note: String) {
         publish(
-            &self.ctx.sets.deployment_recorder,
+            &self.ctx.sets.manager_recorder,
             &self.d,
             type_,
             reason,
