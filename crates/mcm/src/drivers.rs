@@ -193,6 +193,18 @@ pub fn check_endpoints(ctx: Arc<mcm_runtime::Context>, endpoints: EndpointDriver
 pub fn check_endpoints(_ctx: Arc<mcm_runtime::Context>, _endpoints: EndpointDrivers) {}
 
 /// The registry of every compiled-in driver.
+// A build without any provider feature registers nothing.
+#[cfg_attr(
+    not(any(
+        feature = "local",
+        feature = "aws",
+        feature = "alicloud",
+        feature = "azure",
+        feature = "gcp",
+        feature = "openstack"
+    )),
+    allow(unused_mut, unused_variables)
+)]
 pub fn registry(args: &ProviderArgs) -> anyhow::Result<DriverRegistry> {
     let mut reg = DriverRegistry::new();
     #[cfg(feature = "local")]

@@ -138,6 +138,7 @@ struct ControllerCli {
     args: run::ControllerArgs,
 }
 
+#[cfg(any(feature = "local", feature = "grpc"))]
 fn init_plain_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
