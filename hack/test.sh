@@ -56,6 +56,8 @@ fi
 if [ "${MCM_SKIP_LINT:-}" != "1" ]; then
   say "cargo fmt --check"
   cargo fmt --all -- --check
+  say "crate layers (cargo tree)"
+  bash hack/check-layers.sh
   say "cargo clippy"
   t=$SECONDS
   cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -12,8 +12,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinitionVersion, CustomResourceValidation, JSONSchemaProps,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::schema::{OptionalEnum, OptionalIntOrString, StructuralSchemaRewriter};
-use kube::CustomResourceExt;
+use kube_core::schema::{OptionalEnum, OptionalIntOrString, StructuralSchemaRewriter};
+use kube_core::CustomResourceExt;
 use schemars::generate::SchemaSettings;
 use schemars::transform::AddNullable;
 

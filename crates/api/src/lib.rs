@@ -54,7 +54,7 @@
 //!
 //! [`crds()`] returns the four `CustomResourceDefinition`s (MachineClass, Machine, MachineSet,
 //! MachineDeployment) generated from the Rust types: Machine, MachineSet and MachineDeployment
-//! through `#[derive(kube::CustomResource)]`, MachineClass from its schemars schema with the
+//! through `#[derive(kube_derive::CustomResource)]`, MachineClass from its schemars schema with the
 //! same settings. [`crds_yaml()`] renders them as one multi-document YAML stream.
 //! The generated files are committed under `deploy/crds/<plural>.machine.sapcloud.io.yaml`;
 //! the test `committed_crds_match_generated` fails when they are stale, and
@@ -105,4 +105,4 @@ pub use machine_set::{MachineSet, MachineSetCondition, MachineSetSpec, MachineSe
 /// The Kubernetes crates the API is built on, re-exported so that dependents use the same
 /// versions.
 pub use k8s_openapi;
-pub use kube::CustomResourceExt;
+pub use kube_core::CustomResourceExt;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{NodeAddress, NodeCondition, NodeSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use kube::CustomResource;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +21,7 @@ use crate::schema::{is_default, preserve_unknown_object, template_metadata};
 // clippy mistakes the repeated `type_ = ...` of the printer columns for duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
 #[kube(
+    crates(kube_core = "::kube_core"),
     group = "machine.sapcloud.io",
     version = "v1alpha1",
     kind = "Machine",

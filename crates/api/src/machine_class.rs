@@ -17,7 +17,7 @@ use crate::schema::{atomic, provider_spec, resource_list};
 ///
 /// `machine.sapcloud.io/v1alpha1`, namespaced, short name `mcc`, no status subresource.
 /// Implements [`k8s_openapi::Resource`] and [`k8s_openapi::Metadata`], hence
-/// [`kube::Resource`], so `kube::Api<MachineClass>` works like for any other kind.
+/// [`kube_core::Resource`], so `kube::Api<MachineClass>` works like for any other kind.
 #[derive(Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(

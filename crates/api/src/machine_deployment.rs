@@ -2,7 +2,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::CustomResource;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +21,7 @@ use crate::schema::{atomic, is_default};
 // clippy mistakes the repeated `type_ = ...` of the printer columns for duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
 #[kube(
+    crates(kube_core = "::kube_core"),
     group = "machine.sapcloud.io",
     version = "v1alpha1",
     kind = "MachineDeployment",

@@ -1,7 +1,7 @@
 //! `MachineSet`: keeps a number of identical Machines running (the ReplicaSet of machines).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
-use kube::CustomResource;
+use kube_derive::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +17,7 @@ use crate::schema::{atomic, is_default};
 // clippy mistakes the repeated `type_ = ...` of the printer columns for duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
 #[kube(
+    crates(kube_core = "::kube_core"),
     group = "machine.sapcloud.io",
     version = "v1alpha1",
     kind = "MachineSet",

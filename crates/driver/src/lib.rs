@@ -14,8 +14,14 @@
 //! `GetMachineStatus` answer of `Uninitialized` (carrying the VM's identity in
 //! [`Status::machine`]) means "the VM exists, initialize it; never create another".
 //!
-//! [`conformance`] holds reusable async checks that each provider crate runs
-//! against its own backend.
+//! `conformance` (feature `conformance`) holds reusable async checks that each
+//! provider crate runs against its own backend.
+//!
+//! Features (docs/design/crates.md): the contract's types need no async
+//! runtime, so mcm-core builds without tokio. `budget` adds the cloud
+//! budget's token buckets and `keyed-lock` the per-machine create locks (both
+//! on tokio); `conformance` and `testing` are test support for provider and
+//! controller tests.
 
 pub mod adoption;
 pub mod bounded;
@@ -23,9 +29,11 @@ pub mod budget;
 pub mod class_check;
 pub mod cloud_api;
 pub mod codes;
+#[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod identity;
 pub mod in_place;
+#[cfg(any(test, feature = "keyed-lock"))]
 pub mod keyed_lock;
 #[cfg(test)]
 mod redaction_tests;

@@ -193,8 +193,21 @@ pub fn check_endpoints(ctx: Arc<mcm_runtime::Context>, endpoints: EndpointDriver
 pub fn check_endpoints(_ctx: Arc<mcm_runtime::Context>, _endpoints: EndpointDrivers) {}
 
 /// The registry of every compiled-in driver.
+// A build without any provider feature registers nothing.
+#[cfg_attr(
+    not(any(
+        feature = "local",
+        feature = "aws",
+        feature = "alicloud",
+        feature = "azure",
+        feature = "gcp",
+        feature = "openstack"
+    )),
+    allow(unused_mut, unused_variables)
+)]
 pub fn registry(args: &ProviderArgs) -> anyhow::Result<DriverRegistry> {
     let mut reg = DriverRegistry::new();
+    #[cfg(feature = "local")]
     reg.register(
         "local",
         Arc::new(mcm_provider_local::LocalDriver::new(&args.local_cloud_url)?),

@@ -18,6 +18,9 @@
 //! - `mcm driver serve --provider <p> --listen unix:///…`: a compiled-in
 //!   provider's driver out of process (feature `grpc`).
 //! - `mcm crds`, `mcm version`.
+//!
+//! `mcm up` and `mcm local-cloud` come with the cargo feature `local` (on by
+//! default); a build without it answers them with what is missing.
 
 #[cfg(feature = "grpc")]
 mod driver_cmd;
@@ -28,6 +31,7 @@ mod klog;
 mod kubeclient;
 mod rest_metrics;
 mod run;
+#[cfg(feature = "local")]
 mod up;
 mod validate;
 
@@ -55,10 +59,18 @@ enum Command {
     #[command(name = "machine-controller")]
     Controller(Box<run::ControllerArgs>),
     /// Start a local environment with machines of the `local` provider.
+    #[cfg(feature = "local")]
     Up(up::UpArgs),
     /// The simulated local cloud.
+    #[cfg(feature = "local")]
     #[command(subcommand)]
     LocalCloud(mcm_provider_local::LocalCloudCommand),
+    /// Start a local environment (not in this build: needs the cargo feature `local`).
+    #[cfg(not(feature = "local"))]
+    Up(WithoutLocal),
+    /// The simulated local cloud (not in this build: needs the cargo feature `local`).
+    #[cfg(not(feature = "local"))]
+    LocalCloud(WithoutLocal),
     /// Decode and validate MachineClasses and their Secrets from YAML files,
     /// offline, with the drivers' own code (exit code 1 on errors).
     Validate(ValidateCli),
@@ -80,6 +92,26 @@ struct ValidateCli {
     args: validate::ValidateArgs,
     #[command(flatten)]
     providers: drivers::ProviderArgs,
+}
+
+/// The arguments of a command this build does not have: taken as they come,
+/// so that the answer is what is missing rather than a usage error.
+#[cfg(not(feature = "local"))]
+#[derive(clap::Args)]
+#[command(disable_help_flag = true)]
+struct WithoutLocal {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    _args: Vec<String>,
+}
+
+/// What `mcm up` and `mcm local-cloud` answer in a build without the local cloud.
+#[cfg(not(feature = "local"))]
+fn without_local(command: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "`mcm {command}` needs the simulated local cloud, which this binary was built \
+         without: build it with the cargo feature `local` (on by default), e.g. \
+         `cargo build -p mcm --features local`"
+    )
 }
 
 /// `machine-controller-manager` as its own program.
@@ -106,6 +138,7 @@ struct ControllerCli {
     args: run::ControllerArgs,
 }
 
+#[cfg(any(feature = "local", feature = "grpc"))]
 fn init_plain_logging() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env()
@@ -155,13 +188,19 @@ async fn dispatch() -> anyhow::Result<()> {
             run::init_logging(&args.common);
             run::run_controller(*args).await
         }
+        #[cfg(feature = "local")]
         Command::Up(args) => up::up(args).await,
+        #[cfg(feature = "local")]
         Command::LocalCloud(cmd) => {
             init_plain_logging();
             mcm_provider_local::admin::run(cmd)
                 .await
                 .map_err(anyhow::Error::from)
         }
+        #[cfg(not(feature = "local"))]
+        Command::Up(_) => Err(without_local("up")),
+        #[cfg(not(feature = "local"))]
+        Command::LocalCloud(_) => Err(without_local("local-cloud")),
         Command::Validate(cli) => validate::run(&cli.args, &cli.providers),
         #[cfg(feature = "grpc")]
         Command::Driver(cmd) => {
@@ -200,5 +239,27 @@ async fn main() -> std::process::ExitCode {
             );
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(all(test, not(feature = "local")))]
+mod without_local_tests {
+    use super::{without_local, Cli, Command};
+    use clap::Parser as _;
+
+    #[test]
+    fn up_without_the_local_feature_parses_and_names_the_missing_feature() {
+        let cli = Cli::try_parse_from(["mcm", "up", "--replicas", "2"]).expect("parses");
+        assert!(matches!(cli.command, Command::Up(_)));
+        let text = without_local("up").to_string();
+        assert!(text.contains("`mcm up`"), "{text}");
+        assert!(text.contains("feature `local`"), "{text}");
+    }
+
+    #[test]
+    fn local_cloud_without_the_local_feature_is_a_known_command() {
+        let cli =
+            Cli::try_parse_from(["mcm", "local-cloud", "serve", "--port", "1"]).expect("parses");
+        assert!(matches!(cli.command, Command::LocalCloud(_)));
     }
 }

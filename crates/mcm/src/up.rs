@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+mod crds;
+
 /// Flags of `mcm up`.
 #[derive(Args, Debug)]
 pub struct UpArgs {
@@ -239,7 +241,7 @@ async fn run_env(
     let client =
         Client::try_from(Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?)?;
     eprintln!("mcm up: installing the CRDs");
-    mcm_testenv::install_crds(&client).await?;
+    crds::install(&client).await?;
     let kc_str = kubeconfig.to_string_lossy().to_string();
     let store = dir.join("local-cloud.redb").to_string_lossy().to_string();
     let cloud_port = args.cloud_port.to_string();

@@ -14,30 +14,17 @@
 
 use crate::e2e;
 
-use e2e::wait_for_machines;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::ListParams;
 use kube::ResourceExt;
-use mcm_api::{Machine, MachineClass, MachineDeployment};
 use mcm_fake_alicloud::{FakeEcs, ACCESS_KEY_ID, ACCESS_KEY_SECRET};
-use mcm_testenv::{must_eventually, TestEnv};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use mcm_testenv::TestEnv;
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 const REGION: &str = "eu-central-1";
 const EXAMPLE: &str = include_str!("../../../examples/alicloud-machine-class.yaml");
 const DEPLOYMENT: &str = "alicloud-e2e";
-
-use mcm_testenv::free_port;
-
-/// The documents of `examples/alicloud-machine-class.yaml`.
-fn example_documents() -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(EXAMPLE)
-        .map(|doc| Value::deserialize(doc).expect("examples/alicloud-machine-class.yaml parses"))
-        .collect()
-}
 
 /// Instances of the fake carrying `cluster_tag`: instance ID → InstanceName.
 fn instances(fake: &FakeEcs, cluster_tag: &str) -> BTreeMap<String, String> {
@@ -58,116 +45,37 @@ async fn mcm_run_on_the_ecs_fake_brings_3_alicloud_machines_to_available_and_sca
     let ns = env.namespace.clone();
     let fake = FakeEcs::start().await.expect("start the ECS fake");
     fake.set_pending_for(Duration::from_secs(1));
-    let cluster_tag = format!(
-        "kubernetes.io/cluster/shoot--e2e-{:08x}",
-        rand::random::<u32>()
-    );
+    let cluster_tag = format!("kubernetes.io/cluster/{}", e2e::unique("shoot--e2e"));
 
     // The example's Secrets and MachineClass, with the fake's access key.
-    let secrets: Api<Secret> = env.api();
-    let classes: Api<MachineClass> = env.api();
-    let mut class_name = String::new();
-    for doc in example_documents() {
-        let mut doc = doc.clone();
-        doc["metadata"]["namespace"] = json!(ns);
-        match doc["kind"].as_str() {
-            Some("Secret") => {
-                if doc["stringData"].get("alicloudAccessKeyID").is_some() {
-                    doc["stringData"]["alicloudAccessKeyID"] = json!(ACCESS_KEY_ID);
-                    doc["stringData"]["alicloudAccessKeySecret"] = json!(ACCESS_KEY_SECRET);
-                }
-                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
-                secrets
-                    .create(&PostParams::default(), &s)
-                    .await
-                    .expect("create Secret");
+    let class_name = e2e::create_example(&env, EXAMPLE, |doc| {
+        if doc["kind"] == "Secret" {
+            if doc["stringData"].get("alicloudAccessKeyID").is_some() {
+                doc["stringData"]["alicloudAccessKeyID"] = json!(ACCESS_KEY_ID);
+                doc["stringData"]["alicloudAccessKeySecret"] = json!(ACCESS_KEY_SECRET);
             }
-            Some("MachineClass") => {
-                doc["secretRef"]["namespace"] = json!(ns);
-                doc["credentialsSecretRef"]["namespace"] = json!(ns);
-                let spec = &mut doc["providerSpec"];
-                assert_eq!(spec["region"], json!(REGION), "the example's region");
-                let tags = spec["tags"].as_object_mut().expect("tags");
-                tags.retain(|k, _| !k.starts_with("kubernetes.io/cluster/"));
-                tags.insert(cluster_tag.clone(), json!("1"));
-                let class: MachineClass =
-                    serde_json::from_value(doc).expect("the example's MachineClass");
-                class_name = class.name_any();
-                classes
-                    .create(&PostParams::default(), &class)
-                    .await
-                    .expect("create MachineClass");
-            }
-            other => panic!("unexpected document {other:?} in the example"),
+            return;
         }
-    }
-    assert!(!class_name.is_empty(), "the example has a MachineClass");
-
-    let port = free_port();
-    let mut mcm = e2e::mcm_run("alicloud", &ns, port, &["--alicloud-endpoint", &fake.url()]);
-    must_eventually(
-        Duration::from_secs(30),
-        "mcm run listens on its /healthz port",
-        || async {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .ok()
-                .map(|_| ())
-        },
-    )
+        let spec = &mut doc["providerSpec"];
+        assert_eq!(spec["region"], json!(REGION), "the example's region");
+        let tags = spec["tags"].as_object_mut().expect("tags");
+        tags.retain(|k, _| !k.starts_with("kubernetes.io/cluster/"));
+        tags.insert(cluster_tag.clone(), json!("1"));
+    })
     .await;
-    mcm.assert_alive();
-    e2e::assert_has_driver(&mcm, "alicloud").await;
 
-    let deployments: Api<MachineDeployment> = env.api();
-    let md: MachineDeployment = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1",
-        "kind": "MachineDeployment",
-        "metadata": {"name": DEPLOYMENT, "namespace": ns},
-        "spec": {
-            "replicas": 3,
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "selector": {"matchLabels": {"name": DEPLOYMENT}},
-            "template": {
-                "metadata": {"labels": {"name": DEPLOYMENT}},
-                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
-            }
-        }
-    }))
-    .expect("MachineDeployment");
-    deployments
-        .create(&PostParams::default(), &md)
-        .await
-        .expect("create MachineDeployment");
-    let t_apply = Instant::now();
-
-    let machines: Api<Machine> = env.api();
-    wait_for_machines(
-        &machines,
-        Duration::from_secs(180),
-        "3 Available machines",
-        |p| p.len() == 3 && p.values().all(|ph| ph == "Available"),
-    )
-    .await;
-    must_eventually(
-        Duration::from_secs(60),
-        "the MachineDeployment reports 3 available replicas and Available=True",
-        || async {
-            let s = deployments.get(DEPLOYMENT).await.ok()?.status?;
-            let available = s
-                .conditions
-                .iter()
-                .any(|c| c.type_.as_str() == "Available" && c.status.as_str() == "True");
-            (s.available_replicas == 3 && s.updated_replicas == 3 && available).then_some(())
-        },
-    )
-    .await;
+    let mut mcm = e2e::start_mcm("alicloud", &ns, &["--alicloud-endpoint", &fake.url()]).await;
+    let e2e::Deployed {
+        deployments,
+        machines,
+        took,
+        ..
+    } = e2e::deploy_available(&env, DEPLOYMENT, &class_name, 3, Duration::from_secs(180)).await;
     mcm.assert_alive();
     let calls_up = fake.calls();
     println!(
-        "[{:>5.1?}] 3 machines Available {:.1?} after the MachineDeployment was applied; ECS calls so far: {calls_up:?}",
+        "[{:>5.1?}] 3 machines Available {took:.1?} after the MachineDeployment was applied; ECS calls so far: {calls_up:?}",
         t0.elapsed(),
-        t_apply.elapsed()
     );
 
     // The machines and the fake's instances are the same three.

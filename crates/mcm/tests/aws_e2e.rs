@@ -23,14 +23,11 @@ use crate::aws_common;
 use crate::e2e;
 use crate::ec2_proxy;
 
-use aws_common::{
-    create_example, deployment, mcm_run, moto_setup, unique, wait_for_machines, REGION,
-};
+use aws_common::{create_example, moto_setup, unique, REGION};
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use kube::ResourceExt;
-use mcm_api::{Machine, MachineDeployment};
-use mcm_testenv::{free_port, moto_endpoint, must_eventually, TestEnv};
+use mcm_testenv::{moto_endpoint, must_eventually, TestEnv};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -62,21 +59,7 @@ async fn mcm_run_on_moto_brings_20_aws_machines_to_available_initialized_and_sca
     );
 
     let proxy = ec2_proxy::Ec2Proxy::start(&moto);
-    let port = free_port();
-    let mut mcm = mcm_run(&ns, &proxy.url, port);
-    must_eventually(
-        Duration::from_secs(30),
-        "mcm run listens on its /healthz port",
-        || async {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .ok()
-                .map(|_| ())
-        },
-    )
-    .await;
-    mcm.assert_alive();
-    e2e::assert_has_driver(&mcm, "aws").await;
+    let mut mcm = e2e::start_mcm("aws", &ns, &["--aws-endpoint", &proxy.url]).await;
 
     // The class's `subnetId` works and is reported on the class, naming the canonical key.
     let events: Api<Event> = env.api();
@@ -107,41 +90,23 @@ async fn mcm_run_on_moto_brings_20_aws_machines_to_available_initialized_and_sca
     println!("[{:>5.1?}] MachineClass warning: {message}", t0.elapsed());
 
     // A MachineDeployment of MACHINES.
-    let deployments: Api<MachineDeployment> = env.api();
-    let md = deployment(DEPLOYMENT, &ns, MACHINES, &class_name);
-    deployments
-        .create(&PostParams::default(), &md)
-        .await
-        .expect("create MachineDeployment");
-    let t_apply = Instant::now();
-
-    let machines: Api<Machine> = env.api();
-    wait_for_machines(
-        &machines,
+    let e2e::Deployed {
+        deployments,
+        machines,
+        status: md_status,
+        took,
+    } = e2e::deploy_available(
+        &env,
+        DEPLOYMENT,
+        &class_name,
+        MACHINES,
         Duration::from_secs(300),
-        &format!("{MACHINES} Available machines"),
-        |p| p.len() == MACHINES && p.values().all(|ph| ph == "Available"),
-    )
-    .await;
-    let md_status = must_eventually(
-        Duration::from_secs(60),
-        "the MachineDeployment reports all replicas available and Available=True",
-        || async {
-            let s = deployments.get(DEPLOYMENT).await.ok()?.status?;
-            let available = s
-                .conditions
-                .iter()
-                .any(|c| c.type_.as_str() == "Available" && c.status.as_str() == "True");
-            let n = MACHINES as i32;
-            (s.available_replicas == n && s.updated_replicas == n && available).then_some(s)
-        },
     )
     .await;
     mcm.assert_alive();
     println!(
-        "[{:>5.1?}] {MACHINES} machines Available {:.1?} after the MachineDeployment was applied (status: replicas {}, available {})",
+        "[{:>5.1?}] {MACHINES} machines Available {took:.1?} after the MachineDeployment was applied (status: replicas {}, available {})",
         t0.elapsed(),
-        t_apply.elapsed(),
         md_status.replicas,
         md_status.available_replicas
     );

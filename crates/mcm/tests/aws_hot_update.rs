@@ -15,14 +15,13 @@
 //! hot update treats like Running (docs/design/hot-update.md).
 
 use crate::aws_common;
+use crate::e2e;
 
-use aws_common::{
-    create_example, deployment, mcm_run, moto_setup, unique, wait_for_machines, Cloud, REGION,
-};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use aws_common::{create_example, moto_setup, unique, Cloud, REGION};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::ResourceExt;
-use mcm_api::{Machine, MachineClass, MachineDeployment};
-use mcm_testenv::{free_port, moto_endpoint, must_eventually, TestEnv};
+use mcm_api::{Machine, MachineClass};
+use mcm_testenv::{moto_endpoint, must_eventually, TestEnv};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -123,20 +122,17 @@ async fn editing_an_aws_class_updates_tags_and_iops_in_place_and_reports_a_machi
     let class_name = create_example(&env, &cloud, &cluster_tag).await;
     let classes: Api<MachineClass> = env.api();
 
-    let port = free_port();
-    let mut mcm = mcm_run(&ns, &moto, port);
-    let deployments: Api<MachineDeployment> = env.api();
-    let md = deployment(DEPLOYMENT, &ns, MACHINES, &class_name);
-    deployments
-        .create(&PostParams::default(), &md)
-        .await
-        .expect("create MachineDeployment");
-    let machines: Api<Machine> = env.api();
-    wait_for_machines(
-        &machines,
+    let mut mcm = e2e::start_mcm("aws", &ns, &["--aws-endpoint", &moto]).await;
+    let e2e::Deployed {
+        deployments,
+        machines,
+        ..
+    } = e2e::deploy_available(
+        &env,
+        DEPLOYMENT,
+        &class_name,
+        MACHINES,
         Duration::from_secs(300),
-        &format!("{MACHINES} Available machines"),
-        |p| p.len() == MACHINES && p.values().all(|ph| ph == "Available"),
     )
     .await;
     mcm.assert_alive();
@@ -269,5 +265,5 @@ async fn editing_an_aws_class_updates_tags_and_iops_in_place_and_reports_a_machi
     mcm.assert_alive();
 
     // Clean up: scale to 0, no instance left.
-    aws_common::scale_to_zero(&deployments, DEPLOYMENT, &machines).await;
+    e2e::scale_to_zero(&deployments, DEPLOYMENT, &machines).await;
 }

@@ -15,29 +15,16 @@
 
 use crate::e2e;
 
-use e2e::wait_for_machines;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::ListParams;
 use kube::ResourceExt;
-use mcm_api::{Machine, MachineClass, MachineDeployment};
 use mcm_fake_azure::FakeAzure;
 use mcm_testenv::{must_eventually, TestEnv};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 const EXAMPLE: &str = include_str!("../../../examples/azure-machine-class.yaml");
 const DEPLOYMENT: &str = "azure-e2e";
-
-use mcm_testenv::free_port;
-
-/// The documents of `examples/azure-machine-class.yaml`.
-fn example_documents() -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(EXAMPLE)
-        .map(|doc| Value::deserialize(doc).expect("examples/azure-machine-class.yaml parses"))
-        .collect()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcm_run_on_the_arm_fake_brings_3_azure_machines_to_available_and_scales_to_0_without_vms_nics_or_disks(
@@ -49,7 +36,7 @@ async fn mcm_run_on_the_arm_fake_brings_3_azure_machines_to_available_and_scales
     let ns = env.namespace.clone();
 
     // The fake, holding the example's resource group, virtual network and subnet.
-    let docs = example_documents();
+    let docs = e2e::example_documents(EXAMPLE);
     let class_doc = docs
         .iter()
         .find(|d| d["kind"] == json!("MachineClass"))
@@ -70,96 +57,19 @@ async fn mcm_run_on_the_arm_fake_brings_3_azure_machines_to_available_and_scales
     );
     fake.set_lro_polls(2);
 
-    let secrets: Api<Secret> = env.api();
-    let classes: Api<MachineClass> = env.api();
-    let mut class_name = String::new();
-    for doc in &docs {
-        let mut doc = doc.clone();
-        doc["metadata"]["namespace"] = json!(ns);
-        match doc["kind"].as_str() {
-            Some("Secret") => {
-                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
-                secrets
-                    .create(&PostParams::default(), &s)
-                    .await
-                    .expect("create Secret");
-            }
-            Some("MachineClass") => {
-                doc["secretRef"]["namespace"] = json!(ns);
-                doc["credentialsSecretRef"]["namespace"] = json!(ns);
-                let c: MachineClass =
-                    serde_json::from_value(doc).expect("the example's MachineClass");
-                class_name = c.name_any();
-                classes
-                    .create(&PostParams::default(), &c)
-                    .await
-                    .expect("create MachineClass");
-            }
-            other => panic!("unexpected document {other:?} in examples/azure-machine-class.yaml"),
-        }
-    }
-
-    let port = free_port();
-    let mut mcm = e2e::mcm_run("azure", &ns, port, &["--azure-endpoint", fake.url()]);
-    must_eventually(
-        Duration::from_secs(30),
-        "mcm run listens on its /healthz port",
-        || async {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .ok()
-                .map(|_| ())
-        },
-    )
-    .await;
-    mcm.assert_alive();
-    e2e::assert_has_driver(&mcm, "azure").await;
-
-    let deployments: Api<MachineDeployment> = env.api();
-    let md: MachineDeployment = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1",
-        "kind": "MachineDeployment",
-        "metadata": {"name": DEPLOYMENT, "namespace": ns},
-        "spec": {
-            "replicas": 3,
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "selector": {"matchLabels": {"name": DEPLOYMENT}},
-            "template": {
-                "metadata": {"labels": {"name": DEPLOYMENT}},
-                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
-            }
-        }
-    }))
-    .expect("MachineDeployment");
-    deployments
-        .create(&PostParams::default(), &md)
-        .await
-        .expect("create MachineDeployment");
-    let t_apply = Instant::now();
-
-    let machines: Api<Machine> = env.api();
-    wait_for_machines(
-        &machines,
-        Duration::from_secs(180),
-        "3 Available machines",
-        |p| p.len() == 3 && p.values().all(|ph| ph == "Available"),
-    )
-    .await;
-    must_eventually(
-        Duration::from_secs(60),
-        "the MachineDeployment reports 3 available replicas",
-        || async {
-            let s = deployments.get(DEPLOYMENT).await.ok()?.status?;
-            (s.available_replicas == 3 && s.updated_replicas == 3).then_some(())
-        },
-    )
-    .await;
+    let class_name = e2e::create_example(&env, EXAMPLE, |_| {}).await;
+    let mut mcm = e2e::start_mcm("azure", &ns, &["--azure-endpoint", fake.url()]).await;
+    let e2e::Deployed {
+        deployments,
+        machines,
+        took,
+        ..
+    } = e2e::deploy_available(&env, DEPLOYMENT, &class_name, 3, Duration::from_secs(180)).await;
     mcm.assert_alive();
     let requests_up = fake.requests().len();
     println!(
-        "[{:>5.1?}] 3 machines Available {:.1?} after the MachineDeployment was applied; {requests_up} ARM requests so far",
+        "[{:>5.1?}] 3 machines Available {took:.1?} after the MachineDeployment was applied; {requests_up} ARM requests so far",
         t0.elapsed(),
-        t_apply.elapsed()
     );
 
     // The machines and the fake's VMs are the same three, each with its NIC and disks.

@@ -15,15 +15,12 @@
 
 use crate::e2e;
 
-use e2e::{unique, wait_for_machines};
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams, PostParams};
+use e2e::unique;
+use kube::api::ListParams;
 use kube::ResourceExt;
-use mcm_api::{Machine, MachineClass, MachineDeployment};
 use mcm_fake_gcp::{service_account_json, FakeGce, Fault, Method};
 use mcm_testenv::{must_eventually, TestEnv};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -32,15 +29,6 @@ const DEPLOYMENT: &str = "gcp-e2e";
 const PROJECT: &str = "mcm-e2e-project";
 /// The zone of `examples/gcp-machine-class.yaml`.
 const ZONE: &str = "europe-west1-b";
-
-use mcm_testenv::free_port;
-
-/// The documents of `examples/gcp-machine-class.yaml`.
-fn example_documents() -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(EXAMPLE)
-        .map(|doc| Value::deserialize(doc).expect("examples/gcp-machine-class.yaml parses"))
-        .collect()
-}
 
 /// Instances in the fake with the cluster tag: name → the UID in their metadata.
 fn tagged_instances(fake: &FakeGce, cluster_tag: &str) -> BTreeMap<String, String> {
@@ -81,112 +69,36 @@ async fn mcm_run_on_the_compute_fake_brings_3_gcp_machines_to_available_through_
     let cluster_tag = format!("kubernetes-io-cluster-{}", unique("shoot--e2e"));
 
     // The example's Secrets and MachineClass, pointed at the fake's project.
-    let secrets: Api<Secret> = env.api();
-    let classes: Api<MachineClass> = env.api();
-    let mut class_name = String::new();
-    for doc in example_documents() {
-        let mut doc = doc;
-        doc["metadata"]["namespace"] = json!(ns);
-        match doc["kind"].as_str() {
-            Some("Secret") => {
-                if doc["stringData"].get("serviceAccountJSON").is_some() {
-                    doc["stringData"]["serviceAccountJSON"] = json!(service_account_json(PROJECT));
-                }
-                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
-                secrets
-                    .create(&PostParams::default(), &s)
-                    .await
-                    .expect("create Secret");
+    let class_name = e2e::create_example(&env, EXAMPLE, |doc| {
+        if doc["kind"] == "Secret" {
+            if doc["stringData"].get("serviceAccountJSON").is_some() {
+                doc["stringData"]["serviceAccountJSON"] = json!(service_account_json(PROJECT));
             }
-            Some("MachineClass") => {
-                doc["secretRef"]["namespace"] = json!(ns);
-                doc["credentialsSecretRef"]["namespace"] = json!(ns);
-                let spec = &mut doc["providerSpec"];
-                assert_eq!(spec["zone"], json!(ZONE), "the example's zone");
-                let tags = spec["tags"].as_array_mut().expect("tags");
-                tags.retain(|t| {
-                    !t.as_str()
-                        .unwrap_or_default()
-                        .starts_with("kubernetes-io-cluster-")
-                });
-                tags.push(json!(cluster_tag));
-                let class: MachineClass =
-                    serde_json::from_value(doc).expect("the example's MachineClass");
-                class_name = class.name_any();
-                classes
-                    .create(&PostParams::default(), &class)
-                    .await
-                    .expect("create MachineClass");
-            }
-            other => panic!("unexpected document {other:?} in examples/gcp-machine-class.yaml"),
+            return;
         }
-    }
-    assert!(!class_name.is_empty(), "the example has a MachineClass");
-
-    let port = free_port();
-    let mut mcm = e2e::mcm_run("gcp", &ns, port, &["--gcp-endpoint", fake.endpoint()]);
-    must_eventually(
-        Duration::from_secs(30),
-        "mcm run listens on its /healthz port",
-        || async {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .ok()
-                .map(|_| ())
-        },
-    )
+        let spec = &mut doc["providerSpec"];
+        assert_eq!(spec["zone"], json!(ZONE), "the example's zone");
+        let tags = spec["tags"].as_array_mut().expect("tags");
+        tags.retain(|t| {
+            !t.as_str()
+                .unwrap_or_default()
+                .starts_with("kubernetes-io-cluster-")
+        });
+        tags.push(json!(cluster_tag));
+    })
     .await;
-    mcm.assert_alive();
-    e2e::assert_has_driver(&mcm, "gcp").await;
 
-    let deployments: Api<MachineDeployment> = env.api();
-    let md: MachineDeployment = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1",
-        "kind": "MachineDeployment",
-        "metadata": {"name": DEPLOYMENT, "namespace": ns},
-        "spec": {
-            "replicas": 3,
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "selector": {"matchLabels": {"name": DEPLOYMENT}},
-            "template": {
-                "metadata": {"labels": {"name": DEPLOYMENT}},
-                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
-            }
-        }
-    }))
-    .expect("MachineDeployment");
-    deployments
-        .create(&PostParams::default(), &md)
-        .await
-        .expect("create MachineDeployment");
-    let t_apply = Instant::now();
-
-    let machines: Api<Machine> = env.api();
-    wait_for_machines(
-        &machines,
-        Duration::from_secs(180),
-        "3 Available machines",
-        |p| p.len() == 3 && p.values().all(|ph| ph == "Available"),
-    )
-    .await;
-    must_eventually(
-        Duration::from_secs(60),
-        "the MachineDeployment reports 3 available replicas and Available=True",
-        || async {
-            let s = deployments.get(DEPLOYMENT).await.ok()?.status?;
-            let available = s
-                .conditions
-                .iter()
-                .any(|c| c.type_.as_str() == "Available" && c.status.as_str() == "True");
-            (s.available_replicas == 3 && s.updated_replicas == 3 && available).then_some(())
-        },
-    )
-    .await;
+    let mut mcm = e2e::start_mcm("gcp", &ns, &["--gcp-endpoint", fake.endpoint()]).await;
+    let e2e::Deployed {
+        deployments,
+        machines,
+        took,
+        ..
+    } = e2e::deploy_available(&env, DEPLOYMENT, &class_name, 3, Duration::from_secs(180)).await;
     mcm.assert_alive();
     println!(
-        "[{:>5.1?}] 3 machines Available {:.1?} after the MachineDeployment was applied",
+        "[{:>5.1?}] 3 machines Available {took:.1?} after the MachineDeployment was applied",
         t0.elapsed(),
-        t_apply.elapsed()
     );
 
     // The Machines and the fake's instances are the same three, each with its UID.

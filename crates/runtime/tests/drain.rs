@@ -16,14 +16,15 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use mcm_api::{Machine, MachinePhase};
 use mcm_driver::testing::{Script, ScriptedDriver};
-use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_runtime::{machine, Config, Context};
 use mcm_testenv::{must_eventually, TestEnv};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
-const WAIT: Duration = Duration::from_secs(30);
+use crate::machine_common as mc;
+use mc::{get, node_of, phase, wait_phase, WAIT};
 
 /// One reconcile slot; a drain makes two eviction attempts of 15 s each
 /// (drainTimeout 60s caps the attempts at 60 s / 30 s = 2), then fails. The
@@ -31,36 +32,21 @@ const WAIT: Duration = Duration::from_secs(30);
 /// CI machine.
 fn config(ns: &str) -> Config {
     Config {
-        namespace: ns.into(),
         concurrent_syncs: 1,
-        short_retry: Duration::from_millis(200),
-        long_retry: Duration::from_secs(3),
         eviction_retry_interval: Duration::from_secs(15),
-        ..Config::default()
+        ..mc::config(ns)
     }
 }
 
+/// The machine controller, which runs until its task is aborted.
 fn start(env: &TestEnv, driver: Arc<ScriptedDriver>) -> (Arc<Context>, JoinHandle<()>) {
-    let mut drivers = DriverRegistry::new();
-    drivers.register("scripted", driver);
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = Arc::new(Metrics::new(&mut registry));
-    let ctx = Context::new(
-        env.client.clone(),
-        Some(env.client.clone()),
-        config(&env.namespace),
-        drivers,
-        metrics,
-    );
+    let ctx = mc::context(env, "scripted", driver, true, config(&env.namespace));
     let task = tokio::spawn(machine::run(ctx.clone(), std::future::pending()));
     (ctx, task)
 }
 
 async fn setup(test: &str) -> Option<TestEnv> {
-    let env = TestEnv::new(test).await?;
-    env.create_user_data_secret("creds", "#!/bin/sh\necho <<MACHINE_NAME>>")
-        .await
-        .expect("create secret");
+    let env = mc::namespace_with_secret(test, "#!/bin/sh\necho <<MACHINE_NAME>>").await?;
     env.create_class("scripted-class", "scripted", "creds", json!({"image": "x"}))
         .await
         .expect("create class");
@@ -68,27 +54,7 @@ async fn setup(test: &str) -> Option<TestEnv> {
 }
 
 async fn create_machine(env: &TestEnv, name: &str, spec: serde_json::Value) {
-    let mut m = json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name, "labels": {"name": "pool"}},
-        "spec": {"class": {"kind": "MachineClass", "name": "scripted-class"}},
-    });
-    if let (Some(s), Some(more)) = (m["spec"].as_object_mut(), spec.as_object()) {
-        s.extend(more.clone());
-    }
-    let m: Machine = serde_json::from_value(m).expect("machine");
-    env.api::<Machine>()
-        .create(&PostParams::default(), &m)
-        .await
-        .expect("create machine");
-}
-
-async fn get(env: &TestEnv, name: &str) -> Option<Machine> {
-    env.api::<Machine>().get_opt(name).await.expect("get")
-}
-
-fn phase(m: &Machine) -> MachinePhase {
-    m.status.clone().unwrap_or_default().current_status.phase
+    mc::create_machine(env, name, "scripted-class", spec).await;
 }
 
 fn last_op(m: &Machine) -> (String, String) {
@@ -96,40 +62,9 @@ fn last_op(m: &Machine) -> (String, String) {
     (op.description, op.state.as_str().to_string())
 }
 
-async fn wait_phase(env: &TestEnv, name: &str, want: MachinePhase) {
-    must_eventually(WAIT, &format!("machine {name} in phase {want}"), || async {
-        get(env, name)
-            .await
-            .filter(|m| phase(m) == want)
-            .map(|_| ())
-    })
-    .await;
-}
-
-fn node_of(env: &TestEnv, machine: &str) -> String {
-    format!("{}-{machine}", env.namespace)
-}
-
 /// Plays kubelet: registers the Node, Ready.
 async fn kubelet(client: &Client, node: &str, machine: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let n: Node = serde_json::from_value(json!({
-        "metadata": {"name": node, "labels": {"node.gardener.cloud/machine-name": machine}},
-    }))
-    .expect("node");
-    nodes
-        .create(&PostParams::default(), &n)
-        .await
-        .expect("create node");
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let status = json!({"status": {"conditions": [{
-        "type": "Ready", "status": "True", "reason": "KubeletReady",
-        "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }]}});
-    nodes
-        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
-        .await
-        .expect("node status");
+    mc::kubelet(client, node, machine, true).await;
 }
 
 /// A running, Ready pod `web` on `node`, covered by a PDB `minAvailable: 1`

@@ -7,61 +7,26 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::ResourceExt;
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachineOperationType, MachinePhase, MachineState};
 use mcm_core::machine::update::AppliedSpec;
 use mcm_driver::budget::BucketLimit;
 use mcm_driver::testing::{Script, ScriptedDriver};
 use mcm_driver::CloudOp;
-use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
 use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-const WAIT: Duration = Duration::from_secs(30);
+use crate::machine_common as mc;
+use mc::{kubelet, node_of, phase, Running, WAIT};
+
 const CLASS: &str = "scripted-class";
 
-struct Running {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
-    }
-}
-
 fn start(env: &TestEnv, driver: Arc<ScriptedDriver>) -> Running {
-    let mut drivers = DriverRegistry::new();
-    drivers.register("scripted", driver);
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = Arc::new(Metrics::new(&mut registry));
-    let cfg = Config {
-        namespace: env.namespace.clone(),
-        short_retry: Duration::from_millis(200),
-        long_retry: Duration::from_secs(3),
-        ..Config::default()
-    };
-    let ctx = Context::new(
-        env.client.clone(),
-        Some(env.client.clone()),
-        cfg,
-        drivers,
-        metrics,
-    );
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(machine::run(ctx, async move {
-        let _ = rx.await;
-    }));
-    Running { stop: tx, task }
+    mc::start(env, "scripted", driver, true, mc::config(&env.namespace))
 }
 
 fn spec(image: &str, team: &str) -> Value {
@@ -71,10 +36,7 @@ fn spec(image: &str, team: &str) -> Value {
 /// A namespace with the class and a secret, and the controller with a
 /// driver that changes `tags` in place.
 async fn controller(test: &str, script: Script) -> Option<(TestEnv, Arc<ScriptedDriver>, Running)> {
-    let env = TestEnv::new(test).await?;
-    env.create_user_data_secret("creds", "#!/bin/sh\necho hi")
-        .await
-        .expect("create secret");
+    let env = mc::namespace_with_secret(test, "#!/bin/sh\necho hi").await?;
     env.create_class(CLASS, "scripted", "creds", spec("x", "a"))
         .await
         .expect("create class");
@@ -87,57 +49,17 @@ async fn controller(test: &str, script: Script) -> Option<(TestEnv, Arc<Scripted
     Some((env, driver, ctl))
 }
 
-/// A Machine of the class named `name`.
-fn machine(name: &str) -> Machine {
-    serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name, "labels": {"name": "pool"}},
-        "spec": {"class": {"kind": "MachineClass", "name": CLASS}},
-    }))
-    .expect("machine")
-}
-
 /// [`controller`] and a Running machine `m1`.
 async fn running_machine(
     test: &str,
     script: Script,
 ) -> Option<(TestEnv, Arc<ScriptedDriver>, Running)> {
     let (env, driver, ctl) = controller(test, script).await?;
-    let m = machine("m1");
-    env.api::<Machine>()
-        .create(&PostParams::default(), &m)
-        .await
-        .expect("create machine");
+    mc::create_machine(&env, "m1", CLASS, json!({})).await;
     wait(&env, "m1 Pending", |m| phase(m) == MachinePhase::Pending).await;
-    kubelet(&env.client, &format!("{}-m1", env.namespace), "m1").await;
+    kubelet(&env.client, &node_of(&env, "m1"), "m1", true).await;
     wait(&env, "m1 Running", |m| phase(m) == MachinePhase::Running).await;
     Some((env, driver, ctl))
-}
-
-/// Plays kubelet: registers the Node, Ready.
-async fn kubelet(client: &Client, node: &str, machine: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let n: Node = serde_json::from_value(json!({
-        "metadata": {"name": node, "labels": {"node.gardener.cloud/machine-name": machine}},
-    }))
-    .expect("node");
-    nodes
-        .create(&PostParams::default(), &n)
-        .await
-        .expect("create node");
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let status = json!({"status": {"conditions": [{
-        "type": "Ready", "status": "True",
-        "reason": "KubeletReady", "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }]}});
-    nodes
-        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
-        .await
-        .expect("patch node status");
-}
-
-fn phase(m: &Machine) -> MachinePhase {
-    m.status.clone().unwrap_or_default().current_status.phase
 }
 
 fn hash(m: &Machine) -> Option<String> {
@@ -146,16 +68,9 @@ fn hash(m: &Machine) -> Option<String> {
         .cloned()
 }
 
+/// Waits until the machine `m1` satisfies `check`.
 async fn wait(env: &TestEnv, what: &str, check: impl Fn(&Machine) -> bool) -> Machine {
-    must_eventually(WAIT, what, || async {
-        env.api::<Machine>()
-            .get_opt("m1")
-            .await
-            .ok()
-            .flatten()
-            .filter(|m| check(m))
-    })
-    .await
+    mc::wait_for(env, "m1", what, check).await
 }
 
 async fn set_spec(env: &TestEnv, spec: &Value) {
@@ -315,22 +230,15 @@ async fn a_class_edit_updates_many_machines_no_faster_than_the_update_budget() {
     };
     let machines: Api<Machine> = env.api();
     for i in 1..=MACHINES {
-        machines
-            .create(&PostParams::default(), &machine(&format!("m{i}")))
-            .await
-            .expect("create machine");
+        mc::create_machine(&env, &format!("m{i}"), CLASS, json!({})).await;
     }
     must_eventually(WAIT, "every machine past creation", || {
         all(&machines, |m| phase(m) != MachinePhase::default())
     })
     .await;
     for i in 1..=MACHINES {
-        kubelet(
-            &env.client,
-            &format!("{}-m{i}", env.namespace),
-            &format!("m{i}"),
-        )
-        .await;
+        let name = format!("m{i}");
+        kubelet(&env.client, &node_of(&env, &name), &name, true).await;
     }
     let created = AppliedSpec::of(CLASS, &spec("x", "a")).hash;
     must_eventually(WAIT, "every machine Running with its record", || {

@@ -8,63 +8,34 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use mcm_api::{Machine, MachinePhase};
 use mcm_driver::testing::{Script, ScriptedDriver, ScriptedVm};
-use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_runtime::{machine, Config};
 use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-const WAIT: Duration = Duration::from_secs(30);
+use crate::machine_common as mc;
+use mc::{create_machine, get, kubelet, node_of, phase, wait_gone, wait_phase, Running, WAIT};
 
-struct Running {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
-    }
-}
-
+/// Short retries, and evictions retried every 500 ms.
 fn config(ns: &str) -> Config {
     Config {
-        namespace: ns.into(),
-        short_retry: Duration::from_millis(200),
-        long_retry: Duration::from_secs(3),
         eviction_retry_interval: Duration::from_millis(500),
-        ..Config::default()
+        ..mc::config(ns)
     }
 }
 
 fn start(env: &TestEnv, driver: Arc<ScriptedDriver>, target: bool, cfg: Config) -> Running {
-    let mut drivers = DriverRegistry::new();
-    drivers.register("scripted", driver);
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = Arc::new(Metrics::new(&mut registry));
-    let target = target.then(|| env.client.clone());
-    let ctx = Context::new(env.client.clone(), target, cfg, drivers, metrics);
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(machine::run(ctx, async move {
-        let _ = rx.await;
-    }));
-    Running { stop: tx, task }
+    mc::start(env, "scripted", driver, target, cfg)
 }
 
 async fn setup(test: &str) -> Option<TestEnv> {
-    let env = TestEnv::new(test).await?;
-    env.create_user_data_secret(
-        "creds",
-        "#!/bin/sh\necho <<MACHINE_NAME>> <<BOOTSTRAP_TOKEN>>",
-    )
-    .await
-    .expect("create secret");
+    let env =
+        mc::namespace_with_secret(test, "#!/bin/sh\necho <<MACHINE_NAME>> <<BOOTSTRAP_TOKEN>>")
+            .await?;
     create_class(&env, "scripted-class", "creds", json!({"image": "x"})).await;
     Some(env)
 }
@@ -73,75 +44,6 @@ async fn create_class(env: &TestEnv, name: &str, secret: &str, spec: serde_json:
     env.create_class(name, "scripted", secret, spec)
         .await
         .expect("create class");
-}
-
-async fn create_machine(
-    env: &TestEnv,
-    name: &str,
-    class: &str,
-    extra: serde_json::Value,
-) -> Machine {
-    let machines: Api<Machine> = env.api();
-    let mut m = json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name, "labels": {"name": "pool"}},
-        "spec": {"class": {"kind": "MachineClass", "name": class}},
-    });
-    if let (Some(spec), Some(more)) = (m["spec"].as_object_mut(), extra.as_object()) {
-        spec.extend(more.clone());
-    }
-    let m: Machine = serde_json::from_value(m).expect("machine");
-    machines
-        .create(&PostParams::default(), &m)
-        .await
-        .expect("create machine")
-}
-
-async fn get(env: &TestEnv, name: &str) -> Option<Machine> {
-    env.api::<Machine>()
-        .get_opt(name)
-        .await
-        .expect("get machine")
-}
-
-fn phase(m: &Machine) -> MachinePhase {
-    m.status.clone().unwrap_or_default().current_status.phase
-}
-
-async fn wait_phase(env: &TestEnv, name: &str, want: MachinePhase) -> Machine {
-    must_eventually(WAIT, &format!("machine {name} in phase {want}"), || async {
-        get(env, name).await.filter(|m| phase(m) == want)
-    })
-    .await
-}
-
-/// Plays kubelet: registers (or updates) the Node with a Ready condition.
-async fn kubelet(client: &Client, node: &str, machine: &str, ready: bool) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    if nodes.get_opt(node).await.expect("get node").is_none() {
-        let n: Node = serde_json::from_value(json!({
-            "metadata": {"name": node, "labels": {"node.gardener.cloud/machine-name": machine}},
-        }))
-        .expect("node");
-        nodes
-            .create(&PostParams::default(), &n)
-            .await
-            .expect("create node");
-    }
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let status = json!({"status": {"conditions": [{
-        "type": "Ready", "status": if ready {"True"} else {"False"},
-        "reason": "KubeletReady", "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }]}});
-    nodes
-        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
-        .await
-        .expect("patch node status");
-}
-
-/// Nodes are cluster-scoped: name them after the test's namespace.
-fn node_of(env: &TestEnv, machine: &str) -> String {
-    format!("{}-{machine}", env.namespace)
 }
 
 fn script(env: &TestEnv) -> Script {
@@ -395,13 +297,6 @@ async fn a_ready_node_does_not_make_an_uninitialized_machine_running() {
         "{reasons:?}"
     );
     ctl.stop().await;
-}
-
-async fn wait_gone(env: &TestEnv, name: &str) {
-    must_eventually(WAIT, &format!("machine {name} gone"), || async {
-        get(env, name).await.is_none().then_some(())
-    })
-    .await;
 }
 
 #[tokio::test]
@@ -723,17 +618,7 @@ async fn with_two_replicas_only_the_lease_holder_acts() {
     let a = Arc::new(ScriptedDriver::new(script(&env)));
     let b = Arc::new(ScriptedDriver::new(script(&env)));
     let run = |driver: Arc<ScriptedDriver>, id: &str| {
-        let mut drivers = DriverRegistry::new();
-        drivers.register("scripted", driver);
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = Arc::new(Metrics::new(&mut registry));
-        let ctx = Context::new(
-            env.client.clone(),
-            Some(env.client.clone()),
-            config(&env.namespace),
-            drivers,
-            metrics,
-        );
+        let ctx = mc::context(&env, "scripted", driver, true, config(&env.namespace));
         let lc = mcm_runtime::leader::LeaderConfig::new(&env.namespace, id);
         let client = env.client.clone();
         tokio::spawn(async move {
@@ -842,22 +727,13 @@ async fn gzipped_userdata_reaches_the_driver_byte_for_byte() {
         inner: Arc::new(ScriptedDriver::new(Script::default())),
         seen: Default::default(),
     });
-    let mut drivers = DriverRegistry::new();
-    drivers.register("recorded", recorder.clone());
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = Arc::new(Metrics::new(&mut registry));
-    let ctx = Context::new(
-        env.client.clone(),
-        None,
+    let running = mc::start(
+        &env,
+        "recorded",
+        recorder.clone(),
+        false,
         config(&env.namespace),
-        drivers,
-        metrics,
     );
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(machine::run(ctx, async move {
-        let _ = rx.await;
-    }));
-    let running = Running { stop: tx, task };
     create_machine(&env, "gz", "gzip-class", json!({})).await;
     let seen = must_eventually(WAIT, "a CreateMachine call", || async {
         recorder.seen.lock().unwrap().first().cloned()

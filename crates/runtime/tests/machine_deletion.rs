@@ -10,21 +10,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
 use async_trait::async_trait;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineClass, MachinePhase};
 use mcm_core::machine::{CLOUD_CREATE_ANNOTATION, CLOUD_CREATE_NEVER};
 use mcm_driver::testing::{Script, ScriptedDriver};
 use mcm_driver::*;
-use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_runtime::Config;
 use mcm_testenv::{must_eventually, TestEnv};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-const WAIT: Duration = Duration::from_secs(30);
+use crate::machine_common as mc;
+use mc::{get, wait_gone, Running, WAIT};
 
 /// The scripted driver, refusing classes whose providerSpec has `broken: true`.
 struct Strict(Arc<ScriptedDriver>);
@@ -93,44 +92,16 @@ impl Driver for Strict {
     }
 }
 
-struct Running {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
-    }
-}
-
 fn start(env: &TestEnv, driver: Arc<ScriptedDriver>, target: bool) -> Running {
-    let mut drivers = DriverRegistry::new();
-    drivers.register("scripted", Arc::new(Strict(driver)));
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = Arc::new(Metrics::new(&mut registry));
     let cfg = Config {
-        namespace: env.namespace.clone(),
-        short_retry: Duration::from_millis(200),
         long_retry: Duration::from_secs(2),
-        ..Config::default()
+        ..mc::config(&env.namespace)
     };
-    let target = target.then(|| env.client.clone());
-    let ctx = Context::new(env.client.clone(), target, cfg, drivers, metrics);
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(machine::run(ctx, async move {
-        let _ = rx.await;
-    }));
-    Running { stop: tx, task }
+    mc::start(env, "scripted", Arc::new(Strict(driver)), target, cfg)
 }
 
 async fn setup(test: &str) -> Option<TestEnv> {
-    let env = TestEnv::new(test).await?;
-    env.create_user_data_secret("creds", "#!/bin/sh\necho <<MACHINE_NAME>>")
-        .await
-        .expect("create secret");
-    Some(env)
+    mc::namespace_with_secret(test, "#!/bin/sh\necho <<MACHINE_NAME>>").await
 }
 
 async fn create_class(env: &TestEnv, name: &str, spec: serde_json::Value) {
@@ -148,23 +119,7 @@ async fn set_class_spec(env: &TestEnv, name: &str, spec: serde_json::Value) {
 }
 
 async fn create_machine(env: &TestEnv, name: &str, class: &str) {
-    let m: Machine = serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name},
-        "spec": {"class": {"kind": "MachineClass", "name": class}},
-    }))
-    .expect("machine");
-    env.api::<Machine>()
-        .create(&PostParams::default(), &m)
-        .await
-        .expect("create machine");
-}
-
-async fn get(env: &TestEnv, name: &str) -> Option<Machine> {
-    env.api::<Machine>()
-        .get_opt(name)
-        .await
-        .expect("get machine")
+    mc::create_machine(env, name, class, json!({})).await;
 }
 
 fn last_op(m: &Machine) -> mcm_api::LastOperation {
@@ -176,13 +131,6 @@ async fn delete(env: &TestEnv, name: &str) {
         .delete(name, &DeleteParams::default())
         .await
         .expect("delete machine");
-}
-
-async fn wait_gone(env: &TestEnv, name: &str) {
-    must_eventually(WAIT, &format!("machine {name} gone"), || async {
-        get(env, name).await.is_none().then_some(())
-    })
-    .await;
 }
 
 async fn event_reasons(env: &TestEnv) -> Vec<String> {

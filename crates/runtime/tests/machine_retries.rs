@@ -16,16 +16,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
 use async_trait::async_trait;
-use kube::api::{ListParams, PostParams};
+use kube::api::ListParams;
 use mcm_api::Machine;
 use mcm_driver::*;
-use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_runtime::Config;
 use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
+
+use crate::machine_common as mc;
+use mc::Running;
 
 const MIN: Duration = Duration::from_millis(100);
 const MAX: Duration = Duration::from_millis(1600);
@@ -101,18 +103,6 @@ impl Driver for FailingDriver {
     }
 }
 
-struct Running {
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
-    }
-}
-
 /// The machine controller (no target cluster) with the failing driver and small retry periods.
 fn start(env: &TestEnv, driver: Arc<FailingDriver>) -> Running {
     start_with(env, driver, Config::default().resource_exhausted_retry)
@@ -124,30 +114,17 @@ fn start_with(
     driver: Arc<FailingDriver>,
     resource_exhausted_retry: Duration,
 ) -> Running {
-    let mut drivers = DriverRegistry::new();
-    drivers.register("failing", driver);
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = Arc::new(Metrics::new(&mut registry));
     let cfg = Config {
-        namespace: env.namespace.clone(),
         short_retry: MIN,
         long_retry: MAX,
         resource_exhausted_retry,
-        ..Config::default()
+        ..mc::config(&env.namespace)
     };
-    let ctx = Context::new(env.client.clone(), None, cfg, drivers, metrics);
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(machine::run(ctx, async move {
-        let _ = rx.await;
-    }));
-    Running { stop: tx, task }
+    mc::start(env, "failing", driver, false, cfg)
 }
 
 async fn setup(test: &str) -> Option<TestEnv> {
-    let env = TestEnv::new(test).await?;
-    env.create_user_data_secret("creds", "#!/bin/sh\necho hi")
-        .await
-        .expect("create secret");
+    let env = mc::namespace_with_secret(test, "#!/bin/sh\necho hi").await?;
     env.create_class("failing-class", "failing", "creds", json!({"image": "x"}))
         .await
         .expect("create class");
@@ -155,19 +132,7 @@ async fn setup(test: &str) -> Option<TestEnv> {
 }
 
 async fn create_machine(env: &TestEnv, name: &str, spec: serde_json::Value) {
-    let mut m = json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
-        "metadata": {"name": name},
-        "spec": {"class": {"kind": "MachineClass", "name": "failing-class"}},
-    });
-    if let (Some(s), Some(more)) = (m["spec"].as_object_mut(), spec.as_object()) {
-        s.extend(more.clone());
-    }
-    let m: Machine = serde_json::from_value(m).expect("machine");
-    env.api::<Machine>()
-        .create(&PostParams::default(), &m)
-        .await
-        .expect("create machine");
+    mc::create_machine(env, name, "failing-class", spec).await;
 }
 
 /// The un-jittered delay after the `n`-th consecutive failure (1-based).

@@ -7,6 +7,8 @@
 
 // Shared support.
 mod blackhole;
+mod local_world;
+mod machine_common;
 mod sets_common;
 
 // The tests.

@@ -7,133 +7,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
-use k8s_openapi::api::core::v1::{Node, Secret, Taint};
+use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachinePhase};
-use mcm_provider_local::{server, LocalDriver, Tunables};
-use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
 use mcm_testenv::{must_eventually, TestEnv};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-const WAIT: Duration = Duration::from_secs(90);
-
-/// The local cloud and the machine controller of one test.
-struct World {
-    env: TestEnv,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
-    cloud: Option<server::ServerHandle>,
-    dir: PathBuf,
-}
+use crate::local_world::{World, WAIT};
 
 impl World {
-    async fn start(test: &str) -> Option<World> {
-        if std::env::var("RUST_LOG").is_ok() {
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-                .try_init();
-        }
-        let env = TestEnv::new(test).await?;
-        let ns = env.namespace.clone();
-        let dir = std::env::temp_dir().join(format!("mcm-{test}-{ns}"));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let mut cloud = server::CloudConfig::new(dir.join("local-cloud.redb"));
-        cloud.zone = ns.clone();
-        cloud.target_kubeconfig = Some(mcm_testenv::kubeconfig_path());
-        cloud.heartbeat_interval = Duration::from_secs(2);
-        cloud.tunables = Tunables::unlimited();
-        cloud.tunables.boot_delay_ms = 300;
-        let (addr, handle) = server::spawn(cloud).await.expect("local cloud");
-        let driver = LocalDriver::new(format!("http://{addr}")).expect("driver");
-        let mut drivers = DriverRegistry::new();
-        drivers.register("local", Arc::new(driver));
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = Arc::new(Metrics::new(&mut registry));
-        let cfg = Config {
-            namespace: ns.clone(),
-            short_retry: Duration::from_millis(300),
-            long_retry: Duration::from_secs(3),
-            ..Config::default()
-        };
-        let ctx = Context::new(
-            env.client.clone(),
-            Some(env.client.clone()),
-            cfg,
-            drivers,
-            metrics,
-        );
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(machine::run(ctx, async move {
-            let _ = rx.await;
-        }));
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": "creds"},
-            "stringData": {"userData": "#cloud-config\n"}
-        }))
-        .expect("secret");
-        env.api::<Secret>()
-            .create(&PostParams::default(), &secret)
-            .await
-            .expect("create secret");
-        Some(World {
-            env,
-            stop: Some(tx),
-            task: Some(task),
-            cloud: Some(handle),
-            dir,
-        })
-    }
-
-    /// A machine name unique across runs (Nodes are cluster-wide and named
-    /// after their machine by the local cloud).
-    fn unique(&self, name: &str) -> String {
-        let suffix = self.env.namespace.rsplit('-').next().unwrap_or_default();
-        format!("{name}-{suffix}")
-    }
-
-    /// Deletes the machines (and so their Nodes) while the controller still
-    /// runs, then stops everything.
-    async fn stop(mut self) {
-        let machines = self.env.api::<Machine>();
-        let _ = machines
-            .delete_collection(&Default::default(), &ListParams::default())
-            .await;
-        let gone = mcm_testenv::eventually(WAIT, "machines gone", || async {
-            machines
-                .list(&ListParams::default())
-                .await
-                .ok()
-                .filter(|l| l.items.is_empty())
-        })
-        .await;
-        if gone.is_err() {
-            eprintln!("machines of {} not gone; leaving them", self.env.namespace);
-        }
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-        }
-        if let Some(cloud) = self.cloud.take() {
-            let _ = cloud.shutdown().await;
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-
-    fn nodes(&self) -> Api<Node> {
-        Api::all(self.env.client.clone())
-    }
-
     async fn create_class(&self, name: &str, virtual_capacity: serde_json::Value) {
         let class: MachineClass = serde_json::from_value(json!({
             "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
@@ -274,7 +160,7 @@ async fn add_foreign_label_and_taint(client: &Client, node: &str) {
 
 #[tokio::test]
 async fn node_template_changes_reach_the_node_and_removed_entries_leave_it() {
-    let Some(w) = World::start("node-sync-template").await else {
+    let Some(w) = World::start("node-sync-template", |_| {}).await else {
         return;
     };
     w.create_class("local-class", json!({"example.com/slices": "4"}))
@@ -375,7 +261,7 @@ async fn node_template_changes_reach_the_node_and_removed_entries_leave_it() {
 
 #[tokio::test]
 async fn a_node_sync_the_api_server_rejects_is_reported_and_holds_the_startup_taint() {
-    let Some(w) = World::start("node-sync-rejected").await else {
+    let Some(w) = World::start("node-sync-rejected", |_| {}).await else {
         return;
     };
     w.create_class("local-class", json!({})).await;

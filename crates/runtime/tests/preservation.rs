@@ -17,14 +17,15 @@ use mcm_api::{Machine, MachinePhase, MachineSet};
 use mcm_core::time::from_k8s;
 use mcm_driver::testing::{Script, ScriptedDriver};
 use mcm_runtime::sets::{self, SetsConfig};
-use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
+use mcm_runtime::{machine, Config};
 use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
-const WAIT: Duration = Duration::from_secs(30);
+use crate::machine_common as mc;
+use mc::{get, kubelet, phase, WAIT};
 
 /// The controllers of one test; aborted when dropped.
 struct Controllers(Vec<JoinHandle<()>>);
@@ -48,27 +49,15 @@ fn one_pass_of_each(ns: &str) -> Duration {
 
 fn config(ns: &str) -> Config {
     Config {
-        namespace: ns.into(),
-        short_retry: Duration::from_millis(200),
         long_retry: Duration::from_secs(2),
         health_timeout: Duration::from_secs(2),
         eviction_retry_interval: Duration::from_millis(500),
-        ..Config::default()
+        ..mc::config(ns)
     }
 }
 
 fn start(env: &TestEnv, driver: Arc<ScriptedDriver>) -> Controllers {
-    let mut drivers = DriverRegistry::new();
-    drivers.register("scripted", driver);
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = Arc::new(Metrics::new(&mut registry));
-    let ctx = Context::new(
-        env.client.clone(),
-        Some(env.client.clone()),
-        config(&env.namespace),
-        drivers,
-        metrics,
-    );
+    let ctx = mc::context(env, "scripted", driver, true, config(&env.namespace));
     let machines = tokio::spawn(machine::run(ctx, std::future::pending()));
     let sets = tokio::spawn(sets::run_with_target(
         env.client.clone(),
@@ -84,10 +73,7 @@ fn start(env: &TestEnv, driver: Arc<ScriptedDriver>) -> Controllers {
 }
 
 async fn setup(test: &str) -> Option<(TestEnv, Arc<ScriptedDriver>, Controllers)> {
-    let env = TestEnv::new(test).await?;
-    env.create_user_data_secret("creds", "#!/bin/sh\necho <<MACHINE_NAME>>")
-        .await
-        .expect("create secret");
+    let env = mc::namespace_with_secret(test, "#!/bin/sh\necho <<MACHINE_NAME>>").await?;
     env.create_class("scripted-class", "scripted", "creds", json!({"image": "x"}))
         .await
         .expect("create class");
@@ -133,34 +119,6 @@ async fn create_set_of(
         .expect("create machine set");
 }
 
-/// Plays kubelet: registers the Node if needed and sets its Ready condition.
-async fn kubelet(client: &Client, node: &str, machine: &str, ready: bool) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    if nodes.get_opt(node).await.expect("get node").is_none() {
-        let n: Node = serde_json::from_value(json!({
-            "metadata": {"name": node, "labels": {c::MACHINE_NAME_NODE_LABEL: machine}},
-        }))
-        .expect("node");
-        nodes
-            .create(&PostParams::default(), &n)
-            .await
-            .expect("create node");
-    }
-    let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let status = json!({"status": {"conditions": [{
-        "type": "Ready", "status": if ready {"True"} else {"False"},
-        "reason": "KubeletReady", "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }]}});
-    nodes
-        .patch_status(node, &PatchParams::default(), &Patch::Strategic(&status))
-        .await
-        .expect("patch node status");
-}
-
-fn phase(m: &Machine) -> MachinePhase {
-    m.status.clone().unwrap_or_default().current_status.phase
-}
-
 fn expiry(m: &Machine) -> Option<DateTime<Utc>> {
     m.status
         .as_ref()
@@ -174,13 +132,6 @@ async fn machines(env: &TestEnv) -> Vec<Machine> {
         .await
         .expect("list machines")
         .items
-}
-
-async fn get(env: &TestEnv, name: &str) -> Option<Machine> {
-    env.api::<Machine>()
-        .get_opt(name)
-        .await
-        .expect("get machine")
 }
 
 async fn node(client: &Client, name: &str) -> Node {

@@ -19,127 +19,54 @@ use futures::StreamExt;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Secret, Taint};
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Node, Taint};
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass, MachinePhase};
-use mcm_provider_local::{server, AdminClient, LocalDriver, Tunables};
-use mcm_runtime::{machine, metrics::Metrics, Config, Context, DriverRegistry};
-use mcm_testenv::{must_eventually, TestEnv};
+use mcm_testenv::must_eventually;
 use serde_json::json;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-const WAIT: Duration = Duration::from_secs(90);
-const SHORT_RETRY: Duration = Duration::from_millis(300);
+use crate::local_world::{World, SHORT_RETRY, WAIT};
+
 const KEY: &str = c::STARTUP_TAINT_KEY;
 
-struct World {
-    env: TestEnv,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<()>>,
-    cloud: Option<server::ServerHandle>,
-    admin: AdminClient,
-    registry: prometheus_client::registry::Registry,
-    dir: PathBuf,
-}
-
-impl World {
-    /// `register_with_taints`: the simulated kubelets' taints (`None`: the default, the startup taint).
-    async fn start(test: &str, register_with_taints: Option<Vec<Taint>>) -> Option<World> {
-        if std::env::var("RUST_LOG").is_ok() {
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-                .try_init();
-        }
-        let env = TestEnv::new(test).await?;
-        let ns = env.namespace.clone();
-        let dir = std::env::temp_dir().join(format!("mcm-{test}-{ns}"));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let mut cloud = server::CloudConfig::new(dir.join("local-cloud.redb"));
-        cloud.zone = ns.clone();
-        cloud.target_kubeconfig = Some(mcm_testenv::kubeconfig_path());
-        cloud.heartbeat_interval = Duration::from_secs(2);
-        cloud.tunables = Tunables::unlimited();
-        cloud.tunables.boot_delay_ms = 300;
+/// The local world whose simulated kubelets register Nodes with
+/// `register_with_taints` (`None`: the default, the startup taint), and the
+/// MachineClass `local-class`.
+async fn start(test: &str, register_with_taints: Option<Vec<Taint>>) -> Option<World> {
+    let w = World::start(test, |cloud| {
         if let Some(t) = register_with_taints {
             cloud.register_with_taints = t;
         }
-        let (addr, handle) = server::spawn(cloud).await.expect("local cloud");
-        let driver = LocalDriver::new(format!("http://{addr}")).expect("driver");
-        let admin = AdminClient::new(format!("http://{addr}")).expect("admin client");
-        let mut drivers = DriverRegistry::new();
-        drivers.register("local", Arc::new(driver));
-        let mut registry = prometheus_client::registry::Registry::default();
-        let metrics = Arc::new(Metrics::new(&mut registry));
-        let cfg = Config {
-            namespace: ns.clone(),
-            short_retry: SHORT_RETRY,
-            long_retry: Duration::from_secs(3),
-            ..Config::default()
-        };
-        let ctx = Context::new(
-            env.client.clone(),
-            Some(env.client.clone()),
-            cfg,
-            drivers,
-            metrics.clone(),
-        );
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(machine::run(ctx, async move {
-            let _ = rx.await;
-        }));
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": "creds"},
-            "stringData": {"userData": "#cloud-config\n"}
-        }))
-        .expect("secret");
-        env.api::<Secret>()
-            .create(&PostParams::default(), &secret)
-            .await
-            .expect("create secret");
-        let class: MachineClass = serde_json::from_value(json!({
-            "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
-            "metadata": {"name": "local-class"},
-            "provider": "local",
-            "providerSpec": {
-                "image": "local-ubuntu", "instanceType": "small",
-                "tags": {format!("kubernetes.io/cluster/{ns}"): "1", "kubernetes.io/role/node": "1"}
-            },
-            "secretRef": {"name": "creds", "namespace": ns},
-        }))
-        .expect("class");
-        env.api::<MachineClass>()
-            .create(&PostParams::default(), &class)
-            .await
-            .expect("create class");
-        Some(World {
-            env,
-            stop: Some(tx),
-            task: Some(task),
-            cloud: Some(handle),
-            admin,
-            registry,
-            dir,
-        })
-    }
+    })
+    .await?;
+    let ns = &w.env.namespace;
+    let class: MachineClass = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineClass",
+        "metadata": {"name": "local-class"},
+        "provider": "local",
+        "providerSpec": {
+            "image": "local-ubuntu", "instanceType": "small",
+            "tags": {format!("kubernetes.io/cluster/{ns}"): "1", "kubernetes.io/role/node": "1"}
+        },
+        "secretRef": {"name": "creds", "namespace": ns},
+    }))
+    .expect("class");
+    w.env
+        .api::<MachineClass>()
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create class");
+    Some(w)
+}
 
-    fn unique(&self, name: &str) -> String {
-        let suffix = self.env.namespace.rsplit('-').next().unwrap_or_default();
-        format!("{name}-{suffix}")
-    }
-
-    fn nodes(&self) -> Api<Node> {
-        Api::all(self.env.client.clone())
-    }
-
+impl World {
     /// A machine of deployment `pool` whose node template labels its Node `pool=<pool>`.
-    async fn create_machine(&self, name: &str, pool: &str) {
+    async fn create_pool_machine(&self, name: &str, pool: &str) {
         let m: Machine = serde_json::from_value(json!({
             "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
             "metadata": {"name": name, "labels": {"name": pool}},
@@ -184,34 +111,6 @@ impl World {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).expect("encode");
         text
-    }
-
-    async fn stop(mut self) {
-        let machines = self.env.api::<Machine>();
-        let _ = machines
-            .delete_collection(&Default::default(), &ListParams::default())
-            .await;
-        let gone = mcm_testenv::eventually(WAIT, "machines gone", || async {
-            machines
-                .list(&ListParams::default())
-                .await
-                .ok()
-                .filter(|l| l.items.is_empty())
-        })
-        .await;
-        if gone.is_err() {
-            eprintln!("machines of {} not gone; leaving them", self.env.namespace);
-        }
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-        }
-        if let Some(cloud) = self.cloud.take() {
-            let _ = cloud.shutdown().await;
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -258,7 +157,7 @@ fn record_node(nodes: Api<Node>, name: &str) -> (Arc<Mutex<Vec<Node>>>, JoinHand
 
 #[tokio::test]
 async fn no_node_version_is_schedulable_before_initialization_and_label_sync_completed() {
-    let Some(w) = World::start("startup-taint-order", None).await else {
+    let Some(w) = start("startup-taint-order", None).await else {
         return;
     };
     // InitializeMachine fails until the fault is lifted.
@@ -268,7 +167,7 @@ async fn no_node_version_is_schedulable_before_initialization_and_label_sync_com
         .expect("inject init faults");
     let m = w.unique("m-order");
     let (history, recorder) = record_node(w.nodes(), &m);
-    w.create_machine(&m, "pool-a").await;
+    w.create_pool_machine(&m, "pool-a").await;
 
     // The Node registers with the taint; node sync puts the template's labels
     // on it while InitializeMachine keeps failing.
@@ -354,11 +253,11 @@ async fn no_node_version_is_schedulable_before_initialization_and_label_sync_com
 
 #[tokio::test]
 async fn a_node_registered_without_the_startup_taint_runs_as_before() {
-    let Some(w) = World::start("startup-taint-none", Some(vec![])).await else {
+    let Some(w) = start("startup-taint-none", Some(vec![])).await else {
         return;
     };
     let m = w.unique("m-plain");
-    w.create_machine(&m, "pool-b").await;
+    w.create_pool_machine(&m, "pool-b").await;
     w.running(&m).await;
     let nodes = w.nodes();
     let n = must_eventually(WAIT, "the template's label on the node", || async {
@@ -433,7 +332,7 @@ async fn refuse_taint_removal(
 
 #[tokio::test]
 async fn a_refused_startup_taint_removal_is_retried_with_backoff_and_reported() {
-    let Some(w) = World::start("startup-taint-refused", None).await else {
+    let Some(w) = start("startup-taint-refused", None).await else {
         return;
     };
     let m = w.unique("m-refused");
@@ -465,7 +364,7 @@ async fn a_refused_startup_taint_removal_is_retried_with_backoff_and_reported() 
     .await;
     let _ = nodes.delete(&probe, &DeleteParams::default()).await;
 
-    w.create_machine(&m, &pool).await;
+    w.create_pool_machine(&m, &pool).await;
     // Reported: a Warning Event naming the error, the reason in status.
     let ev = w.warning_event(&m, "StartupTaintRemovalFailed").await;
     assert!(

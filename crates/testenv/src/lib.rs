@@ -4,7 +4,7 @@
 //! kube-controller-manager), built from the Go module proxy and started on
 //! loopback by `hack/testenv.sh up`. This crate connects to it, installs the
 //! project's CRDs, gives each test its own namespace and offers "eventually"
-//! helpers.
+//! helpers; [`moto`] builds each AWS test's network in moto.
 //!
 //! The kubeconfig is found in `$KUBECONFIG`, else in
 //! `$MCM_TESTENV_DIR/kubeconfig`, else in `<repo>/.mcm/testenv/kubeconfig`.
@@ -27,8 +27,11 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub mod fixtures;
+pub mod moto;
 pub mod process;
 pub mod skip;
+pub use moto::MotoNetwork;
 pub use process::{free_port, KillOnDrop, TempDir};
 pub use skip::{
     current_test, is_ci, is_strict, moto_endpoint, require, require_classified, service,

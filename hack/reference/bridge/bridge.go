@@ -254,6 +254,21 @@ func (s *Server) logResult(op string, m *v1alpha1.Machine, err error) {
 	s.log.Debug("driver call served", attrs...)
 }
 
+// answer finishes a call whose response names a VM: a driver error goes
+// back with the identity answered together with it (Uninitialized, in the
+// reference's drivers), and neither a response nor an error is Internal.
+// Without an error it returns the response's identity.
+func (s *Server) answer(ctx context.Context, op string, m *v1alpha1.Machine, id *identity, err error) (*identity, error) {
+	s.logResult(op, m, err)
+	if err != nil {
+		return nil, s.fail(ctx, err, id)
+	}
+	if id == nil {
+		return nil, s.fail(ctx, status.Error(codes.Internal, "the driver's "+op+" answered neither a response nor an error"), nil)
+	}
+	return id, nil
+}
+
 // CreateMachine calls the driver's CreateMachine.
 func (s *Server) CreateMachine(ctx context.Context, r *driverpb.MachineRequest) (*driverpb.CreateMachineResponse, error) {
 	d, err := decodeMachineRequest(r)
@@ -261,20 +276,16 @@ func (s *Server) CreateMachine(ctx context.Context, r *driverpb.MachineRequest) 
 		return nil, s.fail(ctx, err, nil)
 	}
 	resp, err := s.driver.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: d.machine, MachineClass: d.class, Secret: d.secret})
-	s.logResult("CreateMachine", d.machine, err)
-	if err != nil {
-		var id *identity
-		if resp != nil {
-			id = &identity{ProviderID: resp.ProviderID, NodeName: resp.NodeName, Addresses: resp.Addresses}
-		}
-		return nil, s.fail(ctx, err, id)
+	var id *identity
+	if resp != nil {
+		id = &identity{ProviderID: resp.ProviderID, NodeName: resp.NodeName, Addresses: resp.Addresses}
 	}
-	if resp == nil {
-		return nil, s.fail(ctx, status.Error(codes.Internal, "the driver's CreateMachine answered neither a response nor an error"), nil)
+	if id, err = s.answer(ctx, "CreateMachine", d.machine, id, err); err != nil {
+		return nil, err
 	}
 	return &driverpb.CreateMachineResponse{
-		ProviderId: resp.ProviderID, NodeName: resp.NodeName,
-		LastKnownState: resp.LastKnownState, Addresses: addresses(resp.Addresses),
+		ProviderId: id.ProviderID, NodeName: id.NodeName,
+		LastKnownState: resp.LastKnownState, Addresses: addresses(id.Addresses),
 	}, nil
 }
 
@@ -285,18 +296,14 @@ func (s *Server) InitializeMachine(ctx context.Context, r *driverpb.MachineReque
 		return nil, s.fail(ctx, err, nil)
 	}
 	resp, err := s.driver.InitializeMachine(ctx, &driver.InitializeMachineRequest{Machine: d.machine, MachineClass: d.class, Secret: d.secret})
-	s.logResult("InitializeMachine", d.machine, err)
-	if err != nil {
-		var id *identity
-		if resp != nil {
-			id = &identity{ProviderID: resp.ProviderID, NodeName: resp.NodeName, Addresses: resp.Addresses}
-		}
-		return nil, s.fail(ctx, err, id)
+	var id *identity
+	if resp != nil {
+		id = &identity{ProviderID: resp.ProviderID, NodeName: resp.NodeName, Addresses: resp.Addresses}
 	}
-	if resp == nil {
-		return nil, s.fail(ctx, status.Error(codes.Internal, "the driver's InitializeMachine answered neither a response nor an error"), nil)
+	if id, err = s.answer(ctx, "InitializeMachine", d.machine, id, err); err != nil {
+		return nil, err
 	}
-	return &driverpb.InitializeMachineResponse{ProviderId: resp.ProviderID, NodeName: resp.NodeName, Addresses: addresses(resp.Addresses)}, nil
+	return &driverpb.InitializeMachineResponse{ProviderId: id.ProviderID, NodeName: id.NodeName, Addresses: addresses(id.Addresses)}, nil
 }
 
 // DeleteMachine calls the driver's DeleteMachine.
@@ -326,18 +333,14 @@ func (s *Server) GetMachineStatus(ctx context.Context, r *driverpb.MachineReques
 		return nil, s.fail(ctx, err, nil)
 	}
 	resp, err := s.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: d.machine, MachineClass: d.class, Secret: d.secret})
-	s.logResult("GetMachineStatus", d.machine, err)
-	if err != nil {
-		var id *identity
-		if resp != nil {
-			id = &identity{ProviderID: resp.ProviderID, NodeName: resp.NodeName, Addresses: resp.Addresses}
-		}
-		return nil, s.fail(ctx, err, id)
+	var id *identity
+	if resp != nil {
+		id = &identity{ProviderID: resp.ProviderID, NodeName: resp.NodeName, Addresses: resp.Addresses}
 	}
-	if resp == nil {
-		return nil, s.fail(ctx, status.Error(codes.Internal, "the driver's GetMachineStatus answered neither a response nor an error"), nil)
+	if id, err = s.answer(ctx, "GetMachineStatus", d.machine, id, err); err != nil {
+		return nil, err
 	}
-	return &driverpb.GetMachineStatusResponse{ProviderId: resp.ProviderID, NodeName: resp.NodeName, Addresses: addresses(resp.Addresses)}, nil
+	return &driverpb.GetMachineStatusResponse{ProviderId: id.ProviderID, NodeName: id.NodeName, Addresses: addresses(id.Addresses)}, nil
 }
 
 // ListMachines calls the driver's ListMachines, or its IdentityLister

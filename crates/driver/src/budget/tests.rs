@@ -1,4 +1,7 @@
 use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
 
 #[tokio::test(start_paused = true)]
 async fn a_burst_is_free_then_the_refill_rate_paces() {

@@ -1,47 +1,20 @@
-//! Shared by the AWS end-to-end tests (`aws_e2e.rs`, `aws_hot_update.rs`):
-//! moto set-up for the example MachineClass, `mcm run` as a child process,
-//! and reading Machines and instances back.
+//! Shared by the AWS end-to-end tests (`aws_e2e.rs`, `aws_hot_update.rs`) on
+//! top of the provider harness (`e2e`): the moto set-up for the example
+//! MachineClass and reading the instances back.
 #![allow(dead_code)] // each test binary uses a part
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
-use kube::api::{Api, PostParams};
-use kube::ResourceExt;
-use mcm_api::{MachineClass, MachineDeployment};
 use mcm_provider_aws::{AwsDriver, AwsDriverConfig};
 use mcm_testenv::TestEnv;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+
+pub use crate::e2e::unique;
 
 /// The region of `examples/aws-machine-class.yaml`.
-pub use crate::e2e::{scale_to_zero, unique, wait_for_machines, McmRun};
-
-/// `mcm run` with the AWS driver pointed at `endpoint` (moto or the EC2 proxy).
-pub fn mcm_run(ns: &str, endpoint: &str, port: u16) -> McmRun {
-    crate::e2e::mcm_run("aws", ns, port, &["--aws-endpoint", endpoint])
-}
-
 pub const REGION: &str = "eu-west-1";
 const EXAMPLE: &str = include_str!("../../../../examples/aws-machine-class.yaml");
-
-/// An unsigned IAM Query call to moto (RunInstances needs an existing
-/// instance profile, and the IAM SDK is not worth its build time for one call).
-pub fn moto_iam(endpoint: &str, body: &str) -> String {
-    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
-    let mut s = std::net::TcpStream::connect(host).expect("connect to moto");
-    let req = format!(
-        "POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
-         Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out
-}
 
 /// What the test creates in moto for the MachineClass, and a driver whose
 /// SDK client (`ec2_client`) the test uses to look at moto. The SDK's types
@@ -71,91 +44,24 @@ pub async fn moto_setup(endpoint: &str) -> Cloud {
         ),
         ..Default::default()
     };
-    let ec2 = driver.ec2_client(REGION, &secret).expect("EC2 client");
-    let vpc = ec2
-        .create_vpc()
-        .cidr_block("10.0.0.0/16")
-        .amazon_provided_ipv6_cidr_block(true)
-        .send()
+    let net = mcm_testenv::MotoNetwork::create(endpoint, REGION, "mcm-e2e")
         .await
-        .expect("CreateVpc");
-    let vpc = vpc.vpc().expect("vpc");
-    let vpc_id = vpc.vpc_id().expect("vpc id").to_string();
-    let v6 = vpc
-        .ipv6_cidr_block_association_set()
-        .iter()
-        .find_map(|a| a.ipv6_cidr_block())
-        .expect("the VPC has an IPv6 block")
-        .replace("/56", "/64");
-    let subnet = ec2
-        .create_subnet()
-        .vpc_id(&vpc_id)
-        .cidr_block("10.0.1.0/24")
-        .ipv6_cidr_block(v6)
-        .availability_zone(format!("{REGION}a"))
-        .send()
-        .await
-        .expect("CreateSubnet")
-        .subnet()
-        .and_then(|s| s.subnet_id())
-        .expect("subnet id")
-        .to_string();
-    let sg = ec2
-        .create_security_group()
-        .group_name(unique("mcm-e2e"))
-        .description("mcm e2e")
-        .vpc_id(&vpc_id)
-        .send()
-        .await
-        .expect("CreateSecurityGroup")
-        .group_id()
-        .expect("sg id")
-        .to_string();
-    let ami = ec2
-        .register_image()
-        .name(unique("mcm-e2e-ami"))
-        .root_device_name("/dev/xvda")
-        .send()
-        .await
-        .expect("RegisterImage")
-        .image_id()
-        .expect("ami id")
-        .to_string();
-    let profile = unique("mcm-e2e-nodes");
-    let answer = moto_iam(
-        endpoint,
-        &format!("Action=CreateInstanceProfile&InstanceProfileName={profile}&Version=2010-05-08"),
-    );
-    assert!(
-        answer.starts_with("HTTP/1.1 200"),
-        "CreateInstanceProfile: {answer}"
-    );
+        .expect("moto set-up");
     Cloud {
         driver,
         secret,
-        ami,
-        subnet,
-        sg,
-        profile,
+        ami: net.ami,
+        subnet: net.subnet,
+        sg: net.sg,
+        profile: net.profile,
     }
 }
 
-/// The documents of `examples/aws-machine-class.yaml`.
-pub fn example_documents() -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(EXAMPLE)
-        .map(|doc| Value::deserialize(doc).expect("examples/aws-machine-class.yaml parses"))
-        .collect()
-}
-
-/// The example's MachineClass pointed at `cloud`, in namespace `ns`, tagged
-/// with `cluster_tag` instead of the example's cluster, and with the subnet
-/// under `subnetId`, a spelling that only Go's case-insensitive key matching
+/// Points the example's MachineClass document at `cloud` and tags it with
+/// `cluster_tag` instead of the example's cluster, with the subnet under
+/// `subnetId`, a spelling that only Go's case-insensitive key matching
 /// accepts (the canonical key is `subnetID`).
-pub fn example_class(doc: &Value, cloud: &Cloud, ns: &str, cluster_tag: &str) -> MachineClass {
-    let mut doc = doc.clone();
-    doc["metadata"]["namespace"] = json!(ns);
-    doc["secretRef"]["namespace"] = json!(ns);
-    doc["credentialsSecretRef"]["namespace"] = json!(ns);
+fn point_class_at(doc: &mut Value, cloud: &Cloud, cluster_tag: &str) {
     let spec = &mut doc["providerSpec"];
     assert_eq!(spec["region"], json!(REGION), "the example's region");
     spec["ami"] = json!(cloud.ami);
@@ -177,7 +83,6 @@ pub fn example_class(doc: &Value, cloud: &Cloud, ns: &str, cluster_tag: &str) ->
     tags.retain(|k, _| !k.starts_with("kubernetes.io/cluster/"));
     tags.insert(cluster_tag.to_string(), json!("1"));
     assert!(tags.contains_key("kubernetes.io/role/node"));
-    serde_json::from_value(doc).expect("the example's MachineClass")
 }
 
 impl Cloud {
@@ -257,52 +162,10 @@ pub struct Nic {
 /// `cloud`, tagged with `cluster_tag`) in the test's namespace; returns the
 /// class's name.
 pub async fn create_example(env: &TestEnv, cloud: &Cloud, cluster_tag: &str) -> String {
-    let ns = env.namespace.as_str();
-    let secrets: Api<Secret> = env.api();
-    let classes: Api<MachineClass> = env.api();
-    let mut class_name = String::new();
-    for doc in &example_documents() {
-        match doc["kind"].as_str() {
-            Some("Secret") => {
-                let mut doc = doc.clone();
-                doc["metadata"]["namespace"] = json!(ns);
-                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
-                secrets
-                    .create(&PostParams::default(), &s)
-                    .await
-                    .expect("create Secret");
-            }
-            Some("MachineClass") => {
-                let class = example_class(doc, cloud, ns, cluster_tag);
-                class_name = class.name_any();
-                classes
-                    .create(&PostParams::default(), &class)
-                    .await
-                    .expect("create MachineClass");
-            }
-            other => panic!("unexpected document {other:?} in examples/aws-machine-class.yaml"),
+    crate::e2e::create_example(env, EXAMPLE, |doc| {
+        if doc["kind"] == "MachineClass" {
+            point_class_at(doc, cloud, cluster_tag);
         }
-    }
-    assert!(!class_name.is_empty(), "the example has a MachineClass");
-    class_name
-}
-
-/// A MachineDeployment `name` of `replicas` machines of class `class_name`
-/// (rolling, maxSurge 1, maxUnavailable 0), selecting on `name: <name>`.
-pub fn deployment(name: &str, ns: &str, replicas: usize, class_name: &str) -> MachineDeployment {
-    serde_json::from_value(json!({
-        "apiVersion": "machine.sapcloud.io/v1alpha1",
-        "kind": "MachineDeployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "replicas": replicas,
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "selector": {"matchLabels": {"name": name}},
-            "template": {
-                "metadata": {"labels": {"name": name}},
-                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
-            }
-        }
-    }))
-    .expect("MachineDeployment")
+    })
+    .await
 }

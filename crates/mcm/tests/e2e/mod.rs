@@ -1,13 +1,21 @@
-//! What the provider end-to-end tests (`<provider>_e2e.rs`, `aws_hot_update.rs`)
-//! share: `mcm run` as a child process stopped on drop (its log printed when
-//! the test fails), the check that it has the provider's driver, and reading
-//! the Machines back.
+//! The one harness of the provider end-to-end tests (`<provider>_e2e.rs`,
+//! `aws_hot_update.rs`). Each runs the same story against its cloud's fake:
+//! [`create_example`] applies `examples/<provider>-machine-class.yaml` as a
+//! user would, adjusted to the fake; [`start_mcm`] starts `mcm run` (a child
+//! process stopped on drop, its log printed when the test fails) and checks it
+//! has the provider's driver; [`deploy_available`] applies a MachineDeployment
+//! and waits for it to be Available; [`scale_to_zero`] scales it to 0. The
+//! tests themselves hold only what is particular to their cloud: the fake's
+//! set-up and what they check in it.
 #![allow(dead_code)] // each test binary uses a part
 
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
-use mcm_api::{Machine, MachineDeployment};
-use mcm_testenv::{eventually, must_eventually};
+use mcm_api::{Machine, MachineClass, MachineDeployment, MachineDeploymentStatus};
+use mcm_testenv::{eventually, must_eventually, TestEnv};
+use serde::Deserialize;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -201,4 +209,158 @@ pub async fn scale_to_zero(
         BTreeMap::is_empty,
     )
     .await;
+}
+
+/// The documents of an example file (`examples/<provider>-machine-class.yaml`).
+pub fn example_documents(yaml: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(yaml)
+        .map(|doc| Value::deserialize(doc).expect("the example parses"))
+        .collect()
+}
+
+/// Creates an example's Secrets and MachineClass in the test's namespace and
+/// returns the class's name. Each document is first moved into the namespace
+/// (the class's `secretRef` and `credentialsSecretRef` too), then handed to
+/// `adjust`, which points it at the fake (a Secret's credentials, the class's
+/// endpoint-specific IDs and its cluster tag); `doc["kind"]` tells which it is.
+pub async fn create_example(
+    env: &TestEnv,
+    yaml: &str,
+    mut adjust: impl FnMut(&mut Value),
+) -> String {
+    let ns = env.namespace.as_str();
+    let secrets: Api<Secret> = env.api();
+    let classes: Api<MachineClass> = env.api();
+    let mut class_name = String::new();
+    for mut doc in example_documents(yaml) {
+        doc["metadata"]["namespace"] = json!(ns);
+        match doc["kind"].as_str() {
+            Some("Secret") => {
+                adjust(&mut doc);
+                let s: Secret = serde_json::from_value(doc).expect("the example's Secret");
+                secrets
+                    .create(&PostParams::default(), &s)
+                    .await
+                    .expect("create Secret");
+            }
+            Some("MachineClass") => {
+                doc["secretRef"]["namespace"] = json!(ns);
+                doc["credentialsSecretRef"]["namespace"] = json!(ns);
+                adjust(&mut doc);
+                let class: MachineClass =
+                    serde_json::from_value(doc).expect("the example's MachineClass");
+                class_name = class.name_any();
+                classes
+                    .create(&PostParams::default(), &class)
+                    .await
+                    .expect("create MachineClass");
+            }
+            other => panic!("unexpected document {other:?} in the example"),
+        }
+    }
+    assert!(!class_name.is_empty(), "the example has a MachineClass");
+    class_name
+}
+
+/// [`mcm_run`] on a free port, returned once it listens there, is alive and
+/// has `provider`'s driver.
+pub async fn start_mcm(provider: &str, ns: &str, extra: &[&str]) -> McmRun {
+    let port = mcm_testenv::free_port();
+    let mut mcm = mcm_run(provider, ns, port, extra);
+    must_eventually(
+        Duration::from_secs(30),
+        "mcm run listens on its /healthz port",
+        || async {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+                .map(|_| ())
+        },
+    )
+    .await;
+    mcm.assert_alive();
+    assert_has_driver(&mcm, provider).await;
+    mcm
+}
+
+/// A MachineDeployment `name` of `replicas` machines of class `class_name`
+/// (rolling, maxSurge 1, maxUnavailable 0), selecting on `name: <name>`.
+pub fn deployment(name: &str, ns: &str, replicas: usize, class_name: &str) -> MachineDeployment {
+    serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1",
+        "kind": "MachineDeployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": replicas,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "selector": {"matchLabels": {"name": name}},
+            "template": {
+                "metadata": {"labels": {"name": name}},
+                "spec": {"class": {"kind": "MachineClass", "name": class_name}}
+            }
+        }
+    }))
+    .expect("MachineDeployment")
+}
+
+/// A MachineDeployment that reached Available, and the APIs to look at it.
+pub struct Deployed {
+    /// The namespace's MachineDeployments.
+    pub deployments: Api<MachineDeployment>,
+    /// The namespace's Machines.
+    pub machines: Api<Machine>,
+    /// Its status once every replica was available.
+    pub status: MachineDeploymentStatus,
+    /// From its creation until its Machines were all Available.
+    pub took: Duration,
+}
+
+/// Creates the MachineDeployment `name` ([`deployment`]) and waits, up to
+/// `timeout`, until its `replicas` Machines are Available, then until its
+/// status counts them all available and updated with `Available=True`.
+pub async fn deploy_available(
+    env: &TestEnv,
+    name: &str,
+    class_name: &str,
+    replicas: usize,
+    timeout: Duration,
+) -> Deployed {
+    let deployments: Api<MachineDeployment> = env.api();
+    deployments
+        .create(
+            &PostParams::default(),
+            &deployment(name, &env.namespace, replicas, class_name),
+        )
+        .await
+        .expect("create MachineDeployment");
+    let applied = Instant::now();
+    let machines: Api<Machine> = env.api();
+    wait_for_machines(
+        &machines,
+        timeout,
+        &format!("{replicas} Available machines"),
+        |p| p.len() == replicas && p.values().all(|ph| ph == "Available"),
+    )
+    .await;
+    let took = applied.elapsed();
+    let status = must_eventually(
+        Duration::from_secs(60),
+        "the MachineDeployment reports all replicas available and Available=True",
+        || async {
+            let s = deployments.get(name).await.ok()?.status?;
+            let available = s
+                .conditions
+                .iter()
+                .any(|c| c.type_.as_str() == "Available" && c.status.as_str() == "True");
+            let n = i32::try_from(replicas).ok()?;
+            (s.available_replicas == n && s.updated_replicas == n && available).then_some(s)
+        },
+    )
+    .await;
+    Deployed {
+        deployments,
+        machines,
+        status,
+        took,
+    }
 }

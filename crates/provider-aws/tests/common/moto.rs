@@ -6,29 +6,11 @@ use super::*;
 use aws_sdk_ec2::types::Filter;
 use mcm_provider_aws::{AwsDriver, AwsDriverConfig};
 use serde_json::json;
-use std::io::{Read, Write};
 use std::time::Duration;
 
 /// moto's endpoint, or `None` after the visible skip (a failure in CI).
 pub fn endpoint() -> Option<String> {
     mcm_testenv::moto_endpoint(&mcm_testenv::current_test())
-}
-
-/// An unsigned IAM Query call to moto (the test needs an instance profile,
-/// and the IAM SDK crate is not worth its build time for one call).
-pub fn moto_iam(endpoint: &str, body: &str) -> String {
-    let host = endpoint.trim_start_matches("http://").trim_end_matches('/');
-    let mut s = std::net::TcpStream::connect(host).expect("connect to moto");
-    let req = format!(
-        "POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/x-www-form-urlencoded\r\n\
-         Authorization: AWS4-HMAC-SHA256 Credential=testing/20240101/us-east-1/iam/aws4_request, SignedHeaders=host, Signature=0\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out
 }
 
 pub struct Env {
@@ -54,72 +36,17 @@ impl Env {
         adjust(&mut cfg);
         let driver = AwsDriver::new(cfg);
         let client = driver.ec2_client(REGION, &secret()).expect("client");
-        let vpc = client
-            .create_vpc()
-            .cidr_block("10.0.0.0/16")
-            .amazon_provided_ipv6_cidr_block(true)
-            .send()
+        let net = mcm_testenv::MotoNetwork::create(&endpoint, REGION, "mcm")
             .await
-            .expect("CreateVpc");
-        let vpc = vpc.vpc().expect("vpc");
-        let vpc_id = vpc.vpc_id().expect("vpc id").to_string();
-        let v6 = vpc
-            .ipv6_cidr_block_association_set()
-            .iter()
-            .find_map(|a| a.ipv6_cidr_block())
-            .expect("the VPC has an IPv6 block")
-            .replace("/56", "/64");
-        let subnet = client
-            .create_subnet()
-            .vpc_id(&vpc_id)
-            .cidr_block("10.0.1.0/24")
-            .ipv6_cidr_block(v6)
-            .availability_zone(format!("{REGION}a"))
-            .send()
-            .await
-            .expect("CreateSubnet")
-            .subnet()
-            .and_then(|s| s.subnet_id())
-            .expect("subnet id")
-            .to_string();
-        let sg = client
-            .create_security_group()
-            .group_name(unique("sg"))
-            .description("mcm test")
-            .vpc_id(&vpc_id)
-            .send()
-            .await
-            .expect("CreateSecurityGroup")
-            .group_id()
-            .expect("sg id")
-            .to_string();
-        let ami = client
-            .register_image()
-            .name(unique("mcm-ami"))
-            .root_device_name("/dev/xvda")
-            .send()
-            .await
-            .expect("RegisterImage")
-            .image_id()
-            .expect("ami id")
-            .to_string();
-        let profile = unique("mcm-profile");
-        let body = format!(
-            "Action=CreateInstanceProfile&InstanceProfileName={profile}&Version=2010-05-08"
-        );
-        let answer = moto_iam(&endpoint, &body);
-        assert!(
-            answer.starts_with("HTTP/1.1 200"),
-            "CreateInstanceProfile: {answer}"
-        );
+            .expect("moto set-up");
         Some(Env {
             driver,
             client,
-            ami,
-            subnet,
-            sg,
+            ami: net.ami,
+            subnet: net.subnet,
+            sg: net.sg,
             cluster: format!("kubernetes.io/cluster/{}", unique("shoot")),
-            profile,
+            profile: net.profile,
         })
     }
 

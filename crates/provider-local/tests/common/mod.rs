@@ -2,13 +2,8 @@
 //! 127.0.0.1:0 with a temporary store, classes, machines and requests.
 #![allow(dead_code)]
 
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use mcm_api::{Machine, MachineClass, MachineSpec};
-use mcm_driver::{ListMachinesRequest, MachineRequest};
 use mcm_provider_local::server::{spawn, CloudConfig, ServerHandle};
 use mcm_provider_local::{AdminClient, LocalDriver, Tunables};
-use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 pub struct Cloud {
@@ -59,57 +54,9 @@ pub async fn start(tunables: Tunables) -> Cloud {
     }
 }
 
-/// A spec of cluster `cluster` that wants srcDstCheck off, 2 IPv6 addresses and 1 prefix.
-pub fn spec(cluster: &str) -> Value {
-    json!({
-        "image": "local/ubuntu-24.04",
-        "instanceType": "local.medium",
-        "srcAndDstChecksEnabled": false,
-        "ipv6AddressCount": 2,
-        "ipv6PrefixCount": 1,
-        "tags": {
-            format!("kubernetes.io/cluster/{cluster}"): "1",
-            "kubernetes.io/role/node": "1"
-        }
-    })
-}
-
-pub fn class_with(name: &str, provider_spec: Value) -> MachineClass {
-    MachineClass {
-        metadata: ObjectMeta {
-            name: Some(name.to_string()),
-            namespace: Some("default".to_string()),
-            ..Default::default()
-        },
-        provider_spec,
-        provider: "local".to_string(),
-        ..Default::default()
-    }
-}
-
-pub fn class(cluster: &str) -> MachineClass {
-    class_with(&format!("class-{cluster}"), spec(cluster))
-}
-
-pub fn machine(prefix: &str) -> Machine {
-    let suffix = format!("{:08x}", rand::random::<u32>());
-    let mut m = Machine::new(&format!("{prefix}-{suffix}"), MachineSpec::default());
-    m.metadata.namespace = Some("default".to_string());
-    m.metadata.uid = Some(format!("uid-{suffix}-{:08x}", rand::random::<u32>()));
-    m
-}
-
-pub fn request(machine: &Machine, class: &MachineClass) -> MachineRequest {
-    MachineRequest {
-        machine: machine.clone(),
-        machine_class: class.clone(),
-        secret: Secret::default(),
-    }
-}
-
-pub fn list_request(class: &MachineClass) -> ListMachinesRequest {
-    ListMachinesRequest {
-        machine_class: class.clone(),
-        secret: Secret::default(),
-    }
-}
+/// The local cloud's fixtures, shared with the other crate's driver tests.
+#[allow(unused_imports)] // each test binary uses a part
+pub use mcm_testenv::fixtures::{
+    list_request, local_class as class, local_class_with as class_with, local_spec as spec,
+    machine, request,
+};

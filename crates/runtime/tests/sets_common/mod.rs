@@ -30,18 +30,7 @@ pub fn config() -> SetsConfig {
 }
 
 /// The controllers, running in the background until stopped.
-pub struct Running {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Running {
-    /// Stops them gracefully.
-    pub async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
-    }
-}
+pub use crate::machine_common::Running;
 
 /// Logs to the test output when `RUST_LOG` is set.
 pub fn init_logs() {
@@ -64,7 +53,7 @@ pub fn start(env: &TestEnv, cfg: SetsConfig) -> Running {
             let _ = rx.await;
         },
     ));
-    Running { stop: tx, task }
+    Running::new(tx, task)
 }
 
 /// Plays the machine controller: every machine without a phase becomes
