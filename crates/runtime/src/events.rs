@@ -59,6 +59,28 @@ impl Recorder {
         }
     }
 
+    /// The one way the controllers publish an Event about `obj`: the note is
+    /// cut to 1000 characters, `action` names what the controller was doing.
+    /// Returns whether it was written; a failure is logged (never fails a
+    /// reconcile).
+    pub async fn note<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        type_: kube::runtime::events::EventType,
+        reason: &str,
+        note: String,
+        action: &str,
+    ) -> bool {
+        let ev = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(note.chars().take(1000).collect()),
+            action: action.to_string(),
+            secondary: None,
+        };
+        self.publish(&ev, &obj.object_ref(&())).await.is_ok()
+    }
+
     /// Publishes `ev` about the object `reference`. Errors are logged as
     /// warnings and also returned, for call sites that want them.
     pub async fn publish(

@@ -17,7 +17,7 @@
 use crate::Context;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use mcm_api::{Machine, MachineClass};
@@ -165,16 +165,15 @@ pub async fn sync_and_report(
         Ok((_, fresh)) => fresh,
         Err(e) => {
             warn!(machine = %machine.name_any(), node = %node_name, error = %e, "node sync failed");
-            let ev = Event {
-                type_: EventType::Warning,
-                reason: "NodeSyncFailed".into(),
-                note: Some(e.to_string().chars().take(1000).collect()),
-                action: "NodeSync".into(),
-                secondary: None,
-            };
-            if let Err(e) = ctx.recorder.publish(&ev, &machine.object_ref(&())).await {
-                debug!(error = %e, "could not publish event");
-            }
+            ctx.recorder
+                .note(
+                    machine,
+                    EventType::Warning,
+                    "NodeSyncFailed",
+                    e.to_string(),
+                    "NodeSync",
+                )
+                .await;
             None
         }
     }

@@ -8,13 +8,13 @@
 //! costs its Events once per change, not once per reconcile.
 
 use crate::Context;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use mcm_api::MachineClass;
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Mutex;
-use tracing::{debug, warn};
+use tracing::warn;
 
 /// The reason of the Events.
 pub const REASON: &str = "ProviderSpecWarning";
@@ -53,21 +53,20 @@ pub(crate) async fn report(ctx: &Context, class: &MachineClass) {
     if already == Some(digest) || (already.is_none() && warnings.is_empty()) {
         return;
     }
-    let reference = class.object_ref(&());
     let mut all_written = true;
     for w in &warnings {
         warn!(class = %class.name_any(), namespace = %class.namespace().unwrap_or_default(), warning = %w, "providerSpec warning");
-        let ev = Event {
-            type_: EventType::Warning,
-            reason: REASON.into(),
-            note: Some(w.chars().take(1000).collect()),
-            action: "DecodeProviderSpec".into(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&ev, &reference).await {
-            debug!(class = %class.name_any(), error = %e, "could not publish the providerSpec warning");
-            all_written = false;
-        }
+        let written = ctx
+            .recorder
+            .note(
+                class,
+                EventType::Warning,
+                REASON,
+                w.clone(),
+                "DecodeProviderSpec",
+            )
+            .await;
+        all_written &= written;
     }
     if all_written {
         if let Ok(mut m) = ctx.spec_warnings.0.lock() {

@@ -42,7 +42,7 @@ use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use mcm_api::constants as c;
@@ -245,21 +245,10 @@ impl<'a> Reconciler<'a> {
     // Events and status
 
     async fn event(&self, type_: EventType, reason: &str, note: String) {
-        let ev = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note.chars().take(1000).collect()),
-            action: reason.into(),
-            secondary: None,
-        };
-        if let Err(e) = self
-            .ctx
+        self.ctx
             .recorder
-            .publish(&ev, &self.machine.object_ref(&()))
-            .await
-        {
-            debug!(error = %e, "could not publish event");
-        }
+            .note(&self.machine, type_, reason, note, reason)
+            .await;
     }
 
     /// Writes a status change and emits an Event on a phase change.

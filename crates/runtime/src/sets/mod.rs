@@ -42,7 +42,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::events::{Event, EventType, Reporter};
+use kube::runtime::events::{EventType, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use mcm_api::{Machine, MachineDeployment, MachineSet};
@@ -160,16 +160,7 @@ pub(crate) async fn publish<K: Resource<DynamicType = ()>>(
     note: String,
     action: &str,
 ) {
-    let ev = Event {
-        type_,
-        reason: reason.to_string(),
-        note: Some(note),
-        action: action.to_string(),
-        secondary: None,
-    };
-    if let Err(e) = recorder.publish(&ev, &obj.object_ref(&())).await {
-        debug!(error = %e, reason, "event not published");
-    }
+    recorder.note(obj, type_, reason, note, action).await;
 }
 
 /// The conditions with the failure condition replaced by `new`, or `None`
