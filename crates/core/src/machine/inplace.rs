@@ -307,3 +307,43 @@ pub fn in_place_timeout(
 #[cfg(test)]
 #[path = "inplace_tests.rs"]
 mod tests;
+
+/// The machine and Node the in-place tests (these and the flow's) start from.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::*;
+    use crate::machine::Phase;
+    use chrono::TimeZone;
+
+    pub(crate) fn t0() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0)
+            .single()
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn view(phase: Phase) -> MachineView {
+        MachineView {
+            provider_id: "local:///z/i-1".into(),
+            has_finalizer: true,
+            ..MachineView::test("m1", phase)
+                .created_at(t0())
+                .in_phase_since(t0())
+                .on_node("m1")
+        }
+    }
+
+    pub(crate) fn node(labels: &[&str], reason: Option<&str>) -> InPlaceNodeView {
+        InPlaceNodeView {
+            labels: labels
+                .iter()
+                .map(|l| match l.split_once('=') {
+                    Some((k, v)) => (k.to_string(), v.to_string()),
+                    None => (l.to_string(), "true".to_string()),
+                })
+                .collect(),
+            condition: reason.map(str::to_string),
+            condition_since: Some(t0()),
+            ..Default::default()
+        }
+    }
+}

@@ -1,37 +1,6 @@
 use super::*;
-use chrono::TimeZone;
 
-fn t0() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0)
-        .single()
-        .unwrap_or_default()
-}
-
-fn view(phase: Phase) -> MachineView {
-    MachineView {
-        provider_id: "local:///z/i-1".into(),
-        has_finalizer: true,
-        ..MachineView::test("m1", phase)
-            .created_at(t0())
-            .in_phase_since(t0())
-            .on_node("m1")
-    }
-}
-
-fn node(labels: &[&str], reason: Option<&str>) -> InPlaceNodeView {
-    InPlaceNodeView {
-        labels: labels
-            .iter()
-            .map(|l| match l.split_once('=') {
-                Some((k, v)) => (k.to_string(), v.to_string()),
-                None => (l.to_string(), "true".to_string()),
-            })
-            .collect(),
-        condition: reason.map(str::to_string),
-        condition_since: Some(t0()),
-        ..Default::default()
-    }
-}
+pub(crate) use fixtures::{node, t0, view};
 
 const CAND: &str = c::NODE_CANDIDATE_FOR_UPDATE_LABEL;
 const SEL: &str = c::NODE_SELECTED_FOR_UPDATE_LABEL;

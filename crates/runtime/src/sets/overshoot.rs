@@ -304,6 +304,25 @@ async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, messa
             return false;
         }
     }
+    match write_freeze_label(&api, &name, frozen).await {
+        Ok(_) => true,
+        Err(e) => {
+            warn!(machineset = %name, error = %e, frozen, "freeze label not written");
+            false
+        }
+    }
+}
+
+/// Sets (`frozen`) or removes the freeze label of a set or deployment; an
+/// unfreeze also drops the unfreeze annotation that asked for it.
+async fn write_freeze_label<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    frozen: bool,
+) -> Result<K, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let labels = if frozen {
         json!(c::FREEZE_LABEL_VALUE)
     } else {
@@ -313,20 +332,12 @@ async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, messa
     if !frozen {
         meta["annotations"] = json!({c::UNFREEZE_ANNOTATION: null});
     }
-    match api
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "metadata": meta })),
-        )
-        .await
-    {
-        Ok(_) => true,
-        Err(e) => {
-            warn!(machineset = %name, error = %e, frozen, "freeze label not written");
-            false
-        }
-    }
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({ "metadata": meta })),
+    )
+    .await
 }
 
 /// Freezes or unfreezes a deployment (condition, label, unfreeze annotation).
@@ -364,23 +375,7 @@ async fn deployment_state(
             return false;
         }
     }
-    let labels = if frozen {
-        json!(c::FREEZE_LABEL_VALUE)
-    } else {
-        serde_json::Value::Null
-    };
-    let mut meta = json!({"labels": {c::FREEZE_LABEL: labels}});
-    if !frozen {
-        meta["annotations"] = json!({c::UNFREEZE_ANNOTATION: null});
-    }
-    match api
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "metadata": meta })),
-        )
-        .await
-    {
+    match write_freeze_label(&api, &name, frozen).await {
         Ok(_) => {
             info!(machinedeployment = %name, frozen, reason, "deployment freeze state changed");
             true
