@@ -124,8 +124,8 @@ trap 'exit 143' TERM
 # ---------------------------------------------------------------------------
 # 1. Build and start everything.
 
-FEATURE_ARGS=()
-[ "$DRIVER" = grpc ] && FEATURE_ARGS=(--features grpc)
+FEATURE_ARGS=(--features local)
+[ "$DRIVER" = grpc ] && FEATURE_ARGS=(--features local,grpc)
 say "building mcm ($PROFILE, --no-default-features ${FEATURE_ARGS[*]+"${FEATURE_ARGS[*]}"})"
 t=$SECONDS
 cargo build ${CARGO_PROFILE_ARGS[@]+"${CARGO_PROFILE_ARGS[@]}"} -p mcm --no-default-features \
@@ -515,7 +515,7 @@ p(f"## N = {N}, the reference's halves (Gardener MCM v0.62.1)" if REF
   else f"## N = {N}")
 p("")
 p(f"{date}; `{'MCM_BENCH_IMPL=reference ' if REF else ''}{'MCM_BENCH_DRIVER=grpc ' if GRPC else ''}bash hack/bench-scale.sh {N}`; "
-  f"mcm build profile: **{E['PROFILE']}** (`--no-default-features{' --features grpc' if GRPC else ''}`); "
+  f"mcm build profile: **{E['PROFILE']}** (`--no-default-features --features local{',grpc' if GRPC else ''}`); "
   f"machine: 2 cores ({os.cpu_count()} visible, shared with other work), {platform.machine()}; "
   f"one MachineDeployment of {N} replicas (maxSurge 1, maxUnavailable 0) on the `local` provider, class from {E['CLASS_NOTE']}; "
   + (f"the reference's machine-controller-manager v0.62.1 and machine-controller (its provider library with our Go driver for the local cloud), each with defaults{(' + ' + E['RUN_ARGS']) if E['RUN_ARGS'] else ''}; " if REF else

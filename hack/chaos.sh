@@ -67,7 +67,7 @@ trap 'exit 143' TERM
 # Build and start the shared parts.
 
 say "building mcm ($PROFILE, local provider only)"
-cargo build ${CARGO_PROFILE_ARGS[@]+"${CARGO_PROFILE_ARGS[@]}"} -p mcm --no-default-features --quiet
+cargo build ${CARGO_PROFILE_ARGS[@]+"${CARGO_PROFILE_ARGS[@]}"} -p mcm --no-default-features --features local --quiet
 cp "$CARGO_TARGET_DIR/$PROFILE_DIR/mcm" "$WORK/mcm"
 MCM=$WORK/mcm
 

@@ -60,7 +60,7 @@ REF_BIN=$(bash hack/build-reference.sh 2> "$WORK/logs/build-reference.log" | tai
 BUILD_REF_S=$((SECONDS - t))
 if grep -q "reusing cached" "$WORK/logs/build-reference.log"; then BUILD_REF="cached binaries"; else BUILD_REF="built in ${BUILD_REF_S} s"; fi
 say "building mcm (debug, local provider only)"
-cargo build -p mcm --no-default-features --quiet
+cargo build -p mcm --no-default-features --features local --quiet
 cp "$CARGO_TARGET_DIR/debug/mcm" "$WORK/mcm"
 MCM=$WORK/mcm
 
