@@ -149,6 +149,111 @@ pub(crate) fn labels(labels: &Value) -> Result<(), Refused> {
     Ok(())
 }
 
+/// The machine type families Compute Engine offers (its "Machine families
+/// resource and comparison guide"): `<family>-<type>[-<vCPUs>]`, shared-core
+/// `e2-micro|small|medium`, `f1-micro`, `g1-small`, and custom types
+/// (`[<family>-]custom-<vCPUs>-<MiB>[-ext]`).
+const FAMILIES: &[&str] = &[
+    "e2", "n1", "n2", "n2d", "n4", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "t2d", "t2a",
+    "m1", "m2", "m3", "m4", "a2", "a3", "a4", "g2", "h3", "z3",
+];
+const TYPES: &[&str] = &[
+    "standard",
+    "highmem",
+    "highcpu",
+    "micro",
+    "small",
+    "medium",
+    "megamem",
+    "ultramem",
+    "hypermem",
+    "highgpu",
+    "megagpu",
+    "ultragpu",
+    "edgegpu",
+    "highlssd",
+    "standardlssd",
+];
+
+/// Whether `name` is a machine type Compute Engine has.
+pub(crate) fn machine_type_exists(name: &str) -> bool {
+    if matches!(name, "f1-micro" | "g1-small") {
+        return true;
+    }
+    let parts: Vec<&str> = name.split('-').collect();
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let custom = |p: &[&str]| match p {
+        ["custom", cpus, mem] | ["custom", cpus, mem, "ext"] => number(cpus) && number(mem),
+        _ => false,
+    };
+    match parts.as_slice() {
+        ["custom", ..] => custom(&parts),
+        [family, rest @ ..] if FAMILIES.contains(family) => match rest {
+            ["custom", ..] => custom(rest),
+            [ty] => TYPES.contains(ty),
+            [ty, n] => TYPES.contains(ty) && number(n),
+            [ty, n, "lssd" | "metal"] => TYPES.contains(ty) && number(n),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// `machineType` (`zones/<zone>/machineTypes/<name>` or a full URL) must name
+/// a machine type of its zone, as `instances.insert` checks.
+fn machine_type(mt: &str) -> Result<(), Refused> {
+    let (zone, name) = match mt.rsplit_once("/machineTypes/") {
+        Some((head, name)) => (head.rsplit('/').next().unwrap_or_default(), name),
+        None => ("", mt),
+    };
+    if machine_type_exists(name) {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "Invalid value for field 'resource.machineType': '{mt}'. Machine type with name '{name}' does not exist in zone '{zone}'."
+    )))
+}
+
+/// The URL prefix a full resource reference may carry.
+pub(crate) const API_PREFIX: &str = "https://www.googleapis.com/compute/v1/";
+
+/// The boot and image disks' `sourceImage` must be an image reference
+/// (`projects/<p>/global/images/<name>` or `…/images/family/<family>`,
+/// optionally a full URL) and must exist (`deleted` are the images that do
+/// not).
+pub(crate) fn source_images(
+    instance: &Value,
+    deleted: &std::collections::BTreeSet<String>,
+) -> Result<(), Refused> {
+    let disks = instance["disks"].as_array().cloned().unwrap_or_default();
+    for (i, d) in disks.iter().enumerate() {
+        let Some(image) = d["initializeParams"]["sourceImage"].as_str() else {
+            continue;
+        };
+        let path = image.trim_start_matches(API_PREFIX);
+        let parts: Vec<&str> = path.split('/').collect();
+        let well_formed = match parts.as_slice() {
+            ["projects", p, "global", "images", name] => !p.is_empty() && !name.is_empty(),
+            ["projects", p, "global", "images", "family", f] => !p.is_empty() && !f.is_empty(),
+            ["global", "images", name] => !name.is_empty(),
+            _ => false,
+        };
+        if !well_formed {
+            return Err(invalid(format!(
+                "Invalid value for field 'resource.disks[{i}].initializeParams.sourceImage': '{image}'. The URL is malformed."
+            )));
+        }
+        if deleted.contains(path) {
+            return Err((
+                404,
+                "notFound",
+                format!("The resource '{path}' was not found"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Everything `instances.insert` checks before it accepts `instance`.
 pub(crate) fn insert(instance: &Value) -> Result<(), Refused> {
     if let Some(doc) = discovery() {
@@ -178,6 +283,9 @@ pub(crate) fn insert(instance: &Value) -> Result<(), Refused> {
             "required",
             "Required field 'resource.machineType' not specified".into(),
         ));
+    }
+    if let Some(mt) = instance["machineType"].as_str() {
+        machine_type(mt)?;
     }
     if instance["disks"].as_array().is_none_or(Vec::is_empty) {
         return Err((

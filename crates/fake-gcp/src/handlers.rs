@@ -119,7 +119,9 @@ async fn insert_instance(
         _ => return error(400, "parseError", "Parse Error"),
     };
     st.inserted.push(instance.clone());
-    if let Err((status, reason, message)) = crate::checks::insert(&instance) {
+    if let Err((status, reason, message)) = crate::checks::insert(&instance)
+        .and_then(|()| crate::checks::source_images(&instance, &st.deleted_images))
+    {
         return error(status, reason, &message);
     }
     let name = instance["name"].as_str().unwrap_or_default().to_string();

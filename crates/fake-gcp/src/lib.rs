@@ -165,6 +165,20 @@ impl FakeGce {
         });
     }
 
+    /// Makes `image` (`projects/<p>/global/images/<name>` or its
+    /// `…/images/family/<family>`) not exist: an insert naming it is answered
+    /// 404 `notFound`, as Compute Engine answers a missing image. Every other
+    /// well-formed image reference exists.
+    pub fn delete_image(&self, image: &str) {
+        self.with(|s| {
+            s.deleted_images.insert(
+                image
+                    .trim_start_matches(crate::checks::API_PREFIX)
+                    .to_string(),
+            );
+        });
+    }
+
     /// The instances of a zone (name → Instance JSON).
     pub fn instances(&self, project: &str, zone: &str) -> BTreeMap<String, Value> {
         self.with(|s| {

@@ -172,6 +172,8 @@ pub(crate) struct State {
     pub insert_log: Vec<(String, std::time::Instant, bool)>,
     pub list_filters: Vec<Option<String>>,
     pub max_page_size: usize,
+    /// Images that do not exist (`FakeGce::delete_image`), by reference.
+    pub deleted_images: std::collections::BTreeSet<String>,
 }
 
 impl Default for State {
@@ -189,6 +191,7 @@ impl Default for State {
             insert_log: Vec::new(),
             list_filters: Vec::new(),
             max_page_size: 500,
+            deleted_images: Default::default(),
         }
     }
 }
@@ -302,6 +305,14 @@ impl State {
                         n.entry("networkIP")
                             .or_insert(json!(format!("10.250.{i}.{ordinal}")));
                         n.insert("fingerprint".into(), json!("bmljZnA="));
+                        // An external IP (an access config) gets its ephemeral address.
+                        if let Some(Value::Array(acs)) = n.get_mut("accessConfigs") {
+                            for ac in acs.iter_mut().filter_map(Value::as_object_mut) {
+                                ac.insert("kind".into(), json!("compute#accessConfig"));
+                                ac.entry("natIP")
+                                    .or_insert(json!(format!("34.90.{i}.{ordinal}")));
+                            }
+                        }
                     }
                 }
             }
@@ -326,6 +337,8 @@ impl State {
                                 .unwrap_or(DEFAULT_DISK_GB)
                         };
                         d.entry("diskSizeGb").or_insert(json!(size.to_string()));
+                        // Input only: Compute Engine never answers with it.
+                        d.remove("initializeParams");
                         if !scratch {
                             // The disk made with the instance is named after its device.
                             d.entry("source")
@@ -423,8 +436,19 @@ impl State {
                 let mut e = Map::new();
                 e.insert("errors".into(), json!([{"code": code, "message": message}]));
                 o.insert("error".into(), Value::Object(e));
-                o.insert("httpErrorStatusCode".into(), json!(403));
-                o.insert("httpErrorMessage".into(), json!("FORBIDDEN"));
+                // As Compute Engine answers a failed operation: a stock-out
+                // is 503, a quota 403, anything else 400.
+                let (status, text) = if code.contains("RESOURCE_POOL_EXHAUSTED")
+                    || code == "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
+                {
+                    (503, "SERVICE UNAVAILABLE")
+                } else if code.contains("QUOTA") {
+                    (403, "FORBIDDEN")
+                } else {
+                    (400, "BAD REQUEST")
+                };
+                o.insert("httpErrorStatusCode".into(), json!(status));
+                o.insert("httpErrorMessage".into(), json!(text));
             }
         }
         let key = (op.project.clone(), op.zone.clone(), op.target.clone());

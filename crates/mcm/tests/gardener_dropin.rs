@@ -309,14 +309,21 @@ async fn gardeners_command_lines_start_both_halves_which_run_a_deployment_of_3_a
     assert_ne!(holders.0, holders.1, "two processes, two holders");
 
     // The reference's metric names on each half's port; per-machine series for every machine.
+    // The deployment's counts reach its status within a second of the last
+    // move (counts-only status writes are paced, sets-and-deployments.md).
+    let replicas =
+        format!("mcm_machine_deployment_status_replicas{{name=\"dropin\",namespace=\"{ns}\"}} 3");
+    must_eventually(
+        Duration::from_secs(30),
+        "the deployment's status replicas of 3 on port 10258",
+        || async {
+            let (_, _, body) = http_get(10258, "/metrics")?;
+            body.contains(&replicas).then_some(())
+        },
+    )
+    .await;
     let mcm_text = assert_reference_names(10258, MANAGER_REFERENCE, "machine-controller-manager");
     let mc_text = assert_reference_names(10259, CONTROLLER_REFERENCE, "machine-controller");
-    assert!(
-        mcm_text.contains(&format!(
-            "mcm_machine_deployment_status_replicas{{name=\"dropin\",namespace=\"{ns}\"}} 3"
-        )),
-        "{mcm_text}"
-    );
     assert!(
         !mcm_text.contains("mcm_machine_current_status_phase"),
         "machine series belong to port 10259"

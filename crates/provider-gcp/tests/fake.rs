@@ -880,3 +880,161 @@ async fn scheduling_combinations_gce_refuses_are_refused_and_valid_preemptible_a
     assert_google_invalid(status, &body, "guest accelerators");
     assert_eq!(fake.instance_count(), 2);
 }
+
+/// A GET of `path` under the project, raw.
+async fn raw_get(fake: &FakeGce, path: &str) -> Value {
+    reqwest::Client::new()
+        .get(format!(
+            "{}/compute/v1/projects/{PROJECT}/{path}",
+            fake.endpoint()
+        ))
+        .bearer_auth("token")
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("JSON")
+}
+
+#[tokio::test]
+async fn a_machine_type_the_zone_does_not_have_is_refused_as_gce_refuses_it() {
+    let fake = start().await;
+    let d = driver(&fake);
+    d.create_machine(&req(&machine(), &class("c", spec("shoot--types"))))
+        .await
+        .expect("n1-standard-2 exists");
+    for bad in ["n1-standard-x", "z9-standard-2", "n1-bogus-4", "custom-2"] {
+        let (status, body) = spoiled_insert(&fake, |b| {
+            b["machineType"] = json!(format!("zones/{ZONE}/machineTypes/{bad}"))
+        })
+        .await;
+        assert_google_invalid(status, &body, "does not exist in zone");
+    }
+    for good in [
+        "e2-medium",
+        "n2-highmem-8",
+        "n2-custom-4-8192",
+        "custom-2-4096-ext",
+        "c3-standard-4-lssd",
+    ] {
+        let (status, body) = spoiled_insert(&fake, |b| {
+            b["machineType"] = json!(format!("zones/{ZONE}/machineTypes/{good}"));
+            b["name"] = json!(format!("ok-{}", good.replace('-', "")));
+        })
+        .await;
+        assert_eq!(status, 200, "{good}: {body}");
+    }
+    // The driver maps GCE's answer for a missing type to ResourceExhausted
+    // (another zone may have it), as the reference does.
+    let mut s = spec("shoot--types");
+    s["machineType"] = json!("n1-nonsense-2");
+    let e = d
+        .create_machine(&req(&machine(), &class("c", s)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, Code::ResourceExhausted, "{e:?}");
+}
+
+#[tokio::test]
+async fn gets_answer_as_gce_does_without_input_only_fields_and_with_the_external_ip() {
+    let fake = start().await;
+    let d = driver(&fake);
+    let m = machine();
+    d.create_machine(&req(&m, &class("c", spec("shoot--shape"))))
+        .await
+        .expect("create");
+    let vm = raw_get(
+        &fake,
+        &format!(
+            "zones/{ZONE}/instances/{}",
+            m.metadata.name.clone().unwrap_or_default()
+        ),
+    )
+    .await;
+    for disk in vm["disks"].as_array().expect("disks") {
+        assert!(disk.get("initializeParams").is_none(), "input only: {disk}");
+        assert!(disk["diskSizeGb"].is_string(), "{disk}");
+    }
+    let nic = &vm["networkInterfaces"][0];
+    let ac = &nic["accessConfigs"][0];
+    assert!(
+        ac["natIP"].is_string(),
+        "an external IP has its address: {nic}"
+    );
+    // The driver still reads what it needs from such an answer.
+    let status = d
+        .get_machine_status(&req(&m, &class("c", spec("shoot--shape"))))
+        .await
+        .expect("status");
+    assert!(!status.provider_id.is_empty());
+}
+
+#[tokio::test]
+async fn a_stock_out_operation_fails_with_gces_503_and_a_quota_with_403() {
+    let fake = start().await;
+    let d = driver(&fake);
+    let c = class("c", spec("shoot--stockout"));
+    d.create_machine(&req(&machine(), &c))
+        .await
+        .expect("create");
+    for (i, (code, http)) in [
+        ("ZONE_RESOURCE_POOL_EXHAUSTED", 503),
+        ("QUOTA_EXCEEDED", 403),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        fake.inject(
+            Method::InstancesInsert,
+            Fault::OperationError {
+                code: code.into(),
+                message: "m".into(),
+            },
+            1,
+        );
+        let (status, op) =
+            spoiled_insert(&fake, |b| b["name"] = json!(format!("stockout-{i}"))).await;
+        assert_eq!(status, 200, "{op}");
+        let name = op["name"].as_str().expect("an operation").to_string();
+        let mut done = Value::Null;
+        for _ in 0..20 {
+            done = raw_get(&fake, &format!("zones/{ZONE}/operations/{name}")).await;
+            if done["status"] == "DONE" {
+                break;
+            }
+        }
+        assert_eq!(done["status"], "DONE", "{done}");
+        assert_eq!(done["httpErrorStatusCode"], http, "{code}: {done}");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_or_malformed_image_is_refused_as_gce_refuses_it() {
+    let fake = start().await;
+    let d = driver(&fake);
+    d.create_machine(&req(&machine(), &class("c", spec("shoot--images"))))
+        .await
+        .expect("the class's image exists");
+    let (status, body) = spoiled_insert(&fake, |b| {
+        b["disks"][0]["initializeParams"]["sourceImage"] = json!("gardenlinux-1443")
+    })
+    .await;
+    assert_google_invalid(status, &body, "sourceImage");
+    fake.delete_image("projects/gardenlinux/global/images/gone");
+    let mut s = spec("shoot--images");
+    s["disks"][0]["image"] = json!("projects/gardenlinux/global/images/gone");
+    let e = d
+        .create_machine(&req(&machine(), &class("c", s)))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message.contains("404") && e.message.contains("was not found"),
+        "{e:?}"
+    );
+    assert_eq!(
+        fake.instance_count(),
+        1,
+        "no refused insert created anything"
+    );
+}
