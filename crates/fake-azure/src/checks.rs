@@ -152,6 +152,199 @@ const VM_PROPERTIES: &[&str] = &[
     "timeCreated",
 ];
 
+/// Members of `NetworkInterface` (with those of `Resource`), Microsoft.Network stable.
+const NIC_MEMBERS: &[&str] = &[
+    "id",
+    "name",
+    "type",
+    "location",
+    "tags",
+    "extendedLocation",
+    "etag",
+    "properties",
+];
+
+/// Members of `NetworkInterfacePropertiesFormat`, Microsoft.Network stable.
+const NIC_PROPERTIES: &[&str] = &[
+    "virtualMachine",
+    "networkSecurityGroup",
+    "privateEndpoint",
+    "ipConfigurations",
+    "tapConfigurations",
+    "dnsSettings",
+    "macAddress",
+    "primary",
+    "vnetEncryptionSupported",
+    "defaultOutboundConnectivityEnabled",
+    "enableAcceleratedNetworking",
+    "disableTcpStateTracking",
+    "enableIPForwarding",
+    "hostedWorkloads",
+    "dscpConfiguration",
+    "resourceGuid",
+    "provisioningState",
+    "workloadType",
+    "nicType",
+    "privateLinkService",
+    "migrationPhase",
+    "auxiliaryMode",
+    "auxiliarySku",
+];
+
+/// Members of `NetworkInterfaceIPConfiguration` and its properties format.
+const IP_CONFIGURATION_MEMBERS: &[&str] = &["id", "name", "type", "etag", "properties"];
+const IP_CONFIGURATION_PROPERTIES: &[&str] = &[
+    "gatewayLoadBalancer",
+    "virtualNetworkTaps",
+    "applicationGatewayBackendAddressPools",
+    "loadBalancerBackendAddressPools",
+    "loadBalancerInboundNatRules",
+    "privateIPAddress",
+    "privateIPAddressPrefixLength",
+    "privateIPAllocationMethod",
+    "privateIPAddressVersion",
+    "subnet",
+    "primary",
+    "publicIPAddress",
+    "applicationSecurityGroups",
+    "provisioningState",
+    "privateLinkConnectionProperties",
+];
+
+/// Members of `Disk` (with those of `Resource`), DiskRP stable.
+const DISK_MEMBERS: &[&str] = &[
+    "id",
+    "name",
+    "type",
+    "location",
+    "tags",
+    "managedBy",
+    "managedByExtended",
+    "sku",
+    "zones",
+    "extendedLocation",
+    "properties",
+];
+
+/// Members of `DiskProperties`, DiskRP stable.
+const DISK_PROPERTIES: &[&str] = &[
+    "timeCreated",
+    "osType",
+    "hyperVGeneration",
+    "purchasePlan",
+    "supportedCapabilities",
+    "creationData",
+    "diskSizeGB",
+    "diskSizeBytes",
+    "uniqueId",
+    "encryptionSettingsCollection",
+    "provisioningState",
+    "diskIOPSReadWrite",
+    "diskMBpsReadWrite",
+    "diskIOPSReadOnly",
+    "diskMBpsReadOnly",
+    "diskState",
+    "encryption",
+    "maxShares",
+    "shareInfo",
+    "networkAccessPolicy",
+    "diskAccessId",
+    "burstingEnabledTime",
+    "tier",
+    "burstingEnabled",
+    "propertyUpdatesInProgress",
+    "supportsHibernation",
+    "securityProfile",
+    "completionPercent",
+    "publicNetworkAccess",
+    "dataAccessAuthMode",
+    "optimizedForFrequentAttach",
+    "LastOwnershipUpdateTime",
+    "availabilityPolicy",
+];
+
+/// Members of `CreationData` and `ImageDiskReference`, DiskRP stable.
+const CREATION_DATA: &[&str] = &[
+    "createOption",
+    "storageAccountId",
+    "imageReference",
+    "galleryImageReference",
+    "sourceUri",
+    "sourceResourceId",
+    "sourceUniqueId",
+    "uploadSizeBytes",
+    "logicalSectorSize",
+    "securityDataUri",
+    "performancePlus",
+    "elasticSanResourceId",
+    "provisionedBandwidthCopySpeed",
+];
+const IMAGE_DISK_REFERENCE: &[&str] = &[
+    "id",
+    "sharedGalleryImageId",
+    "communityGalleryImageId",
+    "lun",
+];
+
+/// The Network resource provider's checks of a NIC PUT body.
+pub(crate) fn nic_put(body: &Value) -> Result<(), Refused> {
+    unknown_member(body, NIC_MEMBERS, "NetworkInterface", "")?;
+    let props = &body["properties"];
+    unknown_member(
+        props,
+        NIC_PROPERTIES,
+        "NetworkInterfacePropertiesFormat",
+        "properties.",
+    )?;
+    for (i, ipc) in props["ipConfigurations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let path = format!("properties.ipConfigurations[{i}].");
+        unknown_member(
+            ipc,
+            IP_CONFIGURATION_MEMBERS,
+            "NetworkInterfaceIPConfiguration",
+            &path,
+        )?;
+        unknown_member(
+            &ipc["properties"],
+            IP_CONFIGURATION_PROPERTIES,
+            "NetworkInterfaceIPConfigurationPropertiesFormat",
+            &format!("{path}properties."),
+        )?;
+    }
+    Ok(())
+}
+
+/// The Compute (disk) resource provider's checks of a disk PUT body.
+pub(crate) fn disk_put(body: &Value) -> Result<(), Refused> {
+    unknown_member(body, DISK_MEMBERS, "Disk", "")?;
+    let props = &body["properties"];
+    unknown_member(props, DISK_PROPERTIES, "DiskProperties", "properties.")?;
+    let creation = &props["creationData"];
+    unknown_member(
+        creation,
+        CREATION_DATA,
+        "CreationData",
+        "properties.creationData.",
+    )?;
+    for r in ["imageReference", "galleryImageReference"] {
+        unknown_member(
+            &creation[r],
+            IMAGE_DISK_REFERENCE,
+            "ImageDiskReference",
+            &format!("properties.creationData.{r}."),
+        )?;
+    }
+    if creation.is_object() && creation["createOption"].as_str().is_none_or(str::is_empty) {
+        return Err(required("creationData.createOption"));
+    }
+    Ok(())
+}
+
 fn unknown_member(obj: &Value, known: &[&str], ty: &str, path: &str) -> Result<(), Refused> {
     for k in obj.as_object().into_iter().flat_map(|o| o.keys()) {
         // Newtonsoft matches member names case-insensitively.

@@ -559,6 +559,9 @@ fn put_nic(
     mut body: Value,
     failure: Option<(String, String)>,
 ) -> Reply {
+    if let Err(r) = crate::checks::nic_put(&body) {
+        return crate::server::refused(r);
+    }
     let location = body["location"].as_str().unwrap_or_default().to_string();
     let existing = s.get("networkinterfaces", rg, name).cloned();
     let nic_id = s.id(rg, "Microsoft.Network", "networkInterfaces", name);
@@ -634,6 +637,9 @@ fn put_disk(
     mut body: Value,
     failure: Option<(String, String)>,
 ) -> Reply {
+    if let Err(r) = crate::checks::disk_put(&body) {
+        return crate::server::refused(r);
+    }
     let location = body["location"].as_str().unwrap_or_default().to_string();
     body["id"] = json!(s.id(rg, "Microsoft.Compute", "disks", name));
     body["name"] = json!(name);

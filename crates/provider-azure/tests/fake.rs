@@ -982,3 +982,65 @@ async fn transient_arm_answers_are_retried_as_the_go_sdk_does_and_persistent_one
         "{e:?}"
     );
 }
+
+#[tokio::test]
+async fn unknown_nic_and_disk_members_are_refused_and_ours_have_none() {
+    let f = fake().await;
+    let (vm, _) = created_vm(&f).await;
+    let sub = mcm_fake_azure::SUBSCRIPTION;
+    let mut nic = f.nics(RG).remove(&format!("{vm}-nic")).expect("the NIC");
+    nic["properties"]["enableIPForwardin"] = json!(true);
+    let nic_path = format!(
+        "/subscriptions/{sub}/resourceGroups/{RG}/providers/Microsoft.Network/networkInterfaces/spoiled-nic?api-version=2023-09-01"
+    );
+    let (status, answer) = raw(&f, reqwest::Method::PUT, &nic_path, Some(nic)).await;
+    assert_eq!(status, 400, "{answer}");
+    assert_eq!(answer["error"]["code"], "InvalidRequestContent");
+    assert!(answer["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("'enableIPForwardin'"));
+    let disk_path = format!(
+        "/subscriptions/{sub}/resourceGroups/{RG}/providers/Microsoft.Compute/disks/spoiled-disk?api-version=2023-04-02"
+    );
+    let disk = |creation: serde_json::Value| {
+        json!({"location": "westeurope", "sku": {"name": "Premium_LRS"},
+               "properties": {"diskSizeGB": 10, "creationData": creation}})
+    };
+    for (spoiled, member) in [
+        (
+            json!({"createOption": "Empty", "imagReference": {}}),
+            "imagReference",
+        ),
+        (
+            json!({"createOption": "FromImage", "galleryImageReference": {"sharedGalleryImage": "/SharedGalleries/g/Images/i/Versions/1"}}),
+            "sharedGalleryImage",
+        ),
+    ] {
+        let (status, answer) = raw(&f, reqwest::Method::PUT, &disk_path, Some(disk(spoiled))).await;
+        assert_eq!(status, 400, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&format!("'{member}'")),
+            "{answer}"
+        );
+    }
+    let (status, answer) = raw(
+        &f,
+        reqwest::Method::PUT,
+        &disk_path,
+        Some(disk(json!({"diskSizeGB": 10}))),
+    )
+    .await;
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        !f.disks(RG).contains_key("spoiled-disk"),
+        "nothing was created"
+    );
+    assert!(
+        !f.nics(RG).contains_key("spoiled-nic"),
+        "nothing was created"
+    );
+}
