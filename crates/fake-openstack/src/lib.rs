@@ -175,6 +175,12 @@ impl FakeOpenStack {
         lock(&self.state).keypairs.insert(name.to_string());
     }
 
+    /// Adds a server group (by UUID): a create naming another is refused, as
+    /// Nova refuses it (`InstanceGroupNotFound`, 400).
+    pub fn add_server_group(&self, uuid: &str) {
+        lock(&self.state).server_groups.insert(uuid.to_string());
+    }
+
     /// Adds an availability zone (`nova` is there from the start).
     pub fn add_availability_zone(&self, name: &str) {
         lock(&self.state).zones.insert(name.to_string());

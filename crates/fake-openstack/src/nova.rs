@@ -100,7 +100,7 @@ fn is_uuid(s: &str) -> bool {
 /// What Nova checks of a create request before it schedules, with Nova's
 /// messages: the request schema (no additional properties in `server`, the
 /// `group` hint a string, here a UUID as the server group IDs are), then the
-/// key pair and the availability zone.
+/// server group's existence, the key pair and the availability zone.
 pub(crate) fn create_checks(st: &crate::state::State, body: &Value) -> Result<(), String> {
     let srv = &body["server"];
     let Some(members) = srv.as_object() else {
@@ -128,6 +128,10 @@ pub(crate) fn create_checks(st: &crate::state::State, body: &Value) -> Result<()
                 return Err(format!(
                     "Invalid input for field/attribute group. Value: {g}. {why}"
                 ));
+            }
+            let uuid = g.as_str().unwrap_or_default();
+            if !st.server_groups.contains(uuid) {
+                return Err(format!("Instance group {uuid} could not be found."));
             }
         }
     }

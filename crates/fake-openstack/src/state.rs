@@ -166,6 +166,8 @@ pub(crate) struct State {
     pub ip_counter: u32,
     /// Key pairs of the project (`key_name` must name one).
     pub keypairs: BTreeSet<String>,
+    /// Server groups that exist (their UUIDs).
+    pub server_groups: BTreeSet<String>,
     /// Availability zones (`nova` from the start).
     pub zones: BTreeSet<String>,
     /// What the token's service catalog lists.
@@ -226,6 +228,7 @@ impl State {
             last_server_create: None,
             ip_counter: 10,
             keypairs: BTreeSet::new(),
+            server_groups: BTreeSet::new(),
             zones: ["nova".to_string()].into_iter().collect(),
             catalog: Catalog::default(),
         }

@@ -61,6 +61,8 @@ async fn the_conformance_kit_passes_against_the_fake() {
 async fn create_sends_the_reference_server_and_a_tagged_port_with_pod_cidrs() {
     let env = env().await;
     let mut spec = env.spec();
+    env.fake
+        .add_server_group("11111111-2222-4333-8444-555555555555");
     spec["spec"]["serverGroupID"] = json!("11111111-2222-4333-8444-555555555555");
     spec["spec"]["useConfigDrive"] = json!(true);
     spec["spec"]["podNetworkCIDRs"] = json!(["100.96.0.0/11", "fd00::/64"]);
@@ -647,6 +649,8 @@ async fn a_cancelled_create_leaves_no_create_lock_entry() {
 /// and a zone the fake knows) and answers the create body it sent.
 async fn created_body(env: &common::Env) -> Value {
     let mut spec = env.spec();
+    env.fake
+        .add_server_group("11111111-2222-4333-8444-555555555555");
     spec["spec"]["serverGroupID"] = json!("11111111-2222-4333-8444-555555555555");
     let req = env.request(&class("c", spec), machine("refusal"));
     env.driver
@@ -743,4 +747,26 @@ async fn an_unknown_availability_zone_is_refused_and_the_driver_reports_novas_me
         .create_machine(&env.request(&class("c", spec), machine("zone")))
         .await
         .expect("a zone the cloud has");
+}
+
+#[tokio::test]
+async fn a_server_group_nova_does_not_have_is_refused_and_the_driver_reports_novas_message() {
+    let env = env().await;
+    let mut b = created_body(&env).await;
+    b["os:scheduler_hints"]["group"] = json!("99999999-2222-4333-8444-555555555555");
+    let (status, answer) = raw_create(&env, b).await;
+    assert_bad_request(
+        status,
+        &answer,
+        "Instance group 99999999-2222-4333-8444-555555555555 could not be found.",
+    );
+    let mut spec = env.spec();
+    spec["spec"]["serverGroupID"] = json!("99999999-2222-4333-8444-555555555555");
+    let e = env
+        .driver
+        .create_machine(&env.request(&class("c", spec), machine("nogroup")))
+        .await
+        .unwrap_err();
+    assert!(e.message.contains("could not be found"), "{}", e.message);
+    assert_eq!(env.fake.servers().len(), 1, "nothing else was created");
 }
