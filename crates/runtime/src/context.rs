@@ -248,6 +248,11 @@ impl Context {
         self.sets.stale_machines.clone()
     }
 
+    /// The key of the object `name` of `kind` in the control namespace.
+    pub(crate) fn key(&self, kind: Kind, name: &str) -> ObjectKey {
+        ObjectKey::new(kind, &self.config.namespace, name)
+    }
+
     /// How long a status write of the set or deployment `key` must wait
     /// (`mcm_core::status_pace`); `None`: write now, recorded as written.
     pub(crate) fn status_write_wait(&self, key: &ObjectKey, counts_only: bool) -> Option<Duration> {

@@ -176,7 +176,7 @@ fn error_policy(m: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Action {
 }
 
 fn key_of(m: &Machine) -> String {
-    format!("{}/{}", m.namespace().unwrap_or_default(), m.name_any())
+    ObjectKey::machine(m).to_string()
 }
 
 /// The reconcile entry point.

@@ -49,14 +49,13 @@ use tracing::{debug, info, instrument, warn};
 /// How soon to look again while creations or deletions are not yet observed.
 const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
 
-fn key_of(ctx: &Ctx, name: &str) -> String {
-    format!("{}/{}", ctx.config.namespace, name)
-}
-
 /// The controller's error policy: conflicts retry soon, other errors back off per set.
 pub(crate) fn error_policy(ms: Arc<MachineSet>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let key = ObjectKey::new(Kind::MachineSet, &ctx.config.namespace, &ms.name_any());
-    ctx.requeue_after_error("machineset", &key, err)
+    ctx.requeue_after_error(
+        "machineset",
+        &ctx.key(Kind::MachineSet, &ms.name_any()),
+        err,
+    )
 }
 
 /// Why a set cannot be acted upon, if it cannot.
@@ -110,21 +109,23 @@ pub(crate) const INVALID_SPEC: &str = "InvalidSpec";
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machineset = %obj.name_any(), namespace = %ctx.config.namespace))]
 pub(crate) async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let _work = ctx
-        .workqueues
-        .work_on("machineset", &key_of(&ctx, &obj.name_any()));
     let name = obj.name_any();
-    let key = key_of(&ctx, &name);
-    let action = reconcile_set(&name, &key, &ctx).await?;
-    ctx.reset_backoff(&ObjectKey::new(
-        Kind::MachineSet,
-        &ctx.config.namespace,
-        &name,
-    ));
+    let object_key = ctx.key(Kind::MachineSet, &name);
+    let key = object_key.to_string();
+    let _work = ctx.workqueues.work_on("machineset", &key);
+    let action = reconcile_set(&name, &object_key, &key, &ctx).await?;
+    ctx.reset_backoff(&object_key);
     Ok(action)
 }
 
-async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error> {
+/// `key` is `object_key` as the expectations and the workqueue know it
+/// (`namespace/name`).
+async fn reconcile_set(
+    name: &str,
+    object_key: &ObjectKey,
+    key: &str,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
     let api = ctx.machine_sets();
     // From the shared cache, as the reference's lister: every write is
     // guarded by this copy's resourceVersion, so a stale copy costs a
@@ -203,15 +204,19 @@ async fn reconcile_set(name: &str, key: &str, ctx: &Ctx) -> Result<Action, Error
         debug!("waiting for earlier creations/deletions to show up in the cache");
         soon = Some(EXPECTATIONS_RECHECK);
     }
-    let deferred = write_status(ctx, &api, &ms, &claimed, &views, manage_error.as_deref()).await?;
+    let deferred = write_status(
+        ctx,
+        object_key,
+        &ms,
+        &claimed,
+        &views,
+        manage_error.as_deref(),
+    )
+    .await?;
     if let Some(e) = manage_error {
         return Err(Error::Replicas(e));
     }
-    let soon = match (soon, deferred) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    };
-    Ok(requeue(ctx, soon))
+    Ok(requeue(ctx, soon.into_iter().chain(deferred).min()))
 }
 
 fn expectations_satisfied(ctx: &Ctx, key: &str) -> bool {
@@ -656,13 +661,12 @@ async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
 }
 
 /// Computes and writes the status (design: sets-and-deployments.md, "MachineSet
-/// status") when something relevant changed.
-/// Writes the set's status when it changed. A change of its counts only,
-/// within a second of the last write, waits (`mcm_core::status_pace`): the
-/// answer is then when to write it.
+/// status") when something relevant changed. A change of its counts only,
+/// within a second of the last write, waits (`mcm_core::status_pace`, "Status
+/// writes"): the answer is then when to write it.
 async fn write_status(
     ctx: &Ctx,
-    api: &Api<MachineSet>,
+    key: &ObjectKey,
     ms: &MachineSet,
     claimed: &[Arc<Machine>],
     views: &[MachineView],
@@ -729,8 +733,7 @@ async fn write_status(
     }
     let counts_only =
         generation == old.observed_generation && mcm_core::status_pace::set_counts_only(&old, &st);
-    let key = ObjectKey::new(Kind::MachineSet, &ctx.config.namespace, &ms.name_any());
-    if let Some(wait) = ctx.status_write_wait(&key, counts_only) {
+    if let Some(wait) = ctx.status_write_wait(key, counts_only) {
         debug!(
             ?wait,
             "MachineSet counts changed; writing them with the next ones"
@@ -746,6 +749,6 @@ async fn write_status(
         desired = ms.spec.replicas,
         "writing MachineSet status"
     );
-    unless_gone(crate::status::machine_set::replace(api, ms, st).await)?;
+    unless_gone(crate::status::machine_set::replace(&ctx.machine_sets(), ms, st).await)?;
     Ok(None)
 }

@@ -20,7 +20,7 @@ use super::{
     add_finalizer, adopt, has_finalizer, is_conflict, is_not_found, owner_reference, publish,
     release, remove_finalizer, requeue, Ctx, Error,
 };
-use crate::keys::{Kind, ObjectKey};
+use crate::keys::Kind;
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -71,11 +71,7 @@ const SHORTLY: Duration = Duration::from_secs(2);
 
 /// The controller's error policy: conflicts retry soon, other errors back off per deployment.
 pub(crate) fn error_policy(d: Arc<MachineDeployment>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let key = ObjectKey::new(
-        Kind::MachineDeployment,
-        &ctx.config.namespace,
-        &d.name_any(),
-    );
+    let key = ctx.key(Kind::MachineDeployment, &d.name_any());
     ctx.requeue_after_error("machinedeployment", &key, err)
 }
 
@@ -94,17 +90,13 @@ pub(crate) fn invalid_deployment(d: &MachineDeployment) -> Option<String> {
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machinedeployment = %obj.name_any(), namespace = %ctx.config.namespace))]
 pub(crate) async fn reconcile(obj: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let _work = ctx.workqueues.work_on(
-        "machinedeployment",
-        &format!("{}/{}", ctx.config.namespace, obj.name_any()),
-    );
     let name = obj.name_any();
+    let key = ctx.key(Kind::MachineDeployment, &name);
+    let _work = ctx
+        .workqueues
+        .work_on("machinedeployment", &key.to_string());
     let action = reconcile_deployment(&name, &ctx).await?;
-    ctx.reset_backoff(&ObjectKey::new(
-        Kind::MachineDeployment,
-        &ctx.config.namespace,
-        &name,
-    ));
+    ctx.reset_backoff(&key);
     Ok(action)
 }
 
@@ -301,11 +293,7 @@ impl Pass<'_> {
     async fn write_status(&mut self, status: MachineDeploymentStatus) -> Result<(), Error> {
         let old = self.status();
         let counts_only = mcm_core::status_pace::deployment_counts_only(&old, &status);
-        let key = ObjectKey::new(
-            Kind::MachineDeployment,
-            &self.ctx.config.namespace,
-            &self.name(),
-        );
+        let key = self.ctx.key(Kind::MachineDeployment, &self.name());
         if let Some(wait) = self.ctx.status_write_wait(&key, counts_only) {
             debug!(
                 ?wait,
