@@ -11,6 +11,7 @@ use super::preserve::{
 };
 use super::{DrainPlan, MachineView};
 use chrono::{DateTime, Utc};
+use k8s_openapi::api::core::v1::NodeCondition;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -80,7 +81,8 @@ pub enum PreserveOutcome {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PreserveFlow {
     settings: PreserveSettings,
-    input: Option<PreserveInput>,
+    /// The Node's `Preserved` condition as read (the drain's result updates it).
+    condition: Option<NodeCondition>,
     /// The effective preserve value.
     value: String,
     /// `preserveExpiryTime`, as written so far in this pass.
@@ -95,7 +97,7 @@ impl PreserveFlow {
     pub fn new(settings: PreserveSettings) -> Self {
         PreserveFlow {
             settings,
-            input: None,
+            condition: None,
             value: String::new(),
             expiry: None,
             queue: VecDeque::new(),
@@ -146,7 +148,10 @@ impl PreserveFlow {
         }
         self.queue
             .push_back(PreserveFlowStep::Continue(plan.recheck_after));
-        self.input = Some(input);
+        self.condition = match input.node {
+            PreserveNode::Found(n) => n.condition,
+            _ => None,
+        };
     }
 
     fn pop(&mut self) -> PreserveFlowStep {
@@ -161,7 +166,7 @@ impl PreserveFlow {
         step
     }
 
-    /// Ends the pass with `last` (nothing after it runs in this reconcile).
+    /// Ends the pass with `steps` (nothing planned after them runs in this reconcile).
     fn end_with(&mut self, steps: impl IntoIterator<Item = PreserveFlowStep>) {
         self.queue.clear();
         self.queue.extend(steps);
@@ -180,15 +185,11 @@ impl PreserveFlow {
                 self.end_with([PreserveFlowStep::StartDrain(plan), long]);
             }
             PreserveDrain::Finished(result) => {
-                let existing = match self.input.as_ref().map(|i| &i.node) {
-                    Some(PreserveNode::Found(n)) => n.condition.clone(),
-                    _ => None,
-                };
                 let cond = preserved_condition(
                     &m.phase,
                     &self.value,
                     Some(&result),
-                    existing.as_ref(),
+                    self.condition.as_ref(),
                     self.expiry,
                     now,
                 );
