@@ -178,15 +178,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
                 }
                 if set_state(ctx, ms, false, c::UNDERSHOOTING_REPLICA_COUNT, &msg).await {
                     set_frozen.insert(name.clone(), false);
-                    publish(
-                        &ctx.sets.manager_recorder,
-                        &**ms,
-                        EventType::Normal,
-                        c::MACHINE_SET_UNFREEZE_EVENT,
-                        msg,
-                        "Unfreeze",
-                    )
-                    .await;
+                    unfreeze_event(ctx, ms, msg).await;
                 }
             }
         }
@@ -213,15 +205,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
                 && set_state(ctx, ms, false, c::UNFREEZE_ANNOTATION_REASON, &msg).await
             {
                 set_frozen.insert(ms.name_any(), false);
-                publish(
-                    &ctx.sets.manager_recorder,
-                    &**ms,
-                    EventType::Normal,
-                    c::MACHINE_SET_UNFREEZE_EVENT,
-                    msg.clone(),
-                    "Unfreeze",
-                )
-                .await;
+                unfreeze_event(ctx, ms, msg.clone()).await;
             }
         }
     }
@@ -238,15 +222,7 @@ pub(crate) async fn pass(ctx: &Ctx) {
         if set_state(ctx, ms, false, c::UNFREEZE_ANNOTATION_REASON, &msg).await {
             set_frozen.insert(ms.name_any(), false);
             if was_frozen {
-                publish(
-                    &ctx.sets.manager_recorder,
-                    &**ms,
-                    EventType::Normal,
-                    c::MACHINE_SET_UNFREEZE_EVENT,
-                    msg,
-                    "Unfreeze",
-                )
-                .await;
+                unfreeze_event(ctx, ms, msg).await;
             }
         }
     }
@@ -311,6 +287,19 @@ async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, messa
             false
         }
     }
+}
+
+/// The Normal Event of a MachineSet the pass unfroze.
+async fn unfreeze_event(ctx: &Ctx, ms: &MachineSet, msg: String) {
+    publish(
+        &ctx.sets.manager_recorder,
+        ms,
+        EventType::Normal,
+        c::MACHINE_SET_UNFREEZE_EVENT,
+        msg,
+        "Unfreeze",
+    )
+    .await;
 }
 
 /// Sets (`frozen`) or removes the freeze label of a set or deployment; an
