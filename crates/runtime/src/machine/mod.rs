@@ -208,6 +208,9 @@ struct Reconciler<'a> {
     paced: std::sync::atomic::AtomicBool,
     /// Status transitions applied locally but not yet written ([`staged`]).
     staged: Option<staged::Staged>,
+    /// What this reconcile did that the next phase-change Event tells
+    /// besides the phase (the startup taint's removal): one Event, not two.
+    phase_note: Option<String>,
 }
 
 /// A step's result: `Ok(Err(d))` when the reconcile stops there and
@@ -226,6 +229,7 @@ impl<'a> Reconciler<'a> {
             key: ObjectKey::machine(m),
             paced: std::sync::atomic::AtomicBool::new(false),
             staged: None,
+            phase_note: None,
         }
     }
 
@@ -260,7 +264,7 @@ impl<'a> Reconciler<'a> {
 
     /// The phase metric and, on a phase change from `old_phase`, the Event
     /// of a written change.
-    async fn announce(&self, change: &MachineStatusChange, old_phase: &Phase) {
+    async fn announce(&mut self, change: &MachineStatusChange, old_phase: &Phase) {
         let Some(phase) = change.phase() else {
             return;
         };
@@ -283,11 +287,14 @@ impl<'a> Reconciler<'a> {
             // and initialization it follows: the VM is named here instead
             // (design: machine.md, "Requests per machine").
             let id = &self.machine.spec.provider_id;
-            let vm = if *phase == Phase::Pending && !id.is_empty() {
+            let mut vm = if *phase == Phase::Pending && !id.is_empty() {
                 format!(" (VM {id})")
             } else {
                 String::new()
             };
+            if let Some(note) = self.phase_note.take() {
+                vm = format!("{vm}; {note}");
+            }
             self.event(
                 if warn {
                     EventType::Warning
@@ -336,15 +343,23 @@ impl<'a> Reconciler<'a> {
     // Inputs: finalizers, class, secret, driver
 
     async fn ensure_finalizer(&mut self) -> Result<(), Error> {
-        if decide::record_never_created(&self.machine) {
-            // A fresh machine: record, with its finalizer, that no VM was
-            // created for it yet, so that its deletion can finish without the
-            // provider if its creation never reaches the cloud.
+        // A fresh machine: record, with its finalizer, whether a VM may exist
+        // for it from now on. With usable inputs the create follows in this
+        // reconcile, so the attempt is recorded at once (one write, not two);
+        // otherwise that no VM was created, so that its deletion can finish
+        // without the provider if its creation never reaches the cloud.
+        let ready = self.resolve_inputs().is_ok_and(|(_, secret, _)| {
+            secret
+                .data
+                .as_ref()
+                .is_some_and(|d| d.contains_key("userData"))
+        });
+        if let Some(record) = decide::first_creation_record(&self.machine, ready) {
             let mut finalizers = self.machine.finalizers().to_vec();
             finalizers.push(c::MCM_FINALIZER.to_string());
             let patch = json!({"metadata": {
                 "finalizers": finalizers,
-                "annotations": {decide::CLOUD_CREATE_ANNOTATION: decide::CLOUD_CREATE_NEVER},
+                "annotations": {decide::CLOUD_CREATE_ANNOTATION: record},
                 "resourceVersion": self.machine.resource_version(),
             }});
             self.machine = self
@@ -359,18 +374,22 @@ impl<'a> Reconciler<'a> {
         Ok(())
     }
 
-    /// The class, the merged secret and the driver, or the reason they are unusable.
-    async fn inputs(&mut self) -> Step<(MachineClass, Secret, Arc<dyn Driver>)> {
+    /// The class, the merged secret and the driver from the caches, or why
+    /// they are unusable. No I/O.
+    fn resolve_inputs(&self) -> Result<(MachineClass, Secret, Arc<dyn Driver>), InputProblem> {
+        let problem = |reason, message, class: Option<&MachineClass>| InputProblem {
+            reason,
+            message,
+            class: class.cloned(),
+        };
         let ns = self.machine.namespace().unwrap_or_default();
         let class_spec = &self.machine.spec.class;
         if let Some(msg) = decide::class_reference_problem(&class_spec.kind, &class_spec.name) {
-            let stop = self.input_problem("InvalidMachine", msg).await?;
-            return Ok(Err(stop));
+            return Err(problem("InvalidMachine", msg, None));
         }
         let Some(class) = self.ctx.caches.class(&ns, &class_spec.name) else {
             let msg = format!("MachineClass {ns}/{} not found", class_spec.name);
-            let stop = self.input_problem("MachineClassNotFound", msg).await?;
-            return Ok(Err(stop));
+            return Err(problem("MachineClassNotFound", msg, None));
         };
         if let Err(errs) = mcm_api::validation::validate_machine_class(&class) {
             let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
@@ -379,13 +398,9 @@ impl<'a> Reconciler<'a> {
                 class_spec.name,
                 text.join("; ")
             );
-            let stop = self.input_problem("InvalidMachineClass", msg).await?;
-            return Ok(Err(stop));
+            return Err(problem("InvalidMachineClass", msg, None));
         }
         let class = (*class).clone();
-        if self.machine.meta().deletion_timestamp.is_none() {
-            crate::class::ensure_class_finalizer(self.ctx, &class).await?;
-        }
         let secret = match crate::class::merged_secret(&self.ctx.caches, &class) {
             Ok(s) => s,
             Err(missing) => {
@@ -393,8 +408,7 @@ impl<'a> Reconciler<'a> {
                     "Secret {missing} referenced by MachineClass {} not found",
                     class_spec.name
                 );
-                let stop = self.input_problem("SecretNotFound", msg).await?;
-                return Ok(Err(stop));
+                return Err(problem("SecretNotFound", msg, Some(&class)));
             }
         };
         // Every call of this reconcile, and of the drains it starts, writes
@@ -406,10 +420,33 @@ impl<'a> Reconciler<'a> {
                 class_spec.name,
                 self.ctx.drivers.providers().join(", ")
             );
-            let stop = self.input_problem("UnknownProvider", msg).await?;
-            return Ok(Err(stop));
+            return Err(problem("UnknownProvider", msg, Some(&class)));
         };
-        Ok(Ok((class, secret, driver)))
+        Ok((class, secret, driver))
+    }
+
+    /// The class, the merged secret and the driver, or the reason they are
+    /// unusable (reported in status and as an Event).
+    async fn inputs(&mut self) -> Step<(MachineClass, Secret, Arc<dyn Driver>)> {
+        let resolved = self.resolve_inputs();
+        // A valid class in use keeps its finalizer, whether or not its Secret
+        // and provider are usable.
+        let in_use = match &resolved {
+            Ok((class, _, _)) => Some(class),
+            Err(p) => p.class.as_ref(),
+        };
+        if let Some(class) = in_use {
+            if self.machine.meta().deletion_timestamp.is_none() {
+                crate::class::ensure_class_finalizer(self.ctx, class).await?;
+            }
+        }
+        match resolved {
+            Ok(inputs) => Ok(Ok(inputs)),
+            Err(p) => {
+                let stop = self.input_problem(p.reason, p.message).await?;
+                Ok(Err(stop))
+            }
+        }
     }
 
     // ------------------------------------------------------------------
@@ -443,11 +480,27 @@ impl<'a> Reconciler<'a> {
         let mut recheck = None;
         if self.target() && view.node.is_some() && !view.phase.is_empty() {
             // Never fails, so it never holds up the health check.
-            let fresh = crate::node_sync::sync_and_report(self.ctx, &self.machine, &class).await;
+            // The startup taint goes in node sync's own write when only the
+            // template still holds it (design: startup-taint.md, "Removal").
+            let with_sync = self.startup_taint_with_sync(&class);
+            let fresh = crate::node_sync::sync_and_report(
+                self.ctx,
+                &self.machine,
+                &class,
+                with_sync.as_deref(),
+            )
+            .await;
             // After node sync, before the health check (design: startup-taint.md).
-            let taint = self.startup_taint(&class, fresh).await;
+            let taint = self.startup_taint(&class, fresh, with_sync.is_some()).await;
             recheck = min_some(recheck, taint.retry);
-            match self.health(&view, taint.held).await? {
+            let health = self.health(&view, taint.held).await?;
+            // The removal rides on the Running Event when the health check
+            // wrote one; otherwise it gets its own.
+            if let Some(note) = self.phase_note.take() {
+                self.event(EventType::Normal, "StartupTaintRemoved", note)
+                    .await;
+            }
+            match health {
                 Ok(r) => recheck = min_some(recheck, r),
                 Err(d) => return Ok(Action::requeue(d)),
             }
@@ -486,6 +539,14 @@ impl<'a> Reconciler<'a> {
             recheck.unwrap_or(self.ctx.config.long_retry),
         ))
     }
+}
+
+/// Why a machine's inputs are unusable: the Event reason, the message, and
+/// the class when it resolved and is valid.
+struct InputProblem {
+    reason: &'static str,
+    message: String,
+    class: Option<MachineClass>,
 }
 
 /// The earlier of two optional recheck delays.

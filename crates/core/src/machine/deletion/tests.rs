@@ -183,3 +183,38 @@ fn a_machine_set_marks_its_deleted_machine_terminating_with_the_reference_text()
     );
     assert_eq!(t.operation.state, OpState::Processing);
 }
+
+#[test]
+fn a_fresh_machine_ready_to_create_records_the_attempt_with_its_finalizer() {
+    let fresh = machine(json!({}));
+    assert_eq!(
+        first_creation_record(&fresh, true),
+        Some(CLOUD_CREATE_ATTEMPTED)
+    );
+    // The attempt is then recorded: no second write before CreateMachine.
+    let mut recorded_now = fresh.clone();
+    recorded_now
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            CLOUD_CREATE_ANNOTATION.into(),
+            CLOUD_CREATE_ATTEMPTED.into(),
+        );
+    assert!(!must_record_create_attempt(&recorded_now));
+    assert_eq!(VmRecord::of(&recorded_now), VmRecord::CreateAttempted);
+}
+
+#[test]
+fn a_fresh_machine_with_unusable_inputs_records_that_no_vm_was_created() {
+    assert_eq!(
+        first_creation_record(&machine(json!({})), false),
+        Some(CLOUD_CREATE_NEVER)
+    );
+}
+
+#[test]
+fn a_machine_seen_before_gets_no_first_creation_record() {
+    assert_eq!(first_creation_record(&recorded("never"), true), None);
+    assert_eq!(first_creation_record(&recorded("attempted"), false), None);
+}
