@@ -108,26 +108,6 @@ pub fn record_never_created(m: &Machine) -> bool {
             .is_some_and(|a| a.contains_key(CLOUD_CREATE_ANNOTATION))
 }
 
-/// The creation record written with the finalizer on a machine's first
-/// reconcile; `None` when the machine is not fresh ([`record_never_created`]).
-///
-/// `create_ready`: the class, its Secret (with `userData`) and the driver are
-/// usable, so this reconcile goes on to CreateMachine. The attempt is then
-/// recorded at once, in the finalizer's write, instead of in a second Machine
-/// write just before the call. Recording an attempt that does not follow (the
-/// create waits for its turn, the controller freezes) is the safe direction:
-/// the deletion then asks the provider before it lets the machine go.
-pub fn first_creation_record(m: &Machine, create_ready: bool) -> Option<&'static str> {
-    if !record_never_created(m) {
-        return None;
-    }
-    Some(if create_ready {
-        CLOUD_CREATE_ATTEMPTED
-    } else {
-        CLOUD_CREATE_NEVER
-    })
-}
-
 /// Whether the runtime must record [`CLOUD_CREATE_ATTEMPTED`] before calling
 /// CreateMachine (it is not recorded yet).
 pub fn must_record_create_attempt(m: &Machine) -> bool {
@@ -137,23 +117,6 @@ pub fn must_record_create_attempt(m: &Machine) -> bool {
         .and_then(|a| a.get(CLOUD_CREATE_ANNOTATION))
         .map(String::as_str)
         != Some(CLOUD_CREATE_ATTEMPTED)
-}
-
-/// The status a MachineSet writes on a machine it just deleted (the
-/// reference's text): phase Terminating, a Delete operation in progress.
-/// The machine controller's deletion flow goes on from there
-/// ([`deletion_stage`](crate::machine::deletion_stage) reads no marker in it
-/// and starts at GetVmStatus).
-pub fn terminating_by_machine_set() -> Transition {
-    Transition {
-        phase: Some(mcm_api::MachinePhase::Terminating),
-        operation: super::Operation::new(
-            "Deleting machine from cloud provider",
-            OpState::Processing,
-            mcm_api::MachineOperationType::Delete,
-        ),
-        timeout_active: None,
-    }
 }
 
 /// The deletion of a machine that never had a VM skips drain and VM deletion

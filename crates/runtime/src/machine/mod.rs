@@ -278,19 +278,19 @@ impl<'a> Reconciler<'a> {
             })
             .set(crate::metrics::Metrics::phase_value(phase));
         if phase != old_phase {
-            let warn = matches!(
-                phase,
-                Phase::Failed | Phase::CrashLoopBackOff | Phase::Unknown
-            );
             info!(from = %old_phase, to = %phase, %description, "phase changed");
-            // One Event per phase change, and none besides for the creation
-            // and initialization it follows: the VM is named here instead
-            // (design: machine.md, "Requests per machine").
+            let Some(kind) = decide::phase_event(phase) else {
+                return;
+            };
+            let warn = kind == decide::PhaseEvent::Warning;
+            // One Event per announced phase change (`phase_event`), none for
+            // the creation and initialization before it: the VM is named
+            // here instead (design: machine.md, "Requests per machine").
             let id = &self.machine.spec.provider_id;
-            let mut vm = if *phase == Phase::Pending && !id.is_empty() {
-                format!(" (VM {id})")
-            } else {
+            let mut vm = if id.is_empty() {
                 String::new()
+            } else {
+                format!(" (VM {id})")
             };
             if let Some(note) = self.phase_note.take() {
                 vm = format!("{vm}; {note}");
@@ -343,23 +343,15 @@ impl<'a> Reconciler<'a> {
     // Inputs: finalizers, class, secret, driver
 
     async fn ensure_finalizer(&mut self) -> Result<(), Error> {
-        // A fresh machine: record, with its finalizer, whether a VM may exist
-        // for it from now on. With usable inputs the create follows in this
-        // reconcile, so the attempt is recorded at once (one write, not two);
-        // otherwise that no VM was created, so that its deletion can finish
-        // without the provider if its creation never reaches the cloud.
-        let ready = self.resolve_inputs().is_ok_and(|(_, secret, _)| {
-            secret
-                .data
-                .as_ref()
-                .is_some_and(|d| d.contains_key("userData"))
-        });
-        if let Some(record) = decide::first_creation_record(&self.machine, ready) {
+        if decide::record_never_created(&self.machine) {
+            // A fresh machine: record, with its finalizer, that no VM was
+            // created for it yet, so that its deletion can finish without the
+            // provider if its creation never reaches the cloud.
             let mut finalizers = self.machine.finalizers().to_vec();
             finalizers.push(c::MCM_FINALIZER.to_string());
             let patch = json!({"metadata": {
                 "finalizers": finalizers,
-                "annotations": {decide::CLOUD_CREATE_ANNOTATION: record},
+                "annotations": {decide::CLOUD_CREATE_ANNOTATION: decide::CLOUD_CREATE_NEVER},
                 "resourceVersion": self.machine.resource_version(),
             }});
             self.machine = self
@@ -374,22 +366,18 @@ impl<'a> Reconciler<'a> {
         Ok(())
     }
 
-    /// The class, the merged secret and the driver from the caches, or why
-    /// they are unusable. No I/O.
-    fn resolve_inputs(&self) -> Result<(MachineClass, Secret, Arc<dyn Driver>), InputProblem> {
-        let problem = |reason, message, class: Option<&MachineClass>| InputProblem {
-            reason,
-            message,
-            class: class.cloned(),
-        };
+    /// The class, the merged secret and the driver, or the reason they are unusable.
+    async fn inputs(&mut self) -> Step<(MachineClass, Secret, Arc<dyn Driver>)> {
         let ns = self.machine.namespace().unwrap_or_default();
         let class_spec = &self.machine.spec.class;
         if let Some(msg) = decide::class_reference_problem(&class_spec.kind, &class_spec.name) {
-            return Err(problem("InvalidMachine", msg, None));
+            let stop = self.input_problem("InvalidMachine", msg).await?;
+            return Ok(Err(stop));
         }
         let Some(class) = self.ctx.caches.class(&ns, &class_spec.name) else {
             let msg = format!("MachineClass {ns}/{} not found", class_spec.name);
-            return Err(problem("MachineClassNotFound", msg, None));
+            let stop = self.input_problem("MachineClassNotFound", msg).await?;
+            return Ok(Err(stop));
         };
         if let Err(errs) = mcm_api::validation::validate_machine_class(&class) {
             let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
@@ -398,9 +386,13 @@ impl<'a> Reconciler<'a> {
                 class_spec.name,
                 text.join("; ")
             );
-            return Err(problem("InvalidMachineClass", msg, None));
+            let stop = self.input_problem("InvalidMachineClass", msg).await?;
+            return Ok(Err(stop));
         }
         let class = (*class).clone();
+        if self.machine.meta().deletion_timestamp.is_none() {
+            crate::class::ensure_class_finalizer(self.ctx, &class).await?;
+        }
         let secret = match crate::class::merged_secret(&self.ctx.caches, &class) {
             Ok(s) => s,
             Err(missing) => {
@@ -408,7 +400,8 @@ impl<'a> Reconciler<'a> {
                     "Secret {missing} referenced by MachineClass {} not found",
                     class_spec.name
                 );
-                return Err(problem("SecretNotFound", msg, Some(&class)));
+                let stop = self.input_problem("SecretNotFound", msg).await?;
+                return Ok(Err(stop));
             }
         };
         // Every call of this reconcile, and of the drains it starts, writes
@@ -420,33 +413,10 @@ impl<'a> Reconciler<'a> {
                 class_spec.name,
                 self.ctx.drivers.providers().join(", ")
             );
-            return Err(problem("UnknownProvider", msg, Some(&class)));
+            let stop = self.input_problem("UnknownProvider", msg).await?;
+            return Ok(Err(stop));
         };
-        Ok((class, secret, driver))
-    }
-
-    /// The class, the merged secret and the driver, or the reason they are
-    /// unusable (reported in status and as an Event).
-    async fn inputs(&mut self) -> Step<(MachineClass, Secret, Arc<dyn Driver>)> {
-        let resolved = self.resolve_inputs();
-        // A valid class in use keeps its finalizer, whether or not its Secret
-        // and provider are usable.
-        let in_use = match &resolved {
-            Ok((class, _, _)) => Some(class),
-            Err(p) => p.class.as_ref(),
-        };
-        if let Some(class) = in_use {
-            if self.machine.meta().deletion_timestamp.is_none() {
-                crate::class::ensure_class_finalizer(self.ctx, class).await?;
-            }
-        }
-        match resolved {
-            Ok(inputs) => Ok(Ok(inputs)),
-            Err(p) => {
-                let stop = self.input_problem(p.reason, p.message).await?;
-                Ok(Err(stop))
-            }
-        }
+        Ok(Ok((class, secret, driver)))
     }
 
     // ------------------------------------------------------------------
@@ -539,14 +509,6 @@ impl<'a> Reconciler<'a> {
             recheck.unwrap_or(self.ctx.config.long_retry),
         ))
     }
-}
-
-/// Why a machine's inputs are unusable: the Event reason, the message, and
-/// the class when it resolved and is valid.
-struct InputProblem {
-    reason: &'static str,
-    message: String,
-    class: Option<MachineClass>,
 }
 
 /// The earlier of two optional recheck delays.

@@ -16,7 +16,6 @@ use super::{
     release, remove_finalizer, requeue, Ctx, Error,
 };
 use crate::keys::{Kind, ObjectKey};
-use crate::status::machine::MachineStatusChange;
 use crate::status::unless_gone;
 use chrono::Utc;
 use futures::future::join_all;
@@ -628,7 +627,6 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
                 "Delete",
             )
             .await;
-            mark_terminating(&api, m).await;
             true
         }
         Err(e) if is_not_found(&e) => true,
@@ -645,18 +643,6 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
             .await;
             false
         }
-    }
-}
-
-/// After the DELETE: phase Terminating, lastOperation Delete/Processing.
-async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
-    if m.phase() == mcm_api::MachinePhase::Terminating {
-        return;
-    }
-    let change = MachineStatusChange::of(&mcm_core::machine::terminating_by_machine_set());
-    let write = crate::status::machine::write;
-    if let Err(e) = unless_gone(write(api, &m.name_any(), &change).await) {
-        debug!(machine = %m.name_any(), error = %e, "phase Terminating not written");
     }
 }
 
