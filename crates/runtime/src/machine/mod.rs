@@ -326,7 +326,7 @@ impl<'a> Reconciler<'a> {
     /// The next retry's delay for a failure of that class (and counts the failure).
     fn retry_after(&self, class: RetryClass) -> Duration {
         let kind = match class {
-            RetryClass::Throttled | RetryClass::ResourceExhausted => FailureKind::Throttled,
+            RetryClass::Throttled => FailureKind::Throttled,
             RetryClass::Normal => FailureKind::Normal,
         };
         self.ctx.failure_delay(&self.key, kind)
