@@ -226,7 +226,7 @@ impl Reconciler<'_> {
         let mut data = req.secret.data.clone().unwrap_or_default();
         let Some(ud) = data.get("userData") else {
             let e = decide::UserDataError::Missing(view.name.clone());
-            let stop = self.input_problem("UserDataMissing", e.to_string()).await?;
+            let stop = self.input_problem(e.into()).await?;
             return Ok(Err(stop));
         };
         // Bytes end to end: userData need not be UTF-8 (gzip'd cloud-init).
