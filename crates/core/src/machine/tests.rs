@@ -136,6 +136,17 @@ fn created_is_pending_with_a_target_cluster_and_available_without() {
 }
 
 #[test]
+fn only_a_machine_with_a_node_and_a_phase_is_health_checked_and_only_with_a_target_cluster() {
+    let on_node = view(Phase::Running).on_node("node-1");
+    assert!(on_node.needs_health_check(true));
+    assert!(!on_node.needs_health_check(false));
+    assert!(!view(Phase::Running).needs_health_check(true));
+    assert!(!view(Phase::Empty)
+        .on_node("node-1")
+        .needs_health_check(true));
+}
+
+#[test]
 fn failed_machines_never_reenter_the_creation_flow() {
     assert!(view(Phase::Empty).needs_creation_flow());
     assert!(view(Phase::CrashLoopBackOff).needs_creation_flow());

@@ -443,7 +443,7 @@ impl<'a> Reconciler<'a> {
         };
         let view = self.view();
         let mut recheck = None;
-        if self.target() && view.node.is_some() && !view.phase.is_empty() {
+        if view.needs_health_check(self.target()) {
             // Never fails, so it never holds up the health check.
             let fresh = crate::node_sync::sync_and_report(self.ctx, &self.machine, &class).await;
             // After node sync, before the health check (design: startup-taint.md).
