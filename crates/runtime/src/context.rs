@@ -149,6 +149,9 @@ pub struct Context {
     /// waited for the cloud's turn, by machine (with its UID and the phase
     /// the API server last saw): `Context::carry_stage`.
     carried_stages: Mutex<Pruned<ObjectKey, CarriedStage>>,
+    /// The machine controller's own last writes, for reconciles that start
+    /// from a cached copy those writes superseded (`Context::machine_to_reconcile`).
+    own_writes: crate::own_writes::OwnWrites,
     /// The providerSpec warnings published per class (class/spec_warnings.rs).
     pub(crate) spec_warnings: crate::class::spec_warnings::Published,
 }
@@ -244,6 +247,7 @@ impl Context {
             spec_warnings: Default::default(),
             issued_tokens: Mutex::new(Pruned::new()),
             carried_stages: Mutex::new(Pruned::new()),
+            own_writes: crate::own_writes::OwnWrites::default(),
             workqueues: Default::default(),
         })
     }
@@ -314,6 +318,28 @@ impl Context {
     ) -> Option<(MachineStatusChange, mcm_api::MachinePhase)> {
         let carried = self.carried_stages.lock().ok()?.remove(key)?;
         (carried.uid == uid).then_some((carried.change, carried.written_phase))
+    }
+
+    /// Records a write of machine `key`: it superseded the copies at
+    /// `superseded`, and the API server answered `answer`.
+    pub(crate) fn wrote_machine(
+        &self,
+        key: &ObjectKey,
+        superseded: &[String],
+        answer: &mcm_api::Machine,
+    ) {
+        self.own_writes
+            .wrote(key, superseded, answer, self.machine_exists());
+    }
+
+    /// The copy of machine `key` a reconcile starts from: the answer to this
+    /// process's last write when `cached` is a copy it superseded.
+    pub(crate) fn machine_to_reconcile(
+        &self,
+        key: &ObjectKey,
+        cached: Arc<mcm_api::Machine>,
+    ) -> Arc<mcm_api::Machine> {
+        self.own_writes.newest(key, cached)
     }
 
     /// The control namespace.

@@ -28,6 +28,7 @@ pub mod leader;
 pub mod machine;
 pub mod metrics;
 pub mod node_sync;
+mod own_writes;
 pub mod pacing;
 pub mod pruned;
 pub mod safety;

@@ -187,6 +187,9 @@ pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Err
         debug!("finalizer already removed here; waiting for the cache to drop the machine");
         return Ok(Action::await_change());
     }
+    // A copy our own last write superseded is read as that write's answer
+    // (runtime.md, "Reading our own writes").
+    let m = ctx.machine_to_reconcile(&ObjectKey::machine(&m), m);
     let mut r = Reconciler::new(&m, &ctx);
     let action = if m.meta().deletion_timestamp.is_some() {
         r.delete().await?
@@ -208,6 +211,8 @@ struct Reconciler<'a> {
     paced: std::sync::atomic::AtomicBool,
     /// Status transitions applied locally but not yet written ([`staged`]).
     staged: Option<staged::Staged>,
+    /// The resourceVersion of the copy this reconcile started from.
+    started_from: String,
     /// What this reconcile did that the next phase-change Event tells
     /// besides the phase (the startup taint's removal): one Event, not two.
     phase_note: Option<String>,
@@ -230,6 +235,7 @@ impl<'a> Reconciler<'a> {
             paced: std::sync::atomic::AtomicBool::new(false),
             staged: None,
             phase_note: None,
+            started_from: m.resource_version().unwrap_or_default(),
         }
     }
 

@@ -53,8 +53,15 @@ impl Reconciler<'_> {
         let Some(staged) = self.staged.take() else {
             return Ok(());
         };
+        let before = self.machine.resource_version().unwrap_or_default();
         self.machine =
             crate::status::machine::write(&self.api, &self.name(), &staged.change).await?;
+        // Until the cache shows this write, a reconcile of the copy this
+        // reconcile started from, or of the one just written over, starts
+        // from the answer instead.
+        let superseded = [self.started_from.clone(), before];
+        self.ctx
+            .wrote_machine(&self.key, &superseded, &self.machine);
         self.announce(&staged.change, &staged.written_phase).await;
         Ok(())
     }
