@@ -466,6 +466,13 @@ impl Context {
                             .get(&reflector::ObjectRef::new(name).within(ns))
                             .is_some()
                 }
+                Kind::MachineClass => {
+                    !caches.classes.is_synced()
+                        || caches
+                            .classes
+                            .get(&reflector::ObjectRef::new(name).within(ns))
+                            .is_some()
+                }
             }
         }
     }

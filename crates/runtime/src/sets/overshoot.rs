@@ -16,8 +16,8 @@
 //! sets-and-deployments.md, "Where mcm-rs differs from the reference", item 6).
 
 use super::{publish, Ctx};
+use crate::metadata::MetaPatch;
 use chrono::Utc;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 use mcm_api::constants as c;
@@ -31,7 +31,6 @@ use mcm_core::deployment::{
 };
 use mcm_core::replicas::{controller_ref, selector_is_empty, selector_matches};
 use mcm_core::time::to_k8s;
-use serde_json::json;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
@@ -312,21 +311,12 @@ async fn write_freeze_label<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let labels = if frozen {
-        json!(c::FREEZE_LABEL_VALUE)
-    } else {
-        serde_json::Value::Null
-    };
-    let mut meta = json!({"labels": {c::FREEZE_LABEL: labels}});
+    let mut write =
+        MetaPatch::new().label_opt(c::FREEZE_LABEL, frozen.then_some(c::FREEZE_LABEL_VALUE));
     if !frozen {
-        meta["annotations"] = json!({c::UNFREEZE_ANNOTATION: null});
+        write = write.remove_annotation(c::UNFREEZE_ANNOTATION);
     }
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({ "metadata": meta })),
-    )
-    .await
+    write.send(api, name).await
 }
 
 /// Freezes or unfreezes a deployment (condition, label, unfreeze annotation).
