@@ -33,6 +33,7 @@ pub struct AlicloudDriver {
     http: reqwest::Client,
     budget: Budget<ActionClass>,
     calls: CallCounter,
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 impl std::fmt::Debug for AlicloudDriver {
@@ -144,6 +145,7 @@ impl AlicloudDriver {
             http: reqwest::Client::new(),
             budget,
             calls: CallCounter::default(),
+            cloud_api: Default::default(),
             config,
         }
     }
@@ -175,6 +177,7 @@ impl AlicloudDriver {
             limiter: self.budget.scope(&scope),
             retry: self.config.retry.clone(),
             calls: self.calls.clone(),
+            cloud_api: self.cloud_api.clone(),
         }
     }
 
@@ -545,6 +548,10 @@ impl AlicloudDriver {
 
 #[async_trait]
 impl Driver for AlicloudDriver {
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn in_place_changes(
         &self,
         last_applied: &serde_json::Value,
