@@ -379,7 +379,16 @@ pub async fn run(
 }
 
 async fn reconcile_class(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _work = ctx.workqueues.work_on("machineclass", &key_of(&*class));
+    let key = key_of(&*class);
+    let _work = ctx.workqueues.work_on("machineclass", &key);
+    let action = keep_or_release(&class, &ctx).await?;
+    ctx.reset_backoff(&key);
+    Ok(action)
+}
+
+/// Keeps the finalizer of a class in use; releases a deleted class no
+/// machine uses (and its Secrets no other class uses).
+async fn keep_or_release(class: &MachineClass, ctx: &Context) -> Result<Action, Error> {
     let ns = class.namespace().unwrap_or_default();
     let name = class.name_any();
     let users = ctx
@@ -391,9 +400,9 @@ async fn reconcile_class(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<
         .count();
     let api: Api<MachineClass> = Api::namespaced(ctx.client.clone(), &ns);
     if class.meta().deletion_timestamp.is_none() {
-        spec_warnings::report(&ctx, &class).await;
+        spec_warnings::report(ctx, class).await;
         if users > 0 {
-            ensure_class_finalizer(&ctx, &class).await?;
+            ensure_class_finalizer(ctx, class).await?;
         }
         return Ok(Action::requeue(Duration::from_secs(600)));
     }
@@ -409,7 +418,7 @@ async fn reconcile_class(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<
         .into_iter()
         .filter(|c| c.name_any() != name && c.meta().deletion_timestamp.is_none())
         .collect();
-    for (sns, sname) in secret_refs(&class) {
+    for (sns, sname) in secret_refs(class) {
         let used = others
             .iter()
             .any(|o| secret_refs(o).contains(&(sns.clone(), sname.clone())));
@@ -420,7 +429,7 @@ async fn reconcile_class(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<
             }
         }
     }
-    crate::metadata::finalizer::remove(&api, &*class, c::MCM_FINALIZER).await?;
+    crate::metadata::finalizer::remove(&api, class, c::MCM_FINALIZER).await?;
     info!(class = %name, "released deleted MachineClass");
     Ok(Action::await_change())
 }
