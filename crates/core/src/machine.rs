@@ -725,6 +725,26 @@ pub enum NodeVolumes {
     Attached,
 }
 
+impl NodeVolumes {
+    /// What the machine's Node, as read (`None`: no such Node), says about
+    /// its volumes: only a non-empty `status.volumesAttached` sends the
+    /// flow to the VolumeAttachments.
+    pub fn of(node: Option<&k8s_openapi::api::core::v1::Node>) -> NodeVolumes {
+        match node {
+            None => NodeVolumes::NodeGone,
+            Some(n)
+                if n.status
+                    .as_ref()
+                    .and_then(|s| s.volumes_attached.as_ref())
+                    .is_none_or(Vec::is_empty) =>
+            {
+                NodeVolumes::NoneAttached
+            }
+            Some(_) => NodeVolumes::Attached,
+        }
+    }
+}
+
 /// Step DeleteVolumeAttachments, when the Node's own status already says
 /// there is nothing to detach (`None` for [`NodeVolumes::Attached`]: the
 /// VolumeAttachments decide). The reference's texts; the missing Node's

@@ -35,6 +35,7 @@ pub mod identity;
 pub mod in_place;
 #[cfg(any(test, feature = "keyed-lock"))]
 pub mod keyed_lock;
+pub mod provider_spec;
 #[cfg(test)]
 mod redaction_tests;
 pub mod spec_decode;

@@ -207,7 +207,7 @@ pub struct MachineFlags {
     /// Time to drain a node before the machine is deleted anyway.
     #[arg(long, default_value = defaults::DRAIN_TIMEOUT.flag, value_parser = duration)]
     pub machine_drain_timeout: Duration,
-    /// Time of an in-place update (accepted; in-place updates are not implemented).
+    /// Time an InPlaceUpdating machine may take before it is declared InPlaceUpdateFailed.
     #[arg(long, default_value = defaults::INPLACE_UPDATE_TIMEOUT.flag, value_parser = duration)]
     pub machine_inplace_update_timeout: Duration,
     /// Evictions tried per pod (capped at drain timeout / 20 s) before the drain fails; pods are deleted only by a forced drain.

@@ -25,6 +25,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::NodeAddress;
 use mcm_api::{Machine, MachineClass};
 use mcm_driver::budget::BucketLimit;
+use mcm_driver::provider_spec;
 use mcm_driver::{
     CloudOp, Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
     DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
@@ -162,15 +163,7 @@ fn machine_provider_id(m: &Machine) -> Option<&str> {
 }
 
 fn class_spec(class: &MachineClass) -> DriverResult<LocalProviderSpec> {
-    if let Some(p) = Some(class.provider.as_str()).filter(|p| !p.is_empty()) {
-        if !p.eq_ignore_ascii_case(PROVIDER_NAME) {
-            return Err(Status::invalid_argument(format!(
-                "machineClass.provider: {p:?} is not supported by the local driver (want {PROVIDER_NAME:?})"
-            )));
-        }
-    }
-    LocalProviderSpec::parse(&class.provider_spec)
-        .map_err(|e| Status::invalid_argument(e.to_string()))
+    Ok(provider_spec::decode_class::<LocalProviderSpec>(class)?.value)
 }
 
 impl LocalDriver {
@@ -410,6 +403,16 @@ impl Driver for LocalDriver {
             node_name: inst.node_name.clone(),
             addresses: addresses(&inst),
         })
+    }
+
+    /// What CreateMachine would refuse about the class (the local cloud
+    /// needs no Secret).
+    fn check_class(
+        &self,
+        class: &MachineClass,
+        secret: &k8s_openapi::api::core::v1::Secret,
+    ) -> mcm_driver::ClassCheck {
+        provider_spec::check_class::<LocalProviderSpec>(class, secret)
     }
 
     fn in_place_changes(

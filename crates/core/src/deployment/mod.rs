@@ -25,7 +25,8 @@
 //!   [`scale_down_disabled_change`] for nodes, used once a target cluster
 //!   is wired in);
 //! - the safety loop: [`overshoot_count`], [`overshoot_thresholds`],
-//!   [`overshoot_decision`], [`deployment_should_be_frozen`].
+//!   [`overshoot_decision`], [`deployment_should_be_frozen`], and a whole
+//!   pass as a plan of actions, [`plan_overshoot`].
 //!
 //! ## Quirks of the reference: fixed or kept
 //!
@@ -124,6 +125,7 @@ use std::time::Duration;
 mod autoscaler;
 mod inplace;
 mod overshoot;
+mod overshoot_plan;
 mod revisions;
 mod rollback;
 mod scaling;
@@ -134,6 +136,7 @@ mod strategy;
 pub use autoscaler::*;
 pub use inplace::*;
 pub use overshoot::*;
+pub use overshoot_plan::*;
 pub use revisions::*;
 pub use rollback::*;
 pub use scaling::*;

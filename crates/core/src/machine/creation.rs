@@ -10,7 +10,9 @@
 //! whether `lastKnownState` survives. See `docs/design/machine.md`,
 //! "Creation".
 
+use super::update::AppliedSpec;
 use super::{markers, MachineView, OpState, OpType, Operation, Phase, Transition};
+use crate::backoff::FailureKind;
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::NodeAddress;
 use mcm_driver::{
@@ -107,11 +109,6 @@ pub fn initialization_reason(m: &MachineView, plan: &CreationPlan) -> Option<Ini
     }
 }
 
-/// Whether InitializeMachine must run for this plan ([`initialization_reason`] is some).
-pub fn needs_initialization(m: &MachineView, plan: &CreationPlan) -> bool {
-    initialization_reason(m, plan).is_some()
-}
-
 /// The phase after a failed create or initialize: `Failed` once the creation
 /// timeout has passed, `CrashLoopBackOff` before.
 pub fn creation_failure_phase(m: &MachineView, now: DateTime<Utc>) -> Phase {
@@ -150,28 +147,6 @@ pub fn initialize_failed(m: &MachineView, err: &Status, now: DateTime<Utc>) -> T
             kind: OpType::Create,
         },
         timeout_active: None,
-    }
-}
-
-/// The outcome of InitializeMachine as the controller sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum InitOutcome {
-    /// Initialized (or nothing to initialize: `Unimplemented`).
-    Done,
-    /// Failed: record it and retry with backoff.
-    Failed(Transition),
-}
-
-/// Classifies an InitializeMachine result.
-pub fn initialization_outcome<T>(
-    m: &MachineView,
-    result: &Result<T, Status>,
-    now: DateTime<Utc>,
-) -> InitOutcome {
-    match result {
-        Ok(_) => InitOutcome::Done,
-        Err(e) if e.code == Code::Unimplemented => InitOutcome::Done,
-        Err(e) => InitOutcome::Failed(initialize_failed(m, e, now)),
     }
 }
 
@@ -214,19 +189,34 @@ pub fn stale_node() -> Transition {
 // ---------------------------------------------------------------------------
 // The step machine
 
-/// How a failed step is retried.
+/// How a failed step is retried (the deletion and update flows).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetryClass {
     /// An ordinary failure: per-machine exponential backoff from the short period.
     Normal,
-    /// The cloud throttled or lacked capacity (`ResourceExhausted`) on a call
-    /// other than those of [`RetryClass::ResourceExhausted`]: start higher.
+    /// The cloud throttled or lacked capacity (`ResourceExhausted`): start higher.
     Throttled,
-    /// CreateMachine, or the probe (GetMachineStatus) before it, answered
-    /// `ResourceExhausted`: the creation is tried again after
-    /// `--resource-exhausted-retry` ([`resource_exhausted_retry`]), as the
-    /// reference's `machineCreateErrorHandler`, not with the backoff.
-    ResourceExhausted,
+}
+
+/// How the runtime retries a failed creation step: decided here, carried
+/// out by the runtime without a choice of its own (design: machine.md,
+/// "Retries").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreationRetry {
+    /// The cloud's request rate limit answered (a throttled CreateMachine,
+    /// probe or InitializeMachine): the call's own queue, not the machine's
+    /// failure. The pacer pauses that operation for the driver's scope; the
+    /// machine looks again after the pacer's first pause, and its backoff
+    /// does not count a failure.
+    Pause,
+    /// CreateMachine, or the probe before it, found no capacity or quota
+    /// (`ResourceExhausted` that is not a rate limit): the creation is held
+    /// this long (`--resource-exhausted-retry`, [`resource_exhausted_retry`]),
+    /// whatever wakes the machine up, as the reference's
+    /// `machineCreateErrorHandler`; not the backoff.
+    HoldCreation(std::time::Duration),
+    /// The machine's backoff for a failure of this kind (it counts).
+    Backoff(crate::backoff::FailureKind),
 }
 
 /// The reference's `LongRetry`, which `--resource-exhausted-retry 0` stands for.
@@ -267,8 +257,8 @@ pub struct CreationFailure {
     /// Whether `status.lastKnownState` is kept (throttling and transient errors)
     /// or cleared.
     pub keep_last_known_state: bool,
-    /// How to retry.
-    pub retry: RetryClass,
+    /// How the runtime retries.
+    pub retry: CreationRetry,
 }
 
 /// The next effect of the creation flow.
@@ -288,8 +278,9 @@ pub enum CreationStep {
         /// take it now.
         turn_held: bool,
     },
-    /// Check whether a Node named `node_name` exists and belongs to another machine
-    /// (the VM got the name of an old node).
+    /// Read the Node named `node_name` and report its owner
+    /// ([`CreationOutcome::NodeOwner`]): the VM got the name of a Node
+    /// that may belong to another machine.
     CheckStaleNode {
         /// The new VM's node name.
         node_name: String,
@@ -300,7 +291,8 @@ pub enum CreationStep {
         provider_id: String,
     },
     /// Persist the providerID, the `node` label and the priority annotation
-    /// (always before InitializeMachine, so a crash never loses the VM).
+    /// (always before InitializeMachine, so a crash never loses the VM); what
+    /// exactly is written is [`identity_write`]'s answer.
     PersistIdentity(MachineIdentity),
     /// Call InitializeMachine.
     Initialize {
@@ -329,8 +321,11 @@ pub enum CreationOutcome {
     Probed(Result<GetMachineStatusResponse, Status>),
     /// CreateMachine answered.
     Created(Result<CreateMachineResponse, Status>),
-    /// The stale-node check: `true` when the node belongs to another machine.
-    StaleNodeChecked(bool),
+    /// The Node with the new VM's node name: its owner label
+    /// (`node.machine.sapcloud.io/machine-name`); `None` when there is no
+    /// such Node or it carries no owner. [`stale_node_of_other_machine`]
+    /// judges it.
+    NodeOwner(Option<String>),
     /// The stale VM's deletion answered.
     StaleVmDeleted(Result<(), Status>),
     /// The identity is persisted.
@@ -350,6 +345,8 @@ pub struct CreationFlow {
     addresses: Vec<NodeAddress>,
     /// The create turn was taken before this flow's probe.
     create_turn: bool,
+    /// How long a creation answered `ResourceExhausted` is held.
+    exhausted_hold: std::time::Duration,
 }
 
 impl CreationFlow {
@@ -361,7 +358,15 @@ impl CreationFlow {
             init: None,
             addresses: Vec::new(),
             create_turn: false,
+            exhausted_hold: crate::defaults::RESOURCE_EXHAUSTED_RETRY.value,
         }
+    }
+
+    /// The flow with `--resource-exhausted-retry` set to `flag` (0 stands
+    /// for the reference's `LongRetry`, [`resource_exhausted_retry`]).
+    pub fn with_resource_exhausted_retry(mut self, flag: std::time::Duration) -> Self {
+        self.exhausted_hold = resource_exhausted_retry(flag);
+        self
     }
 
     /// Why InitializeMachine runs in this flow, once decided.
@@ -382,7 +387,7 @@ impl CreationFlow {
                 let plan = plan_creation(m, status);
                 self.init = initialization_reason(m, &plan);
                 match plan {
-                    CreationPlan::Fail(err) => fail(m, "GetMachineStatus", err, now),
+                    CreationPlan::Fail(err) => self.fail(m, "GetMachineStatus", err, now),
                     CreationPlan::Create => CreationStep::Create {
                         turn_held: std::mem::take(&mut self.create_turn),
                     },
@@ -399,7 +404,7 @@ impl CreationFlow {
                     }
                 }
             }
-            CreationOutcome::Created(Err(err)) => fail(m, "CreateMachine", err, now),
+            CreationOutcome::Created(Err(err)) => self.fail(m, "CreateMachine", err, now),
             CreationOutcome::Created(Ok(resp)) => {
                 let id = MachineIdentity {
                     provider_id: resp.provider_id,
@@ -416,14 +421,18 @@ impl CreationFlow {
                     step
                 }
             }
-            CreationOutcome::StaleNodeChecked(false) => self.persist(m),
-            CreationOutcome::StaleNodeChecked(true) => CreationStep::DeleteStaleVm {
-                provider_id: self
-                    .identity
-                    .as_ref()
-                    .map(|i| i.provider_id.clone())
-                    .unwrap_or_default(),
-            },
+            CreationOutcome::NodeOwner(owner) => {
+                match (
+                    self.identity.clone(),
+                    stale_node_of_other_machine(m, owner.as_deref()),
+                ) {
+                    (Some(id), true) => CreationStep::DeleteStaleVm {
+                        provider_id: id.provider_id,
+                    },
+                    (Some(id), false) => CreationStep::PersistIdentity(id),
+                    (None, _) => out_of_order(m, "a Node owner"),
+                }
+            }
             CreationOutcome::StaleVmDeleted(result) => {
                 let error = match result {
                     Ok(()) => Status::new(
@@ -437,36 +446,31 @@ impl CreationFlow {
                     error,
                     transition: Some(stale_node()),
                     keep_last_known_state: true,
-                    retry: RetryClass::Normal,
+                    retry: CreationRetry::Backoff(FailureKind::Normal),
                 }))
             }
             CreationOutcome::Persisted => match self.init {
                 Some(reason) => CreationStep::Initialize { reason },
                 None => self.mark(m),
             },
-            CreationOutcome::Initialized(result) => match initialization_outcome(m, &result, now) {
-                InitOutcome::Failed(t) => {
-                    let error = result
-                        .err()
-                        .unwrap_or_else(|| Status::internal("initialization failed"));
-                    CreationStep::Fail(Box::new(CreationFailure {
-                        call: "InitializeMachine",
-                        retry: RetryClass::of(&error),
-                        error,
-                        transition: Some(t),
-                        keep_last_known_state: true,
-                    }))
-                }
-                InitOutcome::Done => {
-                    if let Ok(resp) = result {
-                        if !resp.addresses.is_empty() {
-                            self.addresses = resp.addresses;
-                        }
+            CreationOutcome::Initialized(Err(e)) if e.code != Code::Unimplemented => {
+                CreationStep::Fail(Box::new(CreationFailure {
+                    call: "InitializeMachine",
+                    transition: Some(initialize_failed(m, &e, now)),
+                    keep_last_known_state: true,
+                    retry: paused_or_backoff(&e),
+                    error: e,
+                }))
+            }
+            CreationOutcome::Initialized(result) => {
+                if let Ok(resp) = result {
+                    if !resp.addresses.is_empty() {
+                        self.addresses = resp.addresses;
                     }
-                    self.init = None;
-                    self.mark(m)
                 }
-            },
+                self.init = None;
+                self.mark(m)
+            }
             CreationOutcome::Marked => CreationStep::Done,
         }
     }
@@ -483,7 +487,7 @@ impl CreationFlow {
                 error,
                 transition: None,
                 keep_last_known_state: true,
-                retry: RetryClass::Normal,
+                retry: CreationRetry::Backoff(FailureKind::Normal),
             }));
         }
         self.addresses = id.addresses.clone();
@@ -498,11 +502,32 @@ impl CreationFlow {
         CreationStep::Probe { take_create_turn }
     }
 
-    fn persist(&mut self, m: &MachineView) -> CreationStep {
-        match &self.identity {
-            Some(id) => CreationStep::PersistIdentity(id.clone()),
-            None => self.probe(m),
-        }
+    /// A failed provider call of the creation flow (GetMachineStatus or
+    /// CreateMachine): the phase per the creation timeout, `lastKnownState`
+    /// kept only for `ResourceExhausted` and transient errors, and the retry
+    /// (design: machine.md, "Retries"): a request rate limit
+    /// ([`is_throttling`]) pauses, any other `ResourceExhausted` holds the
+    /// creation for `--resource-exhausted-retry`, the rest backs off.
+    fn fail(
+        &self,
+        m: &MachineView,
+        call: &'static str,
+        error: Status,
+        now: DateTime<Utc>,
+    ) -> CreationStep {
+        let exhausted = error.code == Code::ResourceExhausted;
+        let keep = exhausted || error.code.is_transient();
+        CreationStep::Fail(Box::new(CreationFailure {
+            call,
+            transition: Some(create_failed(m, &error, now)),
+            keep_last_known_state: keep,
+            retry: if exhausted && !is_throttling(&error) {
+                CreationRetry::HoldCreation(self.exhausted_hold)
+            } else {
+                paused_or_backoff(&error)
+            },
+            error,
+        }))
     }
 
     /// The created phase, written only while the machine has none yet or is in
@@ -526,35 +551,47 @@ impl CreationFlow {
     }
 }
 
-/// A failed provider call of the creation flow (GetMachineStatus or
-/// CreateMachine): the phase per the creation timeout, `lastKnownState`
-/// kept only for throttling and transient errors, `ResourceExhausted`
-/// retried after `--resource-exhausted-retry`.
-fn fail(m: &MachineView, call: &'static str, error: Status, now: DateTime<Utc>) -> CreationStep {
-    let exhausted = error.code == Code::ResourceExhausted;
-    let keep = exhausted || error.code.is_transient();
+/// The retry of a failed call that is not held: `ResourceExhausted` is the
+/// cloud's queue (the pacer pauses the operation and holds the machine
+/// back), anything else the machine's backoff.
+fn paused_or_backoff(error: &Status) -> CreationRetry {
+    if error.code == Code::ResourceExhausted {
+        CreationRetry::Pause
+    } else {
+        CreationRetry::Backoff(FailureKind::Normal)
+    }
+}
+
+/// An outcome the flow did not ask for (a runtime that performs steps out
+/// of order): nothing is written, and the next reconcile starts over.
+fn out_of_order(m: &MachineView, what: &str) -> CreationStep {
     CreationStep::Fail(Box::new(CreationFailure {
-        call,
-        transition: Some(create_failed(m, &error, now)),
-        keep_last_known_state: keep,
-        retry: if exhausted && !is_throttling(&error) {
-            RetryClass::ResourceExhausted
-        } else {
-            RetryClass::of(&error)
-        },
-        error,
+        call: "GetMachineStatus",
+        error: Status::internal(format!(
+            "machine {:?}: the creation flow was given {what} it did not ask for",
+            m.name
+        )),
+        transition: None,
+        keep_last_known_state: true,
+        retry: CreationRetry::Backoff(FailureKind::Normal),
     }))
+}
+
+/// Whether the Node that carries the new VM's node name belongs to another
+/// machine: its owner label names a machine other than this one. A Node
+/// without the label, or no Node, is no obstacle.
+pub fn stale_node_of_other_machine(m: &MachineView, node_owner: Option<&str>) -> bool {
+    node_owner.is_some_and(|owner| owner != m.name)
 }
 
 /// Whether a `ResourceExhausted` answer is the cloud's request rate limit
 /// (EC2's `RequestLimitExceeded`, GCP's `rateLimitExceeded`, ARM's 429
 /// `TooManyRequests`, ECS's `Throttling`) rather than a lack of capacity or
-/// quota. A throttled create is retried with the backoff
-/// ([`RetryClass::Throttled`]), not after `--resource-exhausted-retry`: the
-/// reference's AWS provider answers a throttle `Internal`, which its
-/// controller retries soon, and a ten-minute wait for a request-rate limit
-/// that refills in seconds would stall a scale-up (design: machine.md,
-/// "ResourceExhausted").
+/// quota. A throttled create is paused ([`CreationRetry::Pause`]), not held
+/// for `--resource-exhausted-retry`: the reference's AWS provider answers a
+/// throttle `Internal`, which its controller retries soon, and a ten-minute
+/// wait for a request-rate limit that refills in seconds would stall a
+/// scale-up (design: machine.md, "Retries").
 pub fn is_throttling(error: &Status) -> bool {
     const MARKS: [&str; 6] = [
         "requestlimitexceeded",
@@ -569,23 +606,32 @@ pub fn is_throttling(error: &Status) -> bool {
 }
 
 /// What PersistIdentity writes to the Machine's metadata and spec.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IdentityWrite {
-    /// `spec.providerID`.
-    pub provider_id: String,
+    /// `spec.providerID`; `None` when the machine records the identity
+    /// (providerID, node label, priority) already.
+    pub provider_id: Option<String>,
     /// The `node` label to set (with a target cluster, when it differs).
     pub node_label: Option<String>,
     /// The `machinepriority` annotation to set (when the machine has none).
     pub priority: Option<String>,
+    /// The providerSpec the VM was created with, recorded as the last
+    /// applied one of hot update (design: hot-update.md) when the machine
+    /// records none yet; a recorded one is never replaced here.
+    pub applied: Option<AppliedSpec>,
 }
 
 /// What persisting the VM's identity writes: the providerID, the `node`
 /// label (only with a target cluster) and the default priority annotation
-/// when missing; `None` when the machine records all of it already.
+/// when missing, and the class's providerSpec (`class`, `provider_spec`) as
+/// the last applied one when the machine records none; `None` when the
+/// machine records all of it already.
 pub fn identity_write(
     m: &MachineView,
     id: &MachineIdentity,
     target_cluster: bool,
+    class: &str,
+    provider_spec: &serde_json::Value,
 ) -> Option<IdentityWrite> {
     use mcm_api::constants as c;
     let node_label = (target_cluster && m.labels.get(c::NODE_LABEL) != Some(&id.node_name))
@@ -593,10 +639,17 @@ pub fn identity_write(
     let priority = (!m.annotations.contains_key(c::PRIORITY_ANNOTATION))
         .then(|| c::DEFAULT_MACHINE_PRIORITY.to_string());
     let unchanged = node_label.is_none() && priority.is_none() && m.provider_id == id.provider_id;
-    (!unchanged).then(|| IdentityWrite {
-        provider_id: id.provider_id.clone(),
+    let applied = AppliedSpec::from_annotations(&m.annotations)
+        .is_none()
+        .then(|| AppliedSpec::of(class, provider_spec));
+    if unchanged && applied.is_none() {
+        return None;
+    }
+    Some(IdentityWrite {
+        provider_id: (!unchanged).then(|| id.provider_id.clone()),
         node_label,
         priority,
+        applied,
     })
 }
 

@@ -136,6 +136,13 @@ pub fn terminating_by_machine_set() -> Transition {
     }
 }
 
+/// What a MachineSet writes on a machine it just deleted: the
+/// [`terminating_by_machine_set`] status, unless the machine is
+/// `Terminating` already (its deletion flow has begun; nothing is written).
+pub fn machine_set_terminating_mark(m: &super::MachineView) -> Option<Transition> {
+    (m.phase != mcm_api::MachinePhase::Terminating).then(terminating_by_machine_set)
+}
+
 /// The deletion of a machine that never had a VM skips drain and VM deletion
 /// and goes on to the node and finalizer steps. `why` says how the provider
 /// (or the machine's inputs) answered.

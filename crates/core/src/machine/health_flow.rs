@@ -23,6 +23,37 @@ pub struct HealthNode {
     pub view: NodeView,
 }
 
+impl HealthNode {
+    /// What the health check reads of a Node: whether it is being deleted
+    /// (which deletes its machine), its conditions, whether it carries
+    /// `node.gardener.cloud/critical-components-not-ready:NoSchedule`, and
+    /// `startup_taint` (the startup-taint check's answer, startup-taint.md).
+    pub fn of(n: &k8s_openapi::api::core::v1::Node, startup_taint: Option<String>) -> HealthNode {
+        use mcm_api::constants as c;
+        HealthNode {
+            deleting: n.metadata.deletion_timestamp.is_some(),
+            view: NodeView {
+                conditions: n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.clone())
+                    .unwrap_or_default(),
+                critical_components_not_ready: n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|ts| {
+                        ts.iter().any(|t| {
+                            t.key == c::CRITICAL_COMPONENTS_NOT_READY_TAINT
+                                && t.effect == "NoSchedule"
+                        })
+                    }),
+                startup_taint,
+            },
+        }
+    }
+}
+
 /// The next effect of the health check.
 #[derive(Debug, Clone, PartialEq)]
 pub enum HealthStep {
@@ -229,6 +260,13 @@ impl HealthFlow {
             }
         }
     }
+}
+
+/// The group of the failure limiter a machine belongs to: its
+/// MachineDeployment, named by the machine's `name` label. A machine
+/// without one is limited by nothing (it may be marked Failed at once).
+pub fn limiter_group(m: &MachineView) -> Option<&str> {
+    m.labels.get("name").map(String::as_str)
 }
 
 /// The siblings the failure limiter counts: a preserved machine is not a

@@ -259,3 +259,53 @@ fn after_a_freeze_only_unknown_machines_are_reset_to_running() {
         assert_eq!(reset_after_freeze(&view(phase.clone())), None, "{phase:?}");
     }
 }
+
+#[test]
+fn a_node_being_deleted_with_the_critical_taint_is_read_as_such() {
+    use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, Taint};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use mcm_api::constants as c;
+    let taint = |effect: &str| Taint {
+        key: c::CRITICAL_COMPONENTS_NOT_READY_TAINT.into(),
+        effect: effect.into(),
+        ..Taint::default()
+    };
+    let n = Node {
+        metadata: ObjectMeta {
+            deletion_timestamp: Some(crate::time::to_k8s(t0())),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(vec![taint("NoSchedule")]),
+            ..NodeSpec::default()
+        }),
+        status: Some(NodeStatus {
+            conditions: Some(vec![cond("Ready", "True")]),
+            ..NodeStatus::default()
+        }),
+    };
+    let read = HealthNode::of(&n, Some("held".into()));
+    assert!(read.deleting);
+    assert!(read.view.critical_components_not_ready);
+    assert_eq!(read.view.conditions, vec![cond("Ready", "True")]);
+    assert_eq!(read.view.startup_taint.as_deref(), Some("held"));
+    let other_effect = Node {
+        metadata: ObjectMeta::default(),
+        spec: Some(NodeSpec {
+            taints: Some(vec![taint("NoExecute")]),
+            ..NodeSpec::default()
+        }),
+        ..n
+    };
+    let read = HealthNode::of(&other_effect, None);
+    assert!(!read.deleting);
+    assert!(!read.view.critical_components_not_ready);
+}
+
+#[test]
+fn the_limiter_groups_machines_by_their_deployments_name_label() {
+    let mut m = view(Phase::Unknown);
+    assert_eq!(limiter_group(&m), None);
+    m.labels.insert("name".into(), "d1".into());
+    assert_eq!(limiter_group(&m), Some("d1"));
+}

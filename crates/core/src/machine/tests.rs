@@ -3,7 +3,7 @@
 use super::*;
 use crate::time::to_k8s;
 use chrono::TimeZone;
-use mcm_driver::{Code, GetMachineStatusResponse, MachineIdentity, Status};
+use mcm_driver::{Code, Status};
 
 pub(super) fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 12, 1, 10, 0, 0)
@@ -37,14 +37,6 @@ fn cond_since(ty: &str, status: &str, since: DateTime<Utc>) -> NodeCondition {
     NodeCondition {
         last_transition_time: Some(to_k8s(since)),
         ..cond(ty, status)
-    }
-}
-
-fn identity(pid: &str) -> MachineIdentity {
-    MachineIdentity {
-        provider_id: pid.into(),
-        node_name: "node-1".into(),
-        addresses: vec![],
     }
 }
 
@@ -91,89 +83,7 @@ fn condition_lists_are_trimmed_unlike_the_reference() {
 
 // --- creation
 
-#[test]
-fn not_found_without_provider_id_creates() {
-    let m = view(Phase::Empty);
-    let plan = plan_creation(&m, Err(Status::not_found("no vm")));
-    assert_eq!(plan, CreationPlan::Create);
-    assert!(needs_initialization(&m, &plan));
-}
-
-#[test]
-fn unimplemented_status_without_provider_id_creates() {
-    let m = view(Phase::Empty);
-    assert_eq!(
-        plan_creation(&m, Err(Status::unimplemented("no status"))),
-        CreationPlan::Create
-    );
-}
-
-#[test]
-fn not_found_with_provider_id_never_creates_a_second_vm() {
-    let m = MachineView {
-        provider_id: "p1".into(),
-        ..view(Phase::CrashLoopBackOff)
-    };
-    let plan = plan_creation(&m, Err(Status::not_found("no vm")));
-    assert_eq!(plan, CreationPlan::KeepExisting);
-    assert!(!needs_initialization(&m, &plan));
-}
-
-#[test]
-fn status_ok_adopts_the_vm_without_initializing() {
-    let m = view(Phase::Empty);
-    let plan = plan_creation(
-        &m,
-        Ok(GetMachineStatusResponse {
-            provider_id: "p1".into(),
-            node_name: "node-1".into(),
-            addresses: vec![],
-        }),
-    );
-    assert_eq!(plan, CreationPlan::Adopt(identity("p1")));
-    assert!(!needs_initialization(&m, &plan));
-}
-
-#[test]
-fn uninitialized_initializes_and_never_creates() {
-    let m = view(Phase::Empty);
-    let plan = plan_creation(&m, Err(Status::uninitialized("not yet", identity("p1"))));
-    assert_eq!(plan, CreationPlan::Initialize(identity("p1")));
-    assert!(needs_initialization(&m, &plan));
-}
-
-#[test]
-fn uninitialized_without_identity_uses_the_recorded_provider_id_instead_of_panicking() {
-    let m = MachineView {
-        provider_id: "p1".into(),
-        node: Some("node-1".into()),
-        ..view(Phase::CrashLoopBackOff)
-    };
-    let plan = plan_creation(&m, Err(Status::new(Code::Uninitialized, "nil response")));
-    assert_eq!(plan, CreationPlan::Initialize(identity("p1")));
-}
-
-#[test]
-fn uninitialized_without_any_identity_is_a_failure_not_a_create() {
-    let m = view(Phase::Empty);
-    let plan = plan_creation(&m, Err(Status::new(Code::Uninitialized, "nil response")));
-    assert!(matches!(plan, CreationPlan::Fail(s) if s.code == Code::Internal));
-}
-
-#[test]
-fn other_status_errors_are_recorded_as_create_failures() {
-    let m = view(Phase::Empty);
-    let plan = plan_creation(&m, Err(Status::new(Code::PermissionDenied, "denied")));
-    assert!(matches!(plan, CreationPlan::Fail(s) if s.code == Code::PermissionDenied));
-}
-
-#[test]
-fn a_failed_initialization_is_retried_even_if_status_says_ok() {
-    let m = init_failed_view(Phase::CrashLoopBackOff);
-    let plan = plan_creation(&m, Ok(GetMachineStatusResponse::default()));
-    assert!(needs_initialization(&m, &plan));
-    assert!(needs_initialization(&m, &CreationPlan::KeepExisting));
-}
+// The creation flow's transitions: creation/tests.rs.
 
 #[test]
 fn create_failure_is_crashloopbackoff_before_the_timeout_and_failed_after() {
@@ -196,10 +106,7 @@ fn create_failure_is_crashloopbackoff_before_the_timeout_and_failed_after() {
 fn initialization_failure_writes_the_contract_text() {
     let m = view(Phase::Empty);
     let err = Status::new(Code::Uninitialized, "VM instance could not be initialized");
-    let out = initialization_outcome::<()>(&m, &Err(err), t0() + mins(1));
-    let InitOutcome::Failed(t) = out else {
-        panic!("expected failure")
-    };
+    let t = initialize_failed(&m, &err, t0() + mins(1));
     assert_eq!(t.phase, Some(Phase::CrashLoopBackOff));
     assert_eq!(
         t.operation.description,
@@ -208,21 +115,6 @@ fn initialization_failure_writes_the_contract_text() {
     assert_eq!(t.operation.error_code.as_deref(), Some("Uninitialized"));
     assert_eq!(t.operation.state, OpState::Failed);
     assert_eq!(t.operation.kind, OpType::Create);
-}
-
-#[test]
-fn initialization_failure_after_the_creation_timeout_is_failed() {
-    let m = view(Phase::CrashLoopBackOff);
-    let out = initialization_outcome::<()>(&m, &Err(Status::internal("x")), t0() + mins(25));
-    assert!(matches!(out, InitOutcome::Failed(t) if t.phase == Some(Phase::Failed)));
-}
-
-#[test]
-fn unimplemented_initialization_means_nothing_to_do() {
-    let m = view(Phase::Empty);
-    let out = initialization_outcome::<()>(&m, &Err(Status::unimplemented("n/a")), t0());
-    assert_eq!(out, InitOutcome::Done);
-    assert_eq!(initialization_outcome(&m, &Ok(()), t0()), InitOutcome::Done);
 }
 
 #[test]
@@ -241,6 +133,17 @@ fn created_is_pending_with_a_target_cluster_and_available_without() {
         "Created machine on cloud provider"
     );
     assert_eq!(without.operation.state, OpState::Successful);
+}
+
+#[test]
+fn only_a_machine_with_a_node_and_a_phase_is_health_checked_and_only_with_a_target_cluster() {
+    let on_node = view(Phase::Running).on_node("node-1");
+    assert!(on_node.needs_health_check(true));
+    assert!(!on_node.needs_health_check(false));
+    assert!(!view(Phase::Running).needs_health_check(true));
+    assert!(!view(Phase::Empty)
+        .on_node("node-1")
+        .needs_health_check(true));
 }
 
 #[test]

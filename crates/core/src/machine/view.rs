@@ -199,6 +199,15 @@ impl MachineView {
             || self.phase == Phase::CrashLoopBackOff
     }
 
+    /// Whether a reconcile runs the Node's sync, the startup-taint check,
+    /// the health check and the in-place update's machine side: only with a
+    /// target cluster, for a machine that has a `node` label and a phase
+    /// (design: machine.md, "Health check"; the reference crashes without a
+    /// target cluster, item 14).
+    pub fn needs_health_check(&self, target_cluster: bool) -> bool {
+        target_cluster && self.node.is_some() && !self.phase.is_empty()
+    }
+
     /// Whether the creation timeout has passed.
     pub fn creation_timed_out(&self, now: DateTime<Utc>) -> bool {
         elapsed(self.created_or(now), now) > self.settings.creation_timeout

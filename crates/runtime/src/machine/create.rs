@@ -14,7 +14,9 @@ use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use mcm_api::constants as c;
 use mcm_api::MachineClass;
-use mcm_core::machine::{self as decide, CreationFlow, CreationOutcome, CreationStep, MachineView};
+use mcm_core::machine::{
+    self as decide, CreationFlow, CreationOutcome, CreationRetry, CreationStep, MachineView,
+};
 use mcm_driver::{CloudOp, Driver, MachineIdentity, MachineRequest};
 use std::sync::Arc;
 use std::time::Instant;
@@ -78,7 +80,8 @@ impl Reconciler<'_> {
             machine_class: class,
             secret,
         };
-        let mut flow = CreationFlow::new(self.target());
+        let mut flow = CreationFlow::new(self.target())
+            .with_resource_exhausted_retry(self.ctx.config.resource_exhausted_retry);
         let mut outcome = CreationOutcome::Start;
         for _ in 0..MAX_STEPS {
             let view = self.view();
@@ -137,7 +140,7 @@ impl Reconciler<'_> {
                     CreationOutcome::Created(result)
                 }
                 CreationStep::CheckStaleNode { node_name } => {
-                    CreationOutcome::StaleNodeChecked(self.node_of_other_machine(&node_name).await?)
+                    CreationOutcome::NodeOwner(self.node_owner(&node_name).await?)
                 }
                 CreationStep::DeleteStaleVm { provider_id } => {
                     warn!(%provider_id, "a node with the new VM's name belongs to another machine; deleting the VM");
@@ -192,22 +195,16 @@ impl Reconciler<'_> {
                         self.write(change).await?;
                         self.provider_failure(failure.call, &failure.error).await;
                     }
-                    // A throttled call is the cloud's queue, not the machine's
-                    // failure: the pacer holds the machine back (docs/design/runtime.md).
-                    if failure.retry == decide::RetryClass::Throttled {
-                        return Ok(Action::requeue(crate::pacing::PAUSE_BASE));
-                    }
-                    // No capacity (or quota) for the create: the creation waits
-                    // `--resource-exhausted-retry`, whatever wakes the machine up.
-                    if failure.retry == decide::RetryClass::ResourceExhausted {
-                        let hold = decide::resource_exhausted_retry(
-                            self.ctx.config.resource_exhausted_retry,
-                        );
-                        self.ctx.hold_creation(&self.key, hold);
-                        info!(?hold, "creation answered ResourceExhausted; retrying after --resource-exhausted-retry");
-                        return Ok(Action::requeue(hold));
-                    }
-                    return Ok(Action::requeue(self.retry_after(failure.retry)));
+                    // Decided by the flow (design: machine.md, "Retries").
+                    return Ok(Action::requeue(match failure.retry {
+                        CreationRetry::Pause => crate::pacing::PAUSE_BASE,
+                        CreationRetry::HoldCreation(hold) => {
+                            self.ctx.hold_creation(&self.key, hold);
+                            info!(?hold, "creation answered ResourceExhausted; retrying after --resource-exhausted-retry");
+                            hold
+                        }
+                        CreationRetry::Backoff(kind) => self.ctx.failure_delay(&self.key, kind),
+                    }));
                 }
                 CreationStep::Done => {
                     self.ctx.reset_backoff(&self.key);
@@ -229,7 +226,7 @@ impl Reconciler<'_> {
         let mut data = req.secret.data.clone().unwrap_or_default();
         let Some(ud) = data.get("userData") else {
             let e = decide::UserDataError::Missing(view.name.clone());
-            let stop = self.input_problem("UserDataMissing", e.to_string()).await?;
+            let stop = self.input_problem(e.into()).await?;
             return Ok(Err(stop));
         };
         // Bytes end to end: userData need not be UTF-8 (gzip'd cloud-init).
@@ -273,48 +270,49 @@ impl Reconciler<'_> {
         Ok(())
     }
 
-    /// Whether a Node of that name exists and is labelled as another machine's.
-    async fn node_of_other_machine(&self, node_name: &str) -> Result<bool, Error> {
+    /// The owner label of the Node of that name (`None`: no such Node, or
+    /// no label); whether it is another machine's is the flow's question.
+    async fn node_owner(&self, node_name: &str) -> Result<Option<String>, Error> {
         let Some(target) = &self.ctx.target else {
-            return Ok(false);
+            return Ok(None);
         };
         let nodes: Api<Node> = Api::all(target.clone());
-        let Some(node) = nodes.get_opt(node_name).await? else {
-            return Ok(false);
-        };
-        let owner = node.labels().get(c::MACHINE_NAME_NODE_LABEL).cloned();
-        Ok(owner.is_some_and(|o| o != self.name()))
+        Ok(nodes
+            .get_opt(node_name)
+            .await?
+            .and_then(|node| node.labels().get(c::MACHINE_NAME_NODE_LABEL).cloned()))
     }
 
-    /// Persists providerID, node label and priority annotation, and the
-    /// providerSpec the VM was created with (the last-applied record of hot
-    /// update, design: hot-update.md) when the machine records none yet.
+    /// Writes what [`decide::identity_write`] decides: providerID, node
+    /// label and priority annotation, and the providerSpec the VM was
+    /// created with (the last-applied record of hot update, design:
+    /// hot-update.md).
     async fn persist_identity(
         &mut self,
         id: &MachineIdentity,
         class: &MachineClass,
     ) -> Result<(), Error> {
         let view = self.view();
-        let applied = decide::update::AppliedSpec::from_annotations(&view.annotations)
-            .is_none()
-            .then(|| {
-                decide::update::AppliedSpec::of(&self.machine.spec.class.name, &class.provider_spec)
-            });
-        let write = decide::identity_write(&view, id, self.target());
-        if write.is_none() && applied.is_none() {
+        let Some(write) = decide::identity_write(
+            &view,
+            id,
+            self.target(),
+            &self.machine.spec.class.name,
+            &class.provider_spec,
+        ) else {
             return Ok(());
-        }
+        };
         let mut patch = MetaPatch::new();
-        if let Some(w) = write {
-            if let Some(node) = w.node_label {
-                patch = patch.label(c::NODE_LABEL, node);
-            }
-            if let Some(priority) = w.priority {
-                patch = patch.annotation(c::PRIORITY_ANNOTATION, priority);
-            }
-            patch = patch.provider_id(w.provider_id);
+        if let Some(node) = write.node_label {
+            patch = patch.label(c::NODE_LABEL, node);
         }
-        if let Some(a) = &applied {
+        if let Some(priority) = write.priority {
+            patch = patch.annotation(c::PRIORITY_ANNOTATION, priority);
+        }
+        if let Some(provider_id) = write.provider_id {
+            patch = patch.provider_id(provider_id);
+        }
+        if let Some(a) = &write.applied {
             patch = patch.annotations(a.annotations());
         }
         self.machine = patch.send(&self.api, &self.name()).await?;

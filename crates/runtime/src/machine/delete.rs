@@ -116,18 +116,7 @@ impl Reconciler<'_> {
                     };
                     let nodes: Api<Node> = Api::all(target.clone());
                     let found = drain::cached_or_fetched(&nodes, &self.ctx.nodes, node).await?;
-                    DeletionOutcome::NodeVolumes(match found {
-                        None => decide::NodeVolumes::NodeGone,
-                        Some(n)
-                            if n.status
-                                .as_ref()
-                                .and_then(|s| s.volumes_attached.as_ref())
-                                .is_none_or(Vec::is_empty) =>
-                        {
-                            decide::NodeVolumes::NoneAttached
-                        }
-                        Some(_) => decide::NodeVolumes::Attached,
-                    })
+                    DeletionOutcome::NodeVolumes(decide::NodeVolumes::of(found.as_ref()))
                 }
                 DeletionStep::ListAttachments => {
                     let Some(target) = &self.ctx.target else {
@@ -136,14 +125,7 @@ impl Reconciler<'_> {
                     let vas: Api<VolumeAttachment> = Api::all(target.clone());
                     let listed = vas.list(&ListParams::default()).await?.items;
                     DeletionOutcome::Attachments(
-                        listed
-                            .iter()
-                            .map(|v| decide::AttachmentView {
-                                name: v.name_any(),
-                                node_name: v.spec.node_name.clone(),
-                                deleting: v.meta().deletion_timestamp.is_some(),
-                            })
-                            .collect(),
+                        listed.iter().map(decide::AttachmentView::of).collect(),
                     )
                 }
                 DeletionStep::DeleteAttachments(names) => {

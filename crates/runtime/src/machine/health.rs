@@ -27,7 +27,8 @@ impl Reconciler<'_> {
                 decide::HealthStep::ReadNode => {
                     let node = self.ctx.nodes.get(&ObjectRef::new(&node_name));
                     decide::HealthOutcome::NodeRead(
-                        node.as_ref().map(|n| health_node(n, startup_taint.clone())),
+                        node.as_ref()
+                            .map(|n| decide::HealthNode::of(n, startup_taint.clone())),
                     )
                 }
                 decide::HealthStep::DeleteMachine => {
@@ -89,7 +90,8 @@ impl Reconciler<'_> {
     /// ([`decide::FailedMarks::grant`]), so two machines that time out in
     /// one recheck are not both marked.
     async fn may_mark_failed(&self) -> Result<bool, Error> {
-        let Some(group) = self.machine.labels().get("name").cloned() else {
+        let view = self.view();
+        let Some(group) = decide::limiter_group(&view) else {
             return Ok(true);
         };
         let mut marks = self.ctx.failed_marks.lock().await;
@@ -104,12 +106,12 @@ impl Reconciler<'_> {
             .map(|m| MachineView::of(m, &defaults))
             .collect();
         let listed = decide::limiter_siblings(&views);
-        Ok(marks.grant(&group, &self.name(), &listed, Utc::now()))
+        Ok(marks.grant(group, &self.name(), &listed, Utc::now()))
     }
 
     /// Withdraws this machine's Failed mark (its write failed).
     async fn release_failed_mark(&self) {
-        if let Some(group) = self.machine.labels().get("name") {
+        if let Some(group) = decide::limiter_group(&self.view()) {
             self.ctx
                 .failed_marks
                 .lock()
@@ -152,29 +154,5 @@ impl Reconciler<'_> {
     pub(super) fn cached_class(&self) -> Option<std::sync::Arc<mcm_api::MachineClass>> {
         let ns = self.machine.namespace().unwrap_or_default();
         self.ctx.caches.class(&ns, &self.machine.spec.class.name)
-    }
-}
-
-/// What the health check reads of a Node.
-fn health_node(n: &Node, startup_taint: Option<String>) -> decide::HealthNode {
-    decide::HealthNode {
-        deleting: n.meta().deletion_timestamp.is_some(),
-        view: decide::NodeView {
-            conditions: n
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.clone())
-                .unwrap_or_default(),
-            critical_components_not_ready: n
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .is_some_and(|ts| {
-                    ts.iter().any(|t| {
-                        t.key == c::CRITICAL_COMPONENTS_NOT_READY_TAINT && t.effect == "NoSchedule"
-                    })
-                }),
-            startup_taint,
-        },
     }
 }

@@ -278,7 +278,8 @@ impl<'a> Reconciler<'a> {
 
     /// Records a problem with the machine's inputs (class, secret, driver) in
     /// status and as a Warning Event, without changing the phase.
-    async fn input_problem(&mut self, reason: &str, message: String) -> Result<Duration, Error> {
+    async fn input_problem(&mut self, problem: decide::InputProblem) -> Result<Duration, Error> {
+        let (reason, message) = (problem.reason(), problem.to_string());
         if let Some(t) = decide::input_problem(&self.view(), &message) {
             warn!(reason, %message, "machine cannot be reconciled");
             self.write(MachineStatusChange::of(&t)).await?;
@@ -296,7 +297,7 @@ impl<'a> Reconciler<'a> {
     /// The next retry's delay for a failure of that class (and counts the failure).
     fn retry_after(&self, class: RetryClass) -> Duration {
         let kind = match class {
-            RetryClass::Throttled | RetryClass::ResourceExhausted => FailureKind::Throttled,
+            RetryClass::Throttled => FailureKind::Throttled,
             RetryClass::Normal => FailureKind::Normal,
         };
         self.ctx.failure_delay(&self.key, kind)
@@ -328,23 +329,24 @@ impl<'a> Reconciler<'a> {
     async fn inputs(&mut self) -> Step<(MachineClass, Secret, Arc<dyn Driver>)> {
         let ns = self.machine.namespace().unwrap_or_default();
         let class_spec = &self.machine.spec.class;
-        if let Some(msg) = decide::class_reference_problem(&class_spec.kind, &class_spec.name) {
-            let stop = self.input_problem("InvalidMachine", msg).await?;
+        if let Some(problem) = decide::class_reference_problem(&class_spec.kind, &class_spec.name) {
+            let stop = self.input_problem(problem).await?;
             return Ok(Err(stop));
         }
         let Some(class) = self.ctx.caches.class(&ns, &class_spec.name) else {
-            let msg = format!("MachineClass {ns}/{} not found", class_spec.name);
-            let stop = self.input_problem("MachineClassNotFound", msg).await?;
+            let problem = decide::InputProblem::ClassNotFound {
+                namespace: ns,
+                name: class_spec.name.clone(),
+            };
+            let stop = self.input_problem(problem).await?;
             return Ok(Err(stop));
         };
         if let Err(errs) = mcm_api::validation::validate_machine_class(&class) {
-            let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
-            let msg = format!(
-                "Invalid MachineClass {}: {}",
-                class_spec.name,
-                text.join("; ")
-            );
-            let stop = self.input_problem("InvalidMachineClass", msg).await?;
+            let problem = decide::InputProblem::InvalidClass {
+                class: class_spec.name.clone(),
+                errors: errs.iter().map(ToString::to_string).collect(),
+            };
+            let stop = self.input_problem(problem).await?;
             return Ok(Err(stop));
         }
         let class = (*class).clone();
@@ -354,24 +356,23 @@ impl<'a> Reconciler<'a> {
         let secret = match crate::class::merged_secret(&self.ctx.caches, &class) {
             Ok(s) => s,
             Err(missing) => {
-                let msg = format!(
-                    "Secret {missing} referenced by MachineClass {} not found",
-                    class_spec.name
-                );
-                let stop = self.input_problem("SecretNotFound", msg).await?;
+                let problem = decide::InputProblem::SecretNotFound {
+                    secret: missing,
+                    class: class_spec.name.clone(),
+                };
+                let stop = self.input_problem(problem).await?;
                 return Ok(Err(stop));
             }
         };
         // Every call of this reconcile, and of the drains it starts, writes
         // the driver series.
         let Some(driver) = self.ctx.observed_driver(&class.provider) else {
-            let msg = format!(
-                "No driver for provider {:?} of MachineClass {} (compiled in: {})",
-                class.provider,
-                class_spec.name,
-                self.ctx.drivers.providers().join(", ")
-            );
-            let stop = self.input_problem("UnknownProvider", msg).await?;
+            let problem = decide::InputProblem::UnknownProvider {
+                provider: class.provider.clone(),
+                class: class_spec.name.clone(),
+                compiled_in: self.ctx.drivers.providers(),
+            };
+            let stop = self.input_problem(problem).await?;
             return Ok(Err(stop));
         };
         Ok(Ok((class, secret, driver)))
@@ -396,8 +397,9 @@ impl<'a> Reconciler<'a> {
         // Malformed, negative or zero timeouts are reported, never replaced by
         // the defaults (a `creationTimeout: 0s` would fail every new machine).
         if let Err(errs) = mcm_api::validation::validate_machine_timeouts(&self.machine) {
-            let msg = format!("Invalid machine: {}", mcm_api::validation::aggregate(&errs));
-            let d = self.input_problem("InvalidMachine", msg).await?;
+            let problem =
+                decide::InputProblem::InvalidMachine(mcm_api::validation::aggregate(&errs));
+            let d = self.input_problem(problem).await?;
             return Ok(Action::requeue(d));
         }
         let (class, secret, driver) = match self.inputs().await? {
@@ -406,7 +408,7 @@ impl<'a> Reconciler<'a> {
         };
         let view = self.view();
         let mut recheck = None;
-        if self.target() && view.node.is_some() && !view.phase.is_empty() {
+        if view.needs_health_check(self.target()) {
             // Never fails, so it never holds up the health check.
             let fresh = crate::node_sync::sync_and_report(self.ctx, &self.machine, &class).await;
             // After node sync, before the health check (design: startup-taint.md).

@@ -615,7 +615,7 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
                 "Delete",
             )
             .await;
-            mark_terminating(&api, m).await;
+            mark_terminating(&api, &view).await;
             true
         }
         Err(e) if is_not_found(&e) => true,
@@ -636,14 +636,14 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
 }
 
 /// After the DELETE: phase Terminating, lastOperation Delete/Processing.
-async fn mark_terminating(api: &Api<Machine>, m: &Machine) {
-    if m.phase() == mcm_api::MachinePhase::Terminating {
+async fn mark_terminating(api: &Api<Machine>, m: &MachineView) {
+    let Some(t) = mcm_core::machine::machine_set_terminating_mark(m) else {
         return;
-    }
-    let change = MachineStatusChange::of(&mcm_core::machine::terminating_by_machine_set());
+    };
+    let change = MachineStatusChange::of(&t);
     let write = crate::status::machine::write;
-    if let Err(e) = unless_gone(write(api, &m.name_any(), &change).await) {
-        debug!(machine = %m.name_any(), error = %e, "phase Terminating not written");
+    if let Err(e) = unless_gone(write(api, &m.name, &change).await) {
+        debug!(machine = %m.name, error = %e, "phase Terminating not written");
     }
 }
 

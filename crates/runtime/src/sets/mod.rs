@@ -17,10 +17,11 @@
 //!   count drops or the unfreeze annotation is set.
 //!
 //! One watch per kind (Machines, MachineSets, MachineDeployments) fills the
-//! caches and routes every change (deletions included) to the controllers
-//! that care: a Machine to its MachineSet (orphans to every set whose
-//! selector matches) and to that set's MachineDeployment; a MachineSet to its
-//! deployment. Every reconcile re-reads its object from the API server; every
+//! shared caches; each controller's [`crate::routing::Route`] maps every
+//! change (deletions included) to the keys it concerns: a Machine to its
+//! MachineSet (orphans to every set whose selector matches) and to that
+//! set's MachineDeployment; a MachineSet to its deployment. Every reconcile
+//! reads its object from the cache; every
 //! write of a computed value carries a resourceVersion precondition, and a
 //! MachineSet does not act on its machine count while creations or
 //! deletions it made are not yet visible in the cache.

@@ -14,6 +14,10 @@
 //! stops after the first freeze or unfreeze), and a deployment without any
 //! maxSurge counts as surge 0 instead of aborting the pass (design:
 //! sets-and-deployments.md, "Where mcm-rs differs from the reference", item 6).
+//!
+//! Every decision is core's ([`mcm_core::deployment::plan_overshoot`]): a
+//! pass reads the caches, asks for the plan, and performs its actions in
+//! order, skipping an action whose prerequisite failed.
 
 use super::{publish, Ctx};
 use crate::metadata::MetaPatch;
@@ -21,17 +25,11 @@ use chrono::Utc;
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 use mcm_api::constants as c;
-use mcm_api::{
-    ConditionStatus, MachineDeployment, MachineDeploymentCondition, MachineDeploymentConditionType,
-    MachineSet, MachineSetCondition, MachineSetConditionType,
-};
+use mcm_api::{MachineDeployment, MachineSet};
 use mcm_core::deployment::{
-    deployment_should_be_frozen, overshoot_count, overshoot_decision, overshoot_freeze_message,
-    overshoot_thresholds, safety_surge, OvershootDecision, STATE_SYNC_FREEZE_MESSAGE,
+    deployment_conditions_after_freeze, plan_overshoot, set_conditions_after_freeze, FreezeTarget,
+    OvershootAction, OvershootInput, SetEvent,
 };
-use mcm_core::replicas::{controller_ref, selector_is_empty, selector_matches};
-use mcm_core::time::to_k8s;
-use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,201 +51,84 @@ pub(crate) async fn run(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()>) {
     }
 }
 
-fn set_is_frozen(ms: &MachineSet) -> bool {
-    ms.labels().get(c::FREEZE_LABEL).map(String::as_str) == Some(c::FREEZE_LABEL_VALUE)
-        || ms.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == MachineSetConditionType::Frozen)
-        })
-}
-
-fn deployment_is_frozen(d: &MachineDeployment) -> bool {
-    d.labels().get(c::FREEZE_LABEL).map(String::as_str) == Some(c::FREEZE_LABEL_VALUE)
-        || d.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == MachineDeploymentConditionType::Frozen)
-        })
-}
-
-/// The deployment a set belongs to: its controller, else the first deployment
-/// whose non-empty selector matches the set's labels.
-fn parent_of<'a>(
-    ms: &MachineSet,
-    deployments: &'a [Arc<MachineDeployment>],
-) -> Option<&'a Arc<MachineDeployment>> {
-    if let Some(cr) = controller_ref(&ms.metadata).filter(|c| c.kind == "MachineDeployment") {
-        if let Some(d) = deployments
-            .iter()
-            .find(|d| d.uid().as_deref() == Some(cr.uid.as_str()))
-        {
-            return Some(d);
-        }
-    }
-    let labels = ms.metadata.labels.clone().unwrap_or_default();
-    deployments.iter().find(|d| {
-        d.spec
-            .selector
-            .as_ref()
-            .is_some_and(|s| !selector_is_empty(s) && selector_matches(s, &labels).unwrap_or(false))
-    })
-}
-
-/// One pass of the loop.
+/// One pass of the loop: the plan core makes from the caches, performed in
+/// order.
 pub(crate) async fn pass(ctx: &Ctx) {
     let _work = ctx.workqueues.work("machinesafetyovershooting");
     let sets = ctx.caches.sets.state();
     let machines = ctx.caches.machines.state();
     let deployments = ctx.caches.deployments.state();
-    let mut set_frozen: HashMap<String, bool> = sets
-        .iter()
-        .map(|s| (s.name_any(), set_is_frozen(s)))
-        .collect();
-    let mut dep_frozen: HashMap<String, bool> = deployments
-        .iter()
-        .map(|d| (d.name_any(), deployment_is_frozen(d)))
-        .collect();
-    let owner_names: Vec<(BTreeMap<String, String>, Vec<String>)> = machines
-        .iter()
-        .map(|m| {
-            (
-                m.metadata.labels.clone().unwrap_or_default(),
-                m.metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .map(|o| o.name.clone())
-                    .collect(),
-            )
-        })
-        .collect();
-
-    // 1. Overshoot per set.
-    for ms in &sets {
-        let name = ms.name_any();
-        let template_labels = ms.spec.template.metadata.labels.clone().unwrap_or_default();
-        let count = overshoot_count(
-            &name,
-            &template_labels,
-            owner_names.iter().map(|(l, o)| (l, o.as_slice())),
-        );
-        let parent = parent_of(ms, &deployments);
-        let thresholds = overshoot_thresholds(
-            ms.spec.replicas,
-            parent.map(|d| (d.spec.replicas, safety_surge(&d.spec))),
-            ctx.config.sets.safety_up,
-            ctx.config.sets.safety_down,
-        );
-        let frozen = set_frozen.get(&name).copied().unwrap_or(false);
-        match overshoot_decision(frozen, count, thresholds) {
-            OvershootDecision::Nothing => {}
-            OvershootDecision::Freeze => {
-                let msg = overshoot_freeze_message(&name, count, thresholds.0);
-                warn!(machineset = %name, count, limit = thresholds.0, "overshooting replica count, freezing");
-                if set_state(ctx, ms, true, c::OVERSHOOTING_REPLICA_COUNT, &msg).await {
-                    set_frozen.insert(name.clone(), true);
-                    if let Some(d) = parent {
-                        if deployment_state(ctx, d, true, c::OVERSHOOTING_REPLICA_COUNT, &msg).await
-                        {
-                            dep_frozen.insert(d.name_any(), true);
-                        }
-                    }
-                    publish(
-                        &ctx.sets.manager_recorder,
-                        &**ms,
-                        EventType::Normal,
-                        c::MACHINE_SET_FREEZE_EVENT,
-                        msg,
-                        "Freeze",
-                    )
-                    .await;
-                }
-            }
-            OvershootDecision::Unfreeze => {
-                let msg = format!(
-                    "The number of machines backing MachineSet {name} is {count}, at or below {}",
-                    thresholds.1
-                );
-                info!(machineset = %name, count, limit = thresholds.1, "replica count back under the limit, unfreezing");
-                if let Some(d) = parent {
-                    if deployment_state(ctx, d, false, c::UNDERSHOOTING_REPLICA_COUNT, &msg).await {
-                        dep_frozen.insert(d.name_any(), false);
-                    }
-                }
-                if set_state(ctx, ms, false, c::UNDERSHOOTING_REPLICA_COUNT, &msg).await {
-                    set_frozen.insert(name.clone(), false);
-                    unfreeze_event(ctx, ms, msg).await;
-                }
-            }
-        }
+    let plan = plan_overshoot(&OvershootInput {
+        sets: &sets,
+        deployments: &deployments,
+        machines: &machines,
+        safety_up: ctx.config.sets.safety_up,
+        safety_down: ctx.config.sets.safety_down,
+    });
+    let mut done: Vec<bool> = Vec::with_capacity(plan.len());
+    for planned in plan {
+        let ready = planned
+            .after
+            .is_none_or(|i| done.get(i).copied().unwrap_or(false));
+        let ok = ready && perform(ctx, &sets, &deployments, planned.action).await;
+        done.push(ok);
     }
+}
 
-    // 2. Unfreeze annotations: deployments (and their sets), then sets.
-    for d in &deployments {
-        if !d.annotations().contains_key(c::UNFREEZE_ANNOTATION) {
-            continue;
-        }
-        let msg = format!(
-            "MachineDeployment {} unfrozen by the {} annotation",
-            d.name_any(),
-            c::UNFREEZE_ANNOTATION
-        );
-        if deployment_state(ctx, d, false, c::UNFREEZE_ANNOTATION_REASON, &msg).await {
-            dep_frozen.insert(d.name_any(), false);
-        }
-        for ms in sets
-            .iter()
-            .filter(|s| controller_ref(&s.metadata).is_some_and(|cr| Some(cr.uid) == d.uid()))
-        {
-            if set_frozen.get(&ms.name_any()).copied().unwrap_or(false)
-                && set_state(ctx, ms, false, c::UNFREEZE_ANNOTATION_REASON, &msg).await
-            {
-                set_frozen.insert(ms.name_any(), false);
-                unfreeze_event(ctx, ms, msg.clone()).await;
+/// Performs one action of the plan on the objects the pass read; answers
+/// whether it worked.
+async fn perform(
+    ctx: &Ctx,
+    sets: &[Arc<MachineSet>],
+    deployments: &[Arc<MachineDeployment>],
+    action: OvershootAction,
+) -> bool {
+    match action {
+        OvershootAction::Freeze {
+            target: FreezeTarget::Set(name),
+            frozen,
+            reason,
+            message,
+        } => match sets.iter().find(|s| s.name_any() == name) {
+            Some(ms) => {
+                if frozen {
+                    warn!(machineset = %name, reason, %message, "freezing");
+                } else {
+                    info!(machineset = %name, reason, %message, "unfreezing");
+                }
+                set_state(ctx, ms, frozen, reason, &message).await
             }
-        }
-    }
-    for ms in &sets {
-        if !ms.annotations().contains_key(c::UNFREEZE_ANNOTATION) {
-            continue;
-        }
-        let msg = format!(
-            "MachineSet {} unfrozen by the {} annotation",
-            ms.name_any(),
-            c::UNFREEZE_ANNOTATION
-        );
-        let was_frozen = set_frozen.get(&ms.name_any()).copied().unwrap_or(false);
-        if set_state(ctx, ms, false, c::UNFREEZE_ANNOTATION_REASON, &msg).await {
-            set_frozen.insert(ms.name_any(), false);
-            if was_frozen {
-                unfreeze_event(ctx, ms, msg).await;
-            }
-        }
-    }
-
-    // 3. Deployments follow their sets.
-    for d in &deployments {
-        let uid = d.uid();
-        let any_set_frozen = sets
-            .iter()
-            .filter(|s| controller_ref(&s.metadata).is_some_and(|cr| Some(cr.uid) == uid))
-            .any(|s| set_frozen.get(&s.name_any()).copied().unwrap_or(false));
-        let frozen = dep_frozen.get(&d.name_any()).copied().unwrap_or(false);
-        if let Some(want) = deployment_should_be_frozen(frozen, any_set_frozen) {
-            let msg = if want {
-                STATE_SYNC_FREEZE_MESSAGE.to_string()
-            } else {
-                format!(
-                    "MachineDeployment {} has no frozen MachineSet",
-                    d.name_any()
+            None => false,
+        },
+        OvershootAction::Freeze {
+            target: FreezeTarget::Deployment(name),
+            frozen,
+            reason,
+            message,
+        } => match deployments.iter().find(|d| d.name_any() == name) {
+            Some(d) => deployment_state(ctx, d, frozen, reason, &message).await,
+            None => false,
+        },
+        OvershootAction::Event(SetEvent {
+            set,
+            reason,
+            action,
+            note,
+        }) => match sets.iter().find(|s| s.name_any() == set) {
+            Some(ms) => {
+                publish(
+                    &ctx.sets.manager_recorder,
+                    &**ms,
+                    EventType::Normal,
+                    reason,
+                    note,
+                    action,
                 )
-            };
-            debug!(machinedeployment = %d.name_any(), frozen = want, "syncing the deployment's freeze state with its sets");
-            if deployment_state(ctx, d, want, c::MACHINE_DEPLOYMENT_STATE_SYNC, &msg).await {
-                dep_frozen.insert(d.name_any(), want);
+                .await;
+                true
             }
-        }
+            None => false,
+        },
     }
 }
 
@@ -256,22 +137,10 @@ pub(crate) async fn pass(ctx: &Ctx) {
 async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, message: &str) -> bool {
     let api = ctx.machine_sets();
     let name = ms.name_any();
-    let mut conditions = ms.status.clone().unwrap_or_default().conditions;
-    let had = conditions
-        .iter()
-        .any(|c| c.type_ == MachineSetConditionType::Frozen);
-    if frozen && !had {
-        conditions.push(MachineSetCondition {
-            type_: MachineSetConditionType::Frozen,
-            status: ConditionStatus::True,
-            last_transition_time: Some(to_k8s(Utc::now())),
-            reason: reason.to_string(),
-            message: message.to_string(),
-        });
-    } else if !frozen {
-        conditions.retain(|c| c.type_ != MachineSetConditionType::Frozen);
-    }
-    if frozen != had {
+    let conditions = ms.status.clone().unwrap_or_default().conditions;
+    if let Some(conditions) =
+        set_conditions_after_freeze(&conditions, frozen, reason, message, Utc::now())
+    {
         let rv = ms.resource_version();
         let write = crate::status::machine_set::write_conditions;
         if let Err(e) = write(&api, &name, &conditions, rv.as_deref()).await {
@@ -286,19 +155,6 @@ async fn set_state(ctx: &Ctx, ms: &MachineSet, frozen: bool, reason: &str, messa
             false
         }
     }
-}
-
-/// The Normal Event of a MachineSet the pass unfroze.
-async fn unfreeze_event(ctx: &Ctx, ms: &MachineSet, msg: String) {
-    publish(
-        &ctx.sets.manager_recorder,
-        ms,
-        EventType::Normal,
-        c::MACHINE_SET_UNFREEZE_EVENT,
-        msg,
-        "Unfreeze",
-    )
-    .await;
 }
 
 /// Sets (`frozen`) or removes the freeze label of a set or deployment; an
@@ -329,24 +185,10 @@ async fn deployment_state(
 ) -> bool {
     let api = ctx.machine_deployments();
     let name = d.name_any();
-    let mut conditions = d.status.clone().unwrap_or_default().conditions;
-    let had = conditions
-        .iter()
-        .any(|c| c.type_ == MachineDeploymentConditionType::Frozen);
-    if frozen && !had {
-        let now = to_k8s(Utc::now());
-        conditions.push(MachineDeploymentCondition {
-            type_: MachineDeploymentConditionType::Frozen,
-            status: ConditionStatus::True,
-            last_update_time: Some(now.clone()),
-            last_transition_time: Some(now),
-            reason: reason.to_string(),
-            message: message.to_string(),
-        });
-    } else if !frozen {
-        conditions.retain(|c| c.type_ != MachineDeploymentConditionType::Frozen);
-    }
-    if frozen != had {
+    let conditions = d.status.clone().unwrap_or_default().conditions;
+    if let Some(conditions) =
+        deployment_conditions_after_freeze(&conditions, frozen, reason, message, Utc::now())
+    {
         let rv = d.resource_version();
         let write = crate::status::machine_deployment::write_conditions;
         if let Err(e) = write(&api, &name, &conditions, rv.as_deref()).await {

@@ -2,6 +2,7 @@
 
 use super::super::tests::{t0, view};
 use super::*;
+use std::collections::BTreeMap;
 
 fn at(minutes: i64) -> DateTime<Utc> {
     t0() + chrono::Duration::minutes(minutes)
@@ -188,7 +189,7 @@ fn a_probe_error_fails_and_clears_last_known_state() {
     ));
     assert_eq!(fl.call, "GetMachineStatus");
     assert!(!fl.keep_last_known_state);
-    assert_eq!(fl.retry, RetryClass::Normal);
+    assert_eq!(fl.retry, CreationRetry::Backoff(FailureKind::Normal));
     let t = fl.transition.unwrap_or_else(|| panic!("a status to write"));
     assert_eq!(t.phase, Some(Phase::CrashLoopBackOff));
     assert_eq!(t.operation.error_code.as_deref(), Some("PermissionDenied"));
@@ -211,11 +212,29 @@ fn a_create_answered_resource_exhausted_keeps_last_known_state_and_waits_the_res
     ));
     assert_eq!(fl.call, "CreateMachine");
     assert!(fl.keep_last_known_state);
-    assert_eq!(fl.retry, RetryClass::ResourceExhausted);
+    assert_eq!(fl.retry, CreationRetry::HoldCreation(LONG_RETRY));
 }
 
 #[test]
-fn a_create_throttled_by_the_clouds_request_rate_is_backed_off_not_held_for_the_resource_exhausted_retry(
+fn a_create_answered_resource_exhausted_is_held_for_the_configured_resource_exhausted_retry() {
+    let m = view(Phase::Empty);
+    let hold = std::time::Duration::from_secs(42);
+    let mut f = CreationFlow::new(true).with_resource_exhausted_retry(hold);
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
+    let fl = failure(f.next(
+        &m,
+        CreationOutcome::Created(Err(Status::new(Code::ResourceExhausted, "no capacity"))),
+        at(1),
+    ));
+    assert_eq!(fl.retry, CreationRetry::HoldCreation(hold));
+}
+
+#[test]
+fn a_create_throttled_by_the_clouds_request_rate_is_paused_by_the_pacer_not_held_nor_counted_as_a_failure(
 ) {
     for message in [
         "RequestLimitExceeded: request limit exceeded for create (bucket 5, refill 2/s)",
@@ -235,7 +254,9 @@ fn a_create_throttled_by_the_clouds_request_rate_is_backed_off_not_held_for_the_
             CreationOutcome::Created(Err(Status::new(Code::ResourceExhausted, message))),
             at(1),
         ));
-        assert_eq!(fl.retry, RetryClass::Throttled, "{message}");
+        // The pacer holds the machine back (runtime.md, "Pacing cloud
+        // calls"); the machine's backoff does not count a failure.
+        assert_eq!(fl.retry, CreationRetry::Pause, "{message}");
         assert!(fl.keep_last_known_state, "{message}");
     }
 }
@@ -269,11 +290,11 @@ fn a_probe_answered_resource_exhausted_waits_the_resource_exhausted_retry_too() 
         t0(),
     ));
     assert_eq!(fl.call, "GetMachineStatus");
-    assert_eq!(fl.retry, RetryClass::ResourceExhausted);
+    assert_eq!(fl.retry, CreationRetry::HoldCreation(LONG_RETRY));
 }
 
 #[test]
-fn an_initialization_answered_resource_exhausted_is_only_throttled() {
+fn an_initialization_answered_resource_exhausted_is_paused_not_held() {
     // InitializeMachine errors are retried soon in the reference (ShortRetry).
     let m = view(Phase::Empty);
     let mut f = CreationFlow::new(true);
@@ -290,7 +311,7 @@ fn an_initialization_answered_resource_exhausted_is_only_throttled() {
         t0(),
     ));
     assert_eq!(fl.call, "InitializeMachine");
-    assert_eq!(fl.retry, RetryClass::Throttled);
+    assert_eq!(fl.retry, CreationRetry::Pause);
 }
 
 #[test]
@@ -376,7 +397,7 @@ fn a_vm_whose_node_name_differs_is_checked_for_a_stale_node() {
         }
     );
     assert_eq!(
-        f.next(&m, CreationOutcome::StaleNodeChecked(false), t0()),
+        f.next(&m, CreationOutcome::NodeOwner(None), t0()),
         CreationStep::PersistIdentity(identity("p1", "ip-10-0-0-1"))
     );
 }
@@ -396,13 +417,50 @@ fn a_stale_node_of_another_machine_deletes_the_new_vm_and_fails() {
         t0(),
     );
     assert_eq!(
-        f.next(&m, CreationOutcome::StaleNodeChecked(true), t0()),
+        f.next(&m, CreationOutcome::NodeOwner(Some("m-old".into())), t0()),
         CreationStep::DeleteStaleVm {
             provider_id: "p1".into()
         }
     );
     let fl = failure(f.next(&m, CreationOutcome::StaleVmDeleted(Ok(())), t0()));
     assert_eq!(fl.transition, Some(stale_node()));
+}
+
+#[test]
+fn a_node_that_names_this_machine_is_no_stale_node() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
+    f.next(
+        &m,
+        CreationOutcome::Created(Ok(created_resp("p1", "ip-10-0-0-1"))),
+        t0(),
+    );
+    assert_eq!(
+        f.next(&m, CreationOutcome::NodeOwner(Some("m1".into())), t0()),
+        CreationStep::PersistIdentity(identity("p1", "ip-10-0-0-1"))
+    );
+}
+
+#[test]
+fn a_node_owner_the_flow_did_not_ask_for_writes_nothing_and_backs_off() {
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(true);
+    let fl = failure(f.next(&m, CreationOutcome::NodeOwner(Some("other".into())), t0()));
+    assert_eq!(fl.transition, None);
+    assert_eq!(fl.retry, CreationRetry::Backoff(FailureKind::Normal));
+}
+
+#[test]
+fn only_an_owner_label_naming_another_machine_makes_a_node_stale() {
+    let m = view(Phase::Empty);
+    assert!(stale_node_of_other_machine(&m, Some("m-old")));
+    assert!(!stale_node_of_other_machine(&m, Some("m1")));
+    assert!(!stale_node_of_other_machine(&m, None));
 }
 
 #[test]
@@ -538,25 +596,163 @@ fn persisting_the_identity_writes_the_provider_id_node_label_and_default_priorit
         node_name: "n1".into(),
         addresses: Vec::new(),
     };
+    let spec = serde_json::json!({"image": "i-1"});
+    let applied = AppliedSpec::of("c1", &spec);
     let fresh = view(Phase::Empty);
     assert_eq!(
-        identity_write(&fresh, &id, true),
+        identity_write(&fresh, &id, true, "c1", &spec),
         Some(IdentityWrite {
-            provider_id: "p1".into(),
+            provider_id: Some("p1".into()),
             node_label: Some("n1".into()),
             priority: Some(c::DEFAULT_MACHINE_PRIORITY.to_string()),
+            applied: Some(applied.clone()),
         })
     );
     assert_eq!(
-        identity_write(&fresh, &id, false).and_then(|w| w.node_label),
+        identity_write(&fresh, &id, false, "c1", &spec).and_then(|w| w.node_label),
         None,
         "no node label without a target cluster"
     );
+    let mut annotations: BTreeMap<String, String> =
+        [(c::PRIORITY_ANNOTATION.to_string(), "1".to_string())].into();
+    for (k, v) in applied.annotations() {
+        if let Some(v) = v {
+            annotations.insert(k.to_string(), v);
+        }
+    }
     let done = MachineView {
+        provider_id: "p1".into(),
+        labels: [(c::NODE_LABEL.to_string(), "n1".to_string())].into(),
+        annotations,
+        ..view(Phase::Pending)
+    };
+    assert_eq!(identity_write(&done, &id, true, "c1", &spec), None);
+}
+
+#[test]
+fn the_spec_the_vm_was_created_with_is_recorded_only_when_none_is_recorded_yet() {
+    use mcm_api::constants as c;
+    let id = MachineIdentity {
+        provider_id: "p1".into(),
+        node_name: "n1".into(),
+        addresses: Vec::new(),
+    };
+    let old = AppliedSpec::of("c0", &serde_json::json!({"image": "old"}));
+    let mut annotations: BTreeMap<String, String> =
+        [(c::PRIORITY_ANNOTATION.to_string(), "1".to_string())].into();
+    for (k, v) in old.annotations() {
+        if let Some(v) = v {
+            annotations.insert(k.to_string(), v);
+        }
+    }
+    let recorded = MachineView {
+        annotations,
+        ..view(Phase::Empty)
+    };
+    let write = identity_write(
+        &recorded,
+        &id,
+        true,
+        "c1",
+        &serde_json::json!({"image": "new"}),
+    );
+    assert_eq!(write.as_ref().and_then(|w| w.applied.clone()), None);
+    assert_eq!(write.and_then(|w| w.provider_id), Some("p1".into()));
+    // Only the record missing: the identity is not written again.
+    let identified = MachineView {
         provider_id: "p1".into(),
         labels: [(c::NODE_LABEL.to_string(), "n1".to_string())].into(),
         annotations: [(c::PRIORITY_ANNOTATION.to_string(), "1".to_string())].into(),
         ..view(Phase::Pending)
     };
-    assert_eq!(identity_write(&done, &id, true), None);
+    let write = identity_write(&identified, &id, true, "c1", &serde_json::json!({}));
+    assert_eq!(write.as_ref().and_then(|w| w.provider_id.clone()), None);
+    assert!(write.is_some_and(|w| w.applied.is_some()));
+}
+
+// The probe's answers (`plan_creation`) as the flow acts on them.
+
+fn after_probe(m: &MachineView, answer: Result<GetMachineStatusResponse, Status>) -> CreationStep {
+    CreationFlow::new(true).next(m, CreationOutcome::Probed(answer), t0())
+}
+
+#[test]
+fn an_unimplemented_status_without_provider_id_creates() {
+    assert_eq!(
+        after_probe(&view(Phase::Empty), Err(Status::unimplemented("no status"))),
+        CreationStep::Create { turn_held: false }
+    );
+}
+
+#[test]
+fn not_found_with_provider_id_never_creates_a_second_vm() {
+    let m = MachineView {
+        provider_id: "p1".into(),
+        node: Some("n1".into()),
+        ..view(Phase::CrashLoopBackOff)
+    };
+    let step = after_probe(&m, Err(Status::not_found("no vm")));
+    assert!(
+        matches!(step, CreationStep::PersistIdentity(ref id) if id.provider_id == "p1" && id.node_name == "n1"),
+        "{step:?}"
+    );
+}
+
+#[test]
+fn uninitialized_without_identity_uses_the_recorded_provider_id_instead_of_panicking() {
+    let m = MachineView {
+        provider_id: "p1".into(),
+        node: Some("n1".into()),
+        ..view(Phase::CrashLoopBackOff)
+    };
+    let mut f = CreationFlow::new(true);
+    let step = f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::new(Code::Uninitialized, "nil response"))),
+        t0(),
+    );
+    assert!(
+        matches!(step, CreationStep::PersistIdentity(ref id) if id.provider_id == "p1"),
+        "{step:?}"
+    );
+    assert_eq!(f.init_reason(), Some(InitReason::ProviderSaysUninitialized));
+}
+
+#[test]
+fn uninitialized_without_any_identity_is_a_failure_not_a_create() {
+    let fl = failure(after_probe(
+        &view(Phase::Empty),
+        Err(Status::new(Code::Uninitialized, "nil response")),
+    ));
+    assert_eq!(fl.error.code, Code::Internal);
+    assert_eq!(fl.call, "GetMachineStatus");
+}
+
+#[test]
+fn a_failed_initialization_is_retried_even_if_status_says_ok() {
+    let m = MachineView {
+        provider_id: "p1".into(),
+        ..view(Phase::CrashLoopBackOff).on_node("n1").last_op(
+            "Provider error: machine codes error: code = [Internal] message = [boom]. Initialize VM Instance",
+            OpState::Failed,
+            OpType::Create,
+        )
+    };
+    let mut f = CreationFlow::new(true);
+    f.next(
+        &m,
+        CreationOutcome::Probed(Ok(GetMachineStatusResponse {
+            provider_id: "p1".into(),
+            node_name: "n1".into(),
+            addresses: vec![],
+        })),
+        t0(),
+    );
+    assert_eq!(f.init_reason(), Some(InitReason::PreviousAttemptFailed));
+    assert!(matches!(
+        f.next(&m, CreationOutcome::Persisted, t0()),
+        CreationStep::Initialize {
+            reason: InitReason::PreviousAttemptFailed
+        }
+    ));
 }

@@ -176,6 +176,17 @@ pub struct AttachmentView {
     pub deleting: bool,
 }
 
+impl AttachmentView {
+    /// What the flow reads of a listed VolumeAttachment.
+    pub fn of(v: &k8s_openapi::api::storage::v1::VolumeAttachment) -> AttachmentView {
+        AttachmentView {
+            name: v.metadata.name.clone().unwrap_or_default(),
+            node_name: v.spec.node_name.clone(),
+            deleting: v.metadata.deletion_timestamp.is_some(),
+        }
+    }
+}
+
 /// The VolumeAttachments that still hold `node`: on it and not being deleted.
 pub fn live_attachments(node: &str, all: &[AttachmentView]) -> Vec<String> {
     all.iter()

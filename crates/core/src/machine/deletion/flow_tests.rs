@@ -497,6 +497,61 @@ fn live_attachments_are_those_on_the_node_and_not_being_deleted() {
 }
 
 #[test]
+fn only_a_node_reporting_attached_volumes_sends_the_flow_to_the_attachments() {
+    use k8s_openapi::api::core::v1::{AttachedVolume, Node, NodeStatus};
+    let with = |volumes: Option<Vec<AttachedVolume>>| Node {
+        status: Some(NodeStatus {
+            volumes_attached: volumes,
+            ..NodeStatus::default()
+        }),
+        ..Node::default()
+    };
+    assert_eq!(NodeVolumes::of(None), NodeVolumes::NodeGone);
+    assert_eq!(
+        NodeVolumes::of(Some(&Node::default())),
+        NodeVolumes::NoneAttached
+    );
+    assert_eq!(
+        NodeVolumes::of(Some(&with(Some(vec![])))),
+        NodeVolumes::NoneAttached
+    );
+    let attached = AttachedVolume {
+        name: "kubernetes.io/csi/pv-1".into(),
+        device_path: String::new(),
+    };
+    assert_eq!(
+        NodeVolumes::of(Some(&with(Some(vec![attached])))),
+        NodeVolumes::Attached
+    );
+}
+
+#[test]
+fn an_attachment_being_deleted_is_seen_as_such() {
+    use k8s_openapi::api::storage::v1::{VolumeAttachment, VolumeAttachmentSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    let v = VolumeAttachment {
+        metadata: ObjectMeta {
+            name: Some("va-1".into()),
+            deletion_timestamp: Some(crate::time::to_k8s(now())),
+            ..ObjectMeta::default()
+        },
+        spec: VolumeAttachmentSpec {
+            node_name: "n1".into(),
+            ..VolumeAttachmentSpec::default()
+        },
+        status: None,
+    };
+    assert_eq!(
+        AttachmentView::of(&v),
+        AttachmentView {
+            name: "va-1".into(),
+            node_name: "n1".into(),
+            deleting: true,
+        }
+    );
+}
+
+#[test]
 fn live_attachments_are_deleted_and_the_machine_requeued_soon() {
     let mut flow = DeletionFlow::new(true);
     let m = at(DELETE_VOLUME_ATTACHMENTS);

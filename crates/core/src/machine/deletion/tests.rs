@@ -183,3 +183,20 @@ fn a_machine_set_marks_its_deleted_machine_terminating_with_the_reference_text()
     );
     assert_eq!(t.operation.state, OpState::Processing);
 }
+
+#[test]
+fn a_machine_set_marks_a_deleted_machine_terminating_only_once() {
+    use crate::machine::MachineView;
+    use mcm_api::MachinePhase as Phase;
+    for phase in [Phase::Running, Phase::Pending, Phase::Failed, Phase::Empty] {
+        assert_eq!(
+            machine_set_terminating_mark(&MachineView::test("m", phase.clone())),
+            Some(terminating_by_machine_set()),
+            "{phase:?}"
+        );
+    }
+    assert_eq!(
+        machine_set_terminating_mark(&MachineView::test("m", Phase::Terminating)),
+        None
+    );
+}
