@@ -365,6 +365,14 @@ pub trait Driver: Send + Sync {
         String::new()
     }
 
+    /// Where the driver reports its cloud API calls
+    /// ([`cloud_api::CloudApi`]): the runtime adds its observer here, so
+    /// that the calls move its `mcm_cloud_api_*` series. `None` (the
+    /// default): the driver makes no cloud API calls of its own to report.
+    fn cloud_api(&self) -> Option<cloud_api::CloudApi> {
+        None
+    }
+
     /// All VMs of the class's cluster, by the cluster and role tags, each
     /// with its canonical key and the identity ([`MachineOwner`]) that
     /// CreateMachine recorded on it ([`ListMachinesResponse::insert`]).

@@ -31,6 +31,7 @@ pub struct AlicloudDriver {
     http: reqwest::Client,
     budget: Budget<ActionClass>,
     calls: CallCounter,
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 impl std::fmt::Debug for AlicloudDriver {
@@ -142,6 +143,7 @@ impl AlicloudDriver {
             http: reqwest::Client::new(),
             budget,
             calls: CallCounter::default(),
+            cloud_api: Default::default(),
             config,
         }
     }
@@ -173,6 +175,7 @@ impl AlicloudDriver {
             limiter: self.budget.scope(&scope),
             retry: self.config.retry.clone(),
             calls: self.calls.clone(),
+            cloud_api: self.cloud_api.clone(),
         }
     }
 
@@ -526,6 +529,10 @@ impl AlicloudDriver {
 
 #[async_trait]
 impl Driver for AlicloudDriver {
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn in_place_changes(
         &self,
         last_applied: &serde_json::Value,

@@ -33,6 +33,7 @@ pub struct AzureDriver {
     budget: Budget<OpClass>,
     tokens: Mutex<HashMap<u64, Arc<dyn TokenSource>>>,
     calls: Arc<ApiCalls>,
+    cloud_api: mcm_driver::cloud_api::CloudApi,
     pub(crate) creates: Semaphore,
 }
 
@@ -78,6 +79,7 @@ impl AzureDriver {
             http,
             tokens: Mutex::new(HashMap::new()),
             calls: Arc::new(ApiCalls::default()),
+            cloud_api: Default::default(),
         }
     }
 
@@ -147,7 +149,8 @@ impl AzureDriver {
             self.budget.scope(&scope),
             self.config.arm.clone(),
             self.calls.clone(),
-        ))
+        )
+        .with_cloud_api(self.cloud_api.clone()))
     }
 
     pub(crate) fn context(&self, class: &MachineClass, secret: &Secret) -> Result<Ctx, Status> {
@@ -362,6 +365,10 @@ impl AzureDriver {
 
 #[async_trait]
 impl Driver for AzureDriver {
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn in_place_changes(
         &self,
         last_applied: &serde_json::Value,

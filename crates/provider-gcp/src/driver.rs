@@ -40,6 +40,7 @@ pub struct GcpDriver {
     budget: Budget<OpClass>,
     clients: tokio::sync::Mutex<HashMap<u64, Clients>>,
     calls: ApiCallRecorder,
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 impl std::fmt::Debug for GcpDriver {
@@ -132,6 +133,7 @@ impl GcpDriver {
             config: Arc::new(config),
             clients: tokio::sync::Mutex::new(HashMap::new()),
             calls: ApiCallRecorder::default(),
+            cloud_api: Default::default(),
         }
     }
 
@@ -189,12 +191,10 @@ impl GcpDriver {
                 built
             }
         };
-        Ok(Compute::new(
-            built,
-            limiter,
-            self.calls.clone(),
-            self.config.clone(),
-        ))
+        Ok(
+            Compute::new(built, limiter, self.calls.clone(), self.config.clone())
+                .with_cloud_api(self.cloud_api.clone()),
+        )
     }
 
     /// Checks the class and Secret as the reference does, and finds the
@@ -576,6 +576,10 @@ pub(crate) fn span(op: &'static str, req: &mcm_driver::MachineRequest) -> tracin
 
 #[async_trait]
 impl Driver for GcpDriver {
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn in_place_changes(
         &self,
         last_applied: &serde_json::Value,

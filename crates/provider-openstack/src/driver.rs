@@ -67,6 +67,8 @@ pub struct OpenStackDriver {
     budget: Budget<OpClass>,
     pub(crate) lookups: LookupCache,
     calls: ApiCallRecorder,
+    /// Where every cloud call is reported ([`Driver::cloud_api`]).
+    cloud_api: mcm_driver::cloud_api::CloudApi,
     /// One lock per machine being created, so that concurrent creates of the
     /// same machine run one after the other. An entry lives while a create
     /// holds or waits for it, also when the create's future is dropped mid-call.
@@ -123,6 +125,7 @@ impl OpenStackDriver {
             clouds: Mutex::new(HashMap::new()),
             connecting: tokio::sync::Mutex::new(()),
             calls: ApiCallRecorder::default(),
+            cloud_api: Default::default(),
             creating: KeyedLocks::new(),
         }
     }
@@ -151,7 +154,9 @@ impl OpenStackDriver {
             .budget
             .scope(&format!("{}|{region}", creds.scope_name()));
         let cloud = Arc::new(
-            Cloud::connect(creds, region, &self.config, limiter, self.calls.clone()).await?,
+            Cloud::connect(creds, region, &self.config, limiter, self.calls.clone())
+                .await?
+                .with_cloud_api(self.cloud_api.clone()),
         );
         debug!(auth = %creds.auth_url, region, "OpenStack session established");
         if let Ok(mut m) = self.clouds.lock() {
@@ -347,6 +352,10 @@ pub(crate) fn addresses(s: &Server) -> Vec<NodeAddress> {
 
 #[async_trait]
 impl Driver for OpenStackDriver {
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn in_place_changes(
         &self,
         last_applied: &serde_json::Value,

@@ -115,7 +115,9 @@ impl AwsDriver {
                     .build(),
             )
             .interceptor(self.calls.clone())
-            .interceptor(crate::cloud_metrics::CloudApiMetrics);
+            .interceptor(crate::cloud_metrics::CloudApiMetrics {
+                api: self.cloud_api.clone(),
+            });
         b = match creds {
             Credentials::Static {
                 access_key_id,

@@ -61,6 +61,8 @@ pub struct AwsDriver {
     /// Instances (by ID) a create just described: InitializeMachine plans on them.
     launched: recent::Recent<Instance>,
     calls: ApiCallRecorder,
+    /// Where every EC2 call is reported ([`Driver::cloud_api`]).
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 impl std::fmt::Debug for AwsDriver {
@@ -97,6 +99,7 @@ impl AwsDriver {
             absent: recent::Recent::new(recent::ABSENT_TTL),
             launched: recent::Recent::new(recent::LAUNCHED_TTL),
             calls: ApiCallRecorder::default(),
+            cloud_api: Default::default(),
         }
     }
 
@@ -326,6 +329,10 @@ impl Driver for AwsDriver {
 
     /// EC2 throttles per account and region: the class's region and the
     /// credentials' identity (an access key ID or role ARN, never a secret).
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn rate_limit_scope(&self, req: &MachineRequest) -> String {
         let region = req
             .machine_class
