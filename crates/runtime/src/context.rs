@@ -52,6 +52,11 @@ impl DriverRegistry {
         self.drivers.get(&key).cloned()
     }
 
+    /// Every registered driver.
+    pub fn drivers(&self) -> impl Iterator<Item = &Arc<dyn Driver>> {
+        self.drivers.values()
+    }
+
     /// The registered provider names.
     pub fn providers(&self) -> Vec<String> {
         let mut v: Vec<String> = self.drivers.keys().cloned().collect();
@@ -79,6 +84,9 @@ pub struct Clients {
     /// target clients above), so a busy control client never makes a
     /// healthy API server look unreachable.
     pub probes: Option<ProbeClients>,
+    /// The REST client series the clients' layer writes (`rest_client_*`),
+    /// owned by the Context built on them (default: a fresh, unserved set).
+    pub rest: crate::metrics::rest::RestMetrics,
 }
 
 /// The clients of the API-server status check
@@ -139,6 +147,9 @@ pub struct Context {
     pub tenure: crate::leader::TenureGate,
     /// The API-server status check's clients.
     pub probes: ProbeClients,
+    /// The REST client series of the clients (`rest_client_*`), which the
+    /// process registers with `RestMetrics::register`.
+    pub rest: crate::metrics::rest::RestMetrics,
     /// The work queues' series (`mcm_workqueue_*`), which the process
     /// registers with `metrics::workqueue::register`.
     pub workqueues: Arc<crate::metrics::workqueue::WorkQueues>,
@@ -184,6 +195,7 @@ impl Context {
             control: client,
             target,
             probes: None,
+            rest: Default::default(),
         };
         Self::with_clients(clients, config, drivers, metrics, caches)
     }
@@ -202,6 +214,7 @@ impl Context {
             events,
             target,
             probes,
+            rest,
         } = clients;
         let probes = probes.unwrap_or_else(|| ProbeClients {
             control: client.clone(),
@@ -224,6 +237,11 @@ impl Context {
             None => reflector::store().0,
         };
         let sets = crate::sets::SetsState::new(&events, &config.sets);
+        // The drivers' cloud API calls move this Context's series (no
+        // process-wide registry: two Contexts share none).
+        for api in drivers.drivers().filter_map(|d| d.cloud_api()) {
+            api.add_observer(metrics.cloud_api_observer());
+        }
         Arc::new(Context {
             client,
             target,
@@ -244,6 +262,7 @@ impl Context {
             pacer: crate::pacing::Pacer::new(),
             tenure: crate::leader::TenureGate::unbounded(),
             probes,
+            rest,
             spec_warnings: Default::default(),
             issued_tokens: Mutex::new(Pruned::new()),
             carried_stages: Mutex::new(Pruned::new()),
@@ -524,6 +543,13 @@ impl Context {
                     !caches.machines.is_synced()
                         || caches
                             .machines
+                            .get(&reflector::ObjectRef::new(name).within(ns))
+                            .is_some()
+                }
+                Kind::MachineClass => {
+                    !caches.classes.is_synced()
+                        || caches
+                            .classes
                             .get(&reflector::ObjectRef::new(name).within(ns))
                             .is_some()
                 }

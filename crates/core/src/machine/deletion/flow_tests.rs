@@ -636,8 +636,12 @@ fn a_paced_vm_deletion_waits_for_its_turn_keeping_what_it_staged() {
         unreachable!()
     };
     assert!(
-        retry.keeps_staged(),
+        retry.keeps_staged(false),
         "a turn's wait carries the staged records"
+    );
+    assert!(
+        !retry.keeps_staged(true),
+        "but writes them when they change the phase"
     );
 }
 
