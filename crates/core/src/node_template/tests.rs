@@ -445,7 +445,7 @@ fn the_startup_taint_is_dropped_from_the_new_taint_list_or_from_the_nodes() {
         taints: Some(vec![startup.clone(), added.clone()]),
         ..Default::default()
     };
-    assert!(p.drop_startup_taint("startup", &[startup.clone()]));
+    assert!(p.drop_startup_taint("startup", std::slice::from_ref(&startup)));
     assert_eq!(p.taints, Some(vec![added]));
     // Nothing to drop: the plan is unchanged.
     let mut p = NodeSyncPlan::default();
