@@ -416,6 +416,8 @@ while [ "$SECONDS" -lt "$deadline" ]; do
   sleep "$POLL"
 done
 snapshot_all down
+# Every Event of the run (their TTL outlives it): reasons and counts for the report.
+k get events -A -o json > "$WORK/snap/events.json" 2>/dev/null || true
 OWN_DOWN_LIST_MACHINES=$OWN_LIST_MACHINES
 OWN_DOWN_LIST_NODES=$OWN_LIST_NODES
 say "scale-down: machines gone after ${T_MACHINES_GONE:-n/a}s, VMs after ${T_VMS_GONE:-n/a}s, Nodes after ${T_NODES_GONE:-n/a}s"
@@ -647,6 +649,26 @@ if uu:
         if a < 1 and b < 1:
             continue
         p(f"| {k[0]} | `{k[1].replace('%7B', '{').replace('%7D', '}')}` | {int(a)} | {a/N:.2f} | {int(b)} | {b/N:.2f} |")
+    p("")
+try:
+    with open(os.path.join(E["WORK"], "snap", "events.json")) as f:
+        events = json.load(f).get("items", [])
+except (OSError, ValueError):
+    events = []
+if events:
+    by = collections.Counter()
+    emitted = collections.Counter()
+    for ev in events:
+        key = ((ev.get("involvedObject") or {}).get("kind", "?"), ev.get("reason", "?"), ev.get("type", "?"))
+        by[key] += 1
+        emitted[key] += ev.get("count") or 1
+    p("Events of the whole run by object kind and reason (`kubectl get events`; an Event object is one "
+      "POST, each repeat of it one PATCH):")
+    p("")
+    p("| kind | reason | type | Event objects | per machine | emitted (count) |")
+    p("| --- | --- | --- | --- | --- | --- |")
+    for key, n in sorted(by.items(), key=lambda kv: -kv[1]):
+        p(f"| {key[0]} | {key[1]} | {key[2]} | {n} | {n/N:.2f} | {emitted[key]} |")
     p("")
 p(f"Controller log: {E['LOG_WARN']} WARN and {E['LOG_ERROR']} ERROR lines; most frequent (identifiers elided):")
 p("")

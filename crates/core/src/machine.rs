@@ -168,6 +168,8 @@ pub mod update;
 pub use health_flow::*;
 mod inputs;
 pub use inputs::*;
+mod phase_event;
+pub use phase_event::*;
 
 // ---------------------------------------------------------------------------
 // Health

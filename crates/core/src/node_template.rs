@@ -87,6 +87,19 @@ impl NodeSyncPlan {
             || self.finalizers.is_some()
     }
 
+    /// Also removes the startup taint `key` (NoSchedule) in this plan's
+    /// write: from the new taint list when the plan changes taints, else from
+    /// `node_taints`. Answers whether the plan now removes it.
+    pub fn drop_startup_taint(&mut self, key: &str, node_taints: &[Taint]) -> bool {
+        use crate::machine::startup_taint::{has_startup_taint, without_startup_taint};
+        let base = self.taints.as_deref().unwrap_or(node_taints);
+        if !has_startup_taint(key, base) {
+            return false;
+        }
+        self.taints = Some(without_startup_taint(key, base));
+        true
+    }
+
     /// The JSON merge patch of the Node object (labels, annotations, taints,
     /// finalizers); `None` when nothing changes there. `resource_version` is
     /// the precondition.

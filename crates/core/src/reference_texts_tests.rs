@@ -430,12 +430,6 @@ fn deletion() -> Vec<Row> {
     let unavailable = err(Code::Unavailable, "x");
     let invalid = err(Code::InvalidArgument, "bad class");
     vec![
-        // machineset.go:724 (the MachineSet's text on a machine it deletes)
-        row(
-            "deleted by its MachineSet",
-            description(Some(terminating_by_machine_set())),
-            "Deleting machine from cloud provider",
-        ),
         // machine_util.go:1291 (machineutils/utils.go:25)
         row(
             "set Terminating",

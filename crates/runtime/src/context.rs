@@ -5,6 +5,7 @@ use crate::caches::Caches;
 use crate::events::Recorder;
 use crate::keys::{Kind, ObjectKey};
 use crate::pruned::Pruned;
+use crate::status::machine::MachineStatusChange;
 use crate::{metrics::Metrics, Config};
 use k8s_openapi::api::core::v1::Node;
 use kube::runtime::events::Reporter;
@@ -155,6 +156,13 @@ pub struct Context {
     /// The bootstrap-token Secrets this process issued, per machine, until
     /// the machine joined (`Context::take_issued_token`).
     issued_tokens: Mutex<Pruned<ObjectKey, crate::class::TokenSecret>>,
+    /// Status changes a deletion reconcile staged and carried while it
+    /// waited for the cloud's turn, by machine (with its UID and the phase
+    /// the API server last saw): `Context::carry_stage`.
+    carried_stages: Mutex<Pruned<ObjectKey, CarriedStage>>,
+    /// The machine controller's own last writes, for reconciles that start
+    /// from a cached copy those writes superseded (`Context::machine_to_reconcile`).
+    own_writes: crate::own_writes::OwnWrites,
     /// The providerSpec warnings published per class (class/spec_warnings.rs).
     pub(crate) spec_warnings: crate::class::spec_warnings::Published,
 }
@@ -257,6 +265,8 @@ impl Context {
             rest,
             spec_warnings: Default::default(),
             issued_tokens: Mutex::new(Pruned::new()),
+            carried_stages: Mutex::new(Pruned::new()),
+            own_writes: crate::own_writes::OwnWrites::default(),
             workqueues: Default::default(),
         })
     }
@@ -298,6 +308,57 @@ impl Context {
     /// The bootstrap-token Secret this process issued to machine `key`, forgotten.
     pub(crate) fn take_issued_token(&self, key: &ObjectKey) -> Option<crate::class::TokenSecret> {
         self.issued_tokens.lock().ok()?.remove(key)
+    }
+
+    /// Keeps machine `key`'s unwritten status change for its next reconcile.
+    pub(crate) fn carry_stage(
+        &self,
+        key: &ObjectKey,
+        uid: String,
+        change: MachineStatusChange,
+        written_phase: mcm_api::MachinePhase,
+    ) {
+        let exists = self.machine_exists();
+        if let Ok(mut map) = self.carried_stages.lock() {
+            *map.entry(key, CarriedStage::default(), exists) = CarriedStage {
+                uid,
+                change,
+                written_phase,
+            };
+        }
+    }
+
+    /// Machine `key`'s carried status change, forgotten; `None` when there is
+    /// none or it was carried for another object of that name (`uid`).
+    pub(crate) fn take_carried_stage(
+        &self,
+        key: &ObjectKey,
+        uid: &str,
+    ) -> Option<(MachineStatusChange, mcm_api::MachinePhase)> {
+        let carried = self.carried_stages.lock().ok()?.remove(key)?;
+        (carried.uid == uid).then_some((carried.change, carried.written_phase))
+    }
+
+    /// Records a write of machine `key`: it superseded the copies at
+    /// `superseded`, and the API server answered `answer`.
+    pub(crate) fn wrote_machine(
+        &self,
+        key: &ObjectKey,
+        superseded: &[String],
+        answer: &mcm_api::Machine,
+    ) {
+        self.own_writes
+            .wrote(key, superseded, answer, self.machine_exists());
+    }
+
+    /// The copy of machine `key` a reconcile starts from: the answer to this
+    /// process's last write when `cached` is a copy it superseded.
+    pub(crate) fn machine_to_reconcile(
+        &self,
+        key: &ObjectKey,
+        cached: Arc<mcm_api::Machine>,
+    ) -> Arc<mcm_api::Machine> {
+        self.own_writes.newest(key, cached)
     }
 
     /// The control namespace.
@@ -519,4 +580,13 @@ impl Context {
         self.frozen.store(frozen, Ordering::Relaxed);
         self.metrics.frozen.set(i64::from(frozen));
     }
+}
+
+/// A status change carried from one deletion reconcile to the next
+/// ([`Context::carry_stage`]).
+#[derive(Default)]
+struct CarriedStage {
+    uid: String,
+    change: MachineStatusChange,
+    written_phase: mcm_api::MachinePhase,
 }

@@ -29,6 +29,7 @@ pub mod machine;
 pub mod metadata;
 pub mod metrics;
 pub mod node_sync;
+mod own_writes;
 pub mod pacing;
 pub mod pruned;
 pub mod routing;

@@ -61,19 +61,23 @@ pub async fn sync_node(
     class: &MachineClass,
     node: &Node,
 ) -> Result<NodeSyncOutcome, NodeSyncError> {
-    sync_node_fresh(target, machine, class, node)
+    sync_node_fresh(target, machine, class, node, None)
         .await
         .map(|(outcome, _)| outcome)
 }
 
 /// [`sync_node`], also answering the Node as the API server now has it when
 /// it is known: `node` itself when in sync, the answer of the last patch
-/// when patched, `None` otherwise (conflict, gone).
+/// when patched, `None` otherwise (conflict, gone). With
+/// `drop_startup_taint`, the object patch also removes that startup taint
+/// (`mcm_core::machine::startup_taint::removed_with_sync` decided it may go
+/// once the template is on the Node).
 async fn sync_node_fresh(
     target: &Client,
     machine: &Machine,
     class: &MachineClass,
     node: &Node,
+    drop_startup_taint: Option<&str>,
 ) -> Result<(NodeSyncOutcome, Option<Node>), NodeSyncError> {
     if node.meta().deletion_timestamp.is_some() {
         return Ok((NodeSyncOutcome::NodeGone, None));
@@ -88,7 +92,11 @@ async fn sync_node_fresh(
             .as_ref()
             .map_or(&empty, |t| &t.virtual_capacity),
     };
-    let p = plan(&input, node);
+    let mut p = plan(&input, node);
+    if let Some(key) = drop_startup_taint {
+        let node_taints = node.spec.as_ref().and_then(|s| s.taints.as_deref());
+        p.drop_startup_taint(key, node_taints.unwrap_or_default());
+    }
     for key in &p.unreadable {
         warn!(machine = %name, node = %node.name_any(), annotation = key,
               "unreadable last-applied annotation on the node; treating it as empty and rewriting it");
@@ -148,10 +156,12 @@ async fn sync_node_fresh(
 ///
 /// Answers the Node as it is after the sync, when that is known (in sync or
 /// patched): the startup taint is decided on it (design: startup-taint.md).
+/// `drop_startup_taint`: see [`sync_node_fresh`].
 pub async fn sync_and_report(
     ctx: &Context,
     machine: &Machine,
     class: &MachineClass,
+    drop_startup_taint: Option<&str>,
 ) -> Option<Node> {
     let target = ctx.target.as_ref()?;
     let node_name = machine
@@ -159,7 +169,16 @@ pub async fn sync_and_report(
         .get(mcm_api::constants::NODE_LABEL)
         .filter(|n| !n.is_empty())?;
     let node = ctx.nodes.get(&ObjectRef::new(node_name))?;
-    match sync_node_fresh(target, machine, class, &node).await {
+    let mut synced = sync_node_fresh(target, machine, class, &node, drop_startup_taint).await;
+    if drop_startup_taint.is_some() && synced.is_err() {
+        // Refused with the taint's removal in it (an admission policy may
+        // guard the taint): the template alone must still land; the taint's
+        // own removal then reports its failure (design: startup-taint.md).
+        debug!(machine = %machine.name_any(), node = %node_name,
+               "node sync with the startup taint's removal failed; syncing the template alone");
+        synced = sync_node_fresh(target, machine, class, &node, None).await;
+    }
+    match synced {
         Ok((NodeSyncOutcome::Conflict, _)) => {
             debug!(machine = %machine.name_any(), node = %node_name, "node changed while syncing; next pass");
             None

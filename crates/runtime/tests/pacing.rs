@@ -27,8 +27,8 @@ const WAIT: Duration = Duration::from_secs(60);
 /// (at the pacer's 97 %: ~30.9 s). 30 machines queue for about 15 minutes.
 const CREATE_EVERY_SECS: f64 = 30.0;
 
-/// The scripted cloud with a create budget.
-struct Budgeted(Arc<ScriptedDriver>);
+/// The scripted cloud with these budgets.
+struct Budgeted(Arc<ScriptedDriver>, Vec<(CloudOp, BucketLimit)>);
 
 #[async_trait]
 impl Driver for Budgeted {
@@ -60,10 +60,7 @@ impl Driver for Budgeted {
         self.0.list_machines(r).await
     }
     async fn rate_limits(&self) -> Vec<(CloudOp, BucketLimit)> {
-        vec![(
-            CloudOp::Create,
-            BucketLimit::new(2, 1.0 / CREATE_EVERY_SECS),
-        )]
+        self.1.clone()
     }
 }
 
@@ -122,7 +119,11 @@ async fn a_replacement_after_scaling_far_past_the_budget_and_back_is_not_queued_
         ..Script::default()
     }));
     let mut drivers = DriverRegistry::new();
-    drivers.register("budgeted", Arc::new(Budgeted(scripted.clone())));
+    let budget = vec![(
+        CloudOp::Create,
+        BucketLimit::new(2, 1.0 / CREATE_EVERY_SECS),
+    )];
+    drivers.register("budgeted", Arc::new(Budgeted(scripted.clone(), budget)));
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = Arc::new(Metrics::new(&mut registry));
     let cfg = Config {
@@ -204,4 +205,110 @@ async fn a_replacement_after_scaling_far_past_the_budget_and_back_is_not_queued_
     let _ = stop_m.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), sets_task).await;
     let _ = tokio::time::timeout(Duration::from_secs(10), machines_task).await;
+}
+
+/// Deletions queued behind the cloud's delete budget: each machine shows
+/// `Terminating` while it waits for its turn (a wait for the turn never
+/// carries a phase change unwritten, `Retry::keeps_staged`), is deleted from
+/// the cloud once, and writes one status on the way (design: machine.md,
+/// "Requests per deletion").
+#[tokio::test]
+async fn deletions_waiting_for_the_delete_budget_show_terminating_with_one_status_write() {
+    use crate::machine_common as mc;
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    use mcm_api::MachinePhase;
+
+    let Some(env) = mc::namespace_with_secret("pacing-delete", "#!/bin/sh").await else {
+        return;
+    };
+    env.create_class("budgeted", "budgeted", "creds", json!({"image": "x"}))
+        .await
+        .expect("class");
+    let scripted = Arc::new(ScriptedDriver::new(Script {
+        init_unimplemented: true,
+        ..Script::default()
+    }));
+    // Burst 2 (the pacer keeps one back): one delete at once, then one per 2 s.
+    let budget = vec![(CloudOp::Delete, BucketLimit::new(2, 0.5))];
+    let driver = Arc::new(Budgeted(scripted.clone(), budget));
+    let ctl = mc::start(&env, "budgeted", driver, false, mc::config(&env.namespace));
+    let names = ["pd-a", "pd-b", "pd-c", "pd-d"];
+    for n in names {
+        mc::create_machine(&env, n, "budgeted", json!({})).await;
+    }
+    for n in names {
+        mc::wait_phase(&env, n, MachinePhase::Available).await;
+    }
+
+    // Every status write of the deletions, as the watch sees them.
+    let seen: Arc<std::sync::Mutex<Vec<(String, String, String)>>> = Arc::default();
+    let recorder = {
+        let seen = seen.clone();
+        let api = env.api::<Machine>();
+        tokio::spawn(async move {
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(Ok(ev)) = stream.next().await {
+                if let watcher::Event::Apply(m) = ev {
+                    let st = m.status.clone().unwrap_or_default();
+                    if m.metadata.deletion_timestamp.is_some() {
+                        seen.lock().unwrap().push((
+                            m.name_any(),
+                            st.current_status.phase.to_string(),
+                            st.last_operation.description.clone(),
+                        ));
+                    }
+                }
+            }
+        })
+    };
+    for n in names {
+        env.api::<Machine>()
+            .delete(n, &Default::default())
+            .await
+            .expect("delete");
+    }
+    // While queued, each shows Terminating.
+    must_eventually(
+        WAIT,
+        "every deleted machine Terminating or gone",
+        || async {
+            let mut all = true;
+            for n in names {
+                if let Some(m) = mc::get(&env, n).await {
+                    all &= mc::phase(&m) == MachinePhase::Terminating;
+                }
+            }
+            all.then_some(())
+        },
+    )
+    .await;
+    for n in names {
+        mc::wait_gone(&env, n).await;
+    }
+    recorder.abort();
+    assert_eq!(
+        ScriptedDriver::count(&scripted.calls.delete),
+        4,
+        "one DeleteMachine per machine"
+    );
+    let seen = seen.lock().unwrap().clone();
+    for n in names {
+        // Distinct statuses seen after the DELETE, less the one it found
+        // (the finalizer's removal and the deletion repeat the last one).
+        let mut statuses: Vec<(String, String)> = seen
+            .iter()
+            .filter(|(m, _, _)| m == n)
+            .map(|(_, p, d)| (p.clone(), d.clone()))
+            .collect();
+        statuses.dedup();
+        let written: Vec<_> = statuses.iter().filter(|(p, _)| p != "Available").collect();
+        eprintln!("{n}: {statuses:?}");
+        assert!(
+            written.len() <= 1,
+            "{n} wrote {} statuses while being deleted: {written:?}",
+            written.len()
+        );
+    }
+    ctl.stop().await;
 }

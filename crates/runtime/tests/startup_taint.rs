@@ -252,6 +252,60 @@ async fn no_node_version_is_schedulable_before_initialization_and_label_sync_com
 }
 
 #[tokio::test]
+async fn an_initialized_machines_startup_taint_goes_in_the_node_template_write() {
+    let Some(w) = start("startup-taint-one-write", None).await else {
+        return;
+    };
+    let m = w.unique("m-one");
+    let (history, recorder) = record_node(w.nodes(), &m);
+    w.create_pool_machine(&m, "pool-c").await;
+    w.running(&m).await;
+    let nodes = w.nodes();
+    must_eventually(WAIT, "the untainted, labelled node", || async {
+        let n = nodes.get_opt(&m).await.ok()??;
+        (!tainted(&n) && label(&n, "pool").is_some()).then_some(())
+    })
+    .await;
+    recorder.abort();
+    // InitializeMachine succeeded before the Node registered: no version of
+    // the Node carries the template's label and the taint together, since
+    // one write put the label on and took the taint off.
+    let versions = history.lock().expect("lock").clone();
+    assert!(tainted(&versions[0]), "the node registered with the taint");
+    assert!(
+        versions
+            .iter()
+            .all(|n| !(tainted(n) && label(n, "pool").is_some())),
+        "a labelled version still carried the taint: two writes"
+    );
+    // One Event: the Running phase change tells the removal too.
+    let events: Api<K8sEvent> = w.env.api();
+    let mine: Vec<K8sEvent> = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(m.as_str()))
+        .collect();
+    let running = mine
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Running"))
+        .expect("a Running event");
+    let note = running.note.clone().unwrap_or_default();
+    assert!(note.contains("Removed the startup taint"), "{note}");
+    assert!(
+        !mine
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("StartupTaintRemoved")),
+        "no separate Event for the removal"
+    );
+    let text = w.scrape();
+    assert!(text.contains("mcm_machine_startup_taint_removal_seconds_count{"));
+    w.stop().await;
+}
+
+#[tokio::test]
 async fn a_node_registered_without_the_startup_taint_runs_as_before() {
     let Some(w) = start("startup-taint-none", Some(vec![])).await else {
         return;

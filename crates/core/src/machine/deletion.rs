@@ -119,30 +119,6 @@ pub fn must_record_create_attempt(m: &Machine) -> bool {
         != Some(CLOUD_CREATE_ATTEMPTED)
 }
 
-/// The status a MachineSet writes on a machine it just deleted (the
-/// reference's text): phase Terminating, a Delete operation in progress.
-/// The machine controller's deletion flow goes on from there
-/// ([`deletion_stage`](crate::machine::deletion_stage) reads no marker in it
-/// and starts at GetVmStatus).
-pub fn terminating_by_machine_set() -> Transition {
-    Transition {
-        phase: Some(mcm_api::MachinePhase::Terminating),
-        operation: super::Operation::new(
-            "Deleting machine from cloud provider",
-            OpState::Processing,
-            mcm_api::MachineOperationType::Delete,
-        ),
-        timeout_active: None,
-    }
-}
-
-/// What a MachineSet writes on a machine it just deleted: the
-/// [`terminating_by_machine_set`] status, unless the machine is
-/// `Terminating` already (its deletion flow has begun; nothing is written).
-pub fn machine_set_terminating_mark(m: &super::MachineView) -> Option<Transition> {
-    (m.phase != mcm_api::MachinePhase::Terminating).then(terminating_by_machine_set)
-}
-
 /// The deletion of a machine that never had a VM skips drain and VM deletion
 /// and goes on to the node and finalizer steps. `why` says how the provider
 /// (or the machine's inputs) answered.

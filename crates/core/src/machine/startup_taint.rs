@@ -152,6 +152,19 @@ pub fn startup_taint(m: &MachineView, node: &StartupTaintNode) -> StartupTaint {
     StartupTaint::Remove
 }
 
+/// Whether node sync removes the startup taint in its own write: everything
+/// but the node template already allows the removal, and the sync puts the
+/// template on the Node in that very write. One Node write instead of two,
+/// and the taint never outlives the labels it waited for (design:
+/// startup-taint.md, "Removal").
+pub fn removed_with_sync(m: &MachineView, node: &StartupTaintNode) -> bool {
+    let synced = StartupTaintNode {
+        template_applied: true,
+        ..*node
+    };
+    startup_taint(m, &synced) == StartupTaint::Remove
+}
+
 /// The `lastOperation` description of a Pending machine held by the startup
 /// taint (the reason is visible in status).
 pub fn held_description(node: &str, key: &str, why: &str) -> String {
@@ -308,5 +321,35 @@ mod tests {
                 taint("b", "NoSchedule")
             ]
         );
+    }
+
+    #[test]
+    fn the_taint_goes_with_the_node_sync_write_once_only_the_template_is_missing() {
+        let m = pending();
+        assert!(removed_with_sync(&m, &node(true, false)));
+        assert!(removed_with_sync(&m, &node(true, true)));
+    }
+
+    #[test]
+    fn the_taint_never_goes_with_the_sync_of_an_uninitialized_failed_or_untainted_node() {
+        let crashing = MachineView::test("m1", Phase::CrashLoopBackOff)
+            .on_node("n1")
+            .last_op(
+                &format!(
+                    "Provider error: boom. {}",
+                    super::super::markers::INSTANCE_INITIALIZATION
+                ),
+                OpState::Failed,
+                OpType::Create,
+            );
+        assert!(!removed_with_sync(&crashing, &node(true, false)));
+        let failed = MachineView::test("m1", Phase::Failed).on_node("n1");
+        assert!(!removed_with_sync(&failed, &node(true, false)));
+        assert!(!removed_with_sync(&pending(), &node(false, false)));
+        let owned = StartupTaintNode {
+            template_lists_taint: true,
+            ..node(true, false)
+        };
+        assert!(!removed_with_sync(&pending(), &owned));
     }
 }

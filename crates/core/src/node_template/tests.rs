@@ -430,3 +430,25 @@ fn template_applied_only_once_labels_annotations_taints_and_bookkeeping_are_on_t
     });
     assert!(template_applied(&input, &node));
 }
+
+#[test]
+fn the_startup_taint_is_dropped_from_the_new_taint_list_or_from_the_nodes() {
+    let startup = taint("startup", "", "NoSchedule");
+    let other = taint("other", "x", "NoExecute");
+    // The plan writes no taints: the Node's list without the startup taint.
+    let mut p = NodeSyncPlan::default();
+    assert!(p.drop_startup_taint("startup", &[startup.clone(), other.clone()]));
+    assert_eq!(p.taints, Some(vec![other.clone()]));
+    // The plan already replaces the taints: its list loses the startup taint.
+    let added = taint("template", "y", "NoSchedule");
+    let mut p = NodeSyncPlan {
+        taints: Some(vec![startup.clone(), added.clone()]),
+        ..Default::default()
+    };
+    assert!(p.drop_startup_taint("startup", std::slice::from_ref(&startup)));
+    assert_eq!(p.taints, Some(vec![added]));
+    // Nothing to drop: the plan is unchanged.
+    let mut p = NodeSyncPlan::default();
+    assert!(!p.drop_startup_taint("startup", &[other]));
+    assert_eq!(p, NodeSyncPlan::default());
+}

@@ -98,7 +98,7 @@ pub static CALLS: &[Call] = &[
     code("update", MCM, "machines", Control, "sets/machineset.rs template propagation (replace)"),
     run("patch", MCM, "machines", Control, "machine.rs finalizer, providerID, labels, annotations; sets adopt/release, auto-preservation, autoscaler deletion marks"),
     run("delete", MCM, "machines", Control, "machine.rs when its Node is being deleted; sets/machineset.rs scale-down"),
-    run("patch", MCM, "machines/status", Control, "machine.rs status writes; safety.rs reset of Unknown; sets/machineset.rs mark_terminating"),
+    run("patch", MCM, "machines/status", Control, "machine.rs status writes; safety.rs reset of Unknown"),
     // MachineClasses.
     code("get", MCM, "machineclasses", Control, "machine.rs inputs, provider name"),
     run("list", MCM, "machineclasses", Control, "watch caches; class.rs other classes; safety.rs orphan collection"),

@@ -30,6 +30,8 @@ impl Reconciler<'_> {
                 ],
             )
             .await;
+        // What the last reconcile staged while it waited for its turn.
+        self.resume_carried();
         let (inputs, provider) = match self.inputs().await? {
             Ok(x) => (Inputs::Usable, Some(x)),
             Err(retry_after) => (Inputs::Unusable { retry_after }, None),
@@ -40,7 +42,8 @@ impl Reconciler<'_> {
             "whether DeleteMachine runs"
         );
         // Records are staged or written as the flow says; what is staged
-        // is written once when the reconcile stops ([`super::staged`]).
+        // is written once when the reconcile stops, or carried to the next
+        // one when it stops for the cloud's turn ([`super::staged`]).
         let result = self
             .deletion_flow(DeletionOutcome::Start { inputs, record }, provider)
             .await;
@@ -182,7 +185,12 @@ impl Reconciler<'_> {
                     self.remove_machine_finalizer().await?;
                     DeletionOutcome::FinalizerRemoved
                 }
-                DeletionStep::Wait(retry) => return Ok(Action::requeue(self.retry_delay(retry))),
+                DeletionStep::Wait(retry) => {
+                    if retry.keeps_staged(self.staged_changes_phase()) {
+                        self.carry_staged();
+                    }
+                    return Ok(Action::requeue(self.retry_delay(retry)));
+                }
                 DeletionStep::Done => return Ok(Action::await_change()),
             };
         }
@@ -215,7 +223,7 @@ impl Reconciler<'_> {
             Retry::Short => self.ctx.config.short_retry,
             Retry::Long => self.ctx.config.long_retry,
             Retry::Backoff(class) => self.retry_after(class),
-            Retry::After(d) => d,
+            Retry::After(d) | Retry::Turn(d) => d,
         }
     }
 

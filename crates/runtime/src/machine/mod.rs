@@ -157,6 +157,9 @@ pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Err
         debug!("finalizer already removed here; waiting for the cache to drop the machine");
         return Ok(Action::await_change());
     }
+    // A copy our own last write superseded is read as that write's answer
+    // (runtime.md, "Reading our own writes").
+    let m = ctx.machine_to_reconcile(&ObjectKey::machine(&m), m);
     let mut r = Reconciler::new(&m, &ctx);
     let action = if m.meta().deletion_timestamp.is_some() {
         r.delete().await?
@@ -178,6 +181,11 @@ struct Reconciler<'a> {
     paced: std::sync::atomic::AtomicBool,
     /// Status transitions applied locally but not yet written ([`staged`]).
     staged: Option<staged::Staged>,
+    /// The resourceVersion of the copy this reconcile started from.
+    started_from: String,
+    /// What this reconcile did that the next phase-change Event tells
+    /// besides the phase (the startup taint's removal): one Event, not two.
+    phase_note: Option<String>,
 }
 
 /// A step's result: `Ok(Err(d))` when the reconcile stops there and
@@ -196,6 +204,8 @@ impl<'a> Reconciler<'a> {
             key: ObjectKey::machine(m),
             paced: std::sync::atomic::AtomicBool::new(false),
             staged: None,
+            phase_note: None,
+            started_from: m.resource_version().unwrap_or_default(),
         }
     }
 
@@ -230,7 +240,7 @@ impl<'a> Reconciler<'a> {
 
     /// The phase metric and, on a phase change from `old_phase`, the Event
     /// of a written change.
-    async fn announce(&self, change: &MachineStatusChange, old_phase: &Phase) {
+    async fn announce(&mut self, change: &MachineStatusChange, old_phase: &Phase) {
         let Some(phase) = change.phase() else {
             return;
         };
@@ -244,20 +254,23 @@ impl<'a> Reconciler<'a> {
             })
             .set(crate::metrics::Metrics::phase_value(phase));
         if phase != old_phase {
-            let warn = matches!(
-                phase,
-                Phase::Failed | Phase::CrashLoopBackOff | Phase::Unknown
-            );
             info!(from = %old_phase, to = %phase, %description, "phase changed");
-            // One Event per phase change, and none besides for the creation
-            // and initialization it follows: the VM is named here instead
-            // (design: machine.md, "Requests per machine").
-            let id = &self.machine.spec.provider_id;
-            let vm = if *phase == Phase::Pending && !id.is_empty() {
-                format!(" (VM {id})")
-            } else {
-                String::new()
+            let Some(kind) = decide::phase_event(phase) else {
+                return;
             };
+            let warn = kind == decide::PhaseEvent::Warning;
+            // One Event per announced phase change (`phase_event`), none for
+            // the creation and initialization before it: the VM is named
+            // here instead (design: machine.md, "Requests per machine").
+            let id = &self.machine.spec.provider_id;
+            let mut vm = if id.is_empty() {
+                String::new()
+            } else {
+                format!(" (VM {id})")
+            };
+            if let Some(note) = self.phase_note.take() {
+                vm = format!("{vm}; {note}");
+            }
             self.event(
                 if warn {
                     EventType::Warning
@@ -410,11 +423,27 @@ impl<'a> Reconciler<'a> {
         let mut recheck = None;
         if view.needs_health_check(self.target()) {
             // Never fails, so it never holds up the health check.
-            let fresh = crate::node_sync::sync_and_report(self.ctx, &self.machine, &class).await;
+            // The startup taint goes in node sync's own write when only the
+            // template still holds it (design: startup-taint.md, "Removal").
+            let with_sync = self.startup_taint_with_sync(&class);
+            let fresh = crate::node_sync::sync_and_report(
+                self.ctx,
+                &self.machine,
+                &class,
+                with_sync.as_deref(),
+            )
+            .await;
             // After node sync, before the health check (design: startup-taint.md).
-            let taint = self.startup_taint(&class, fresh).await;
+            let taint = self.startup_taint(&class, fresh, with_sync.is_some()).await;
             recheck = min_some(recheck, taint.retry);
-            match self.health(&view, taint.held).await? {
+            let health = self.health(&view, taint.held).await?;
+            // The removal rides on the Running Event when the health check
+            // wrote one; otherwise it gets its own.
+            if let Some(note) = self.phase_note.take() {
+                self.event(EventType::Normal, "StartupTaintRemoved", note)
+                    .await;
+            }
+            match health {
                 Ok(r) => recheck = min_some(recheck, r),
                 Err(d) => return Ok(Action::requeue(d)),
             }

@@ -1,12 +1,14 @@
 //! The startup taint's effects (design: startup-taint.md): the decision is
-//! [`mcm_core::machine::startup_taint::startup_taint`]; this removes the taint
+//! [`mcm_core::machine::startup_taint::startup_taint`]; node sync removes the
+//! taint in its own write when only the template held it
+//! ([`mcm_core::machine::startup_taint::removed_with_sync`]); else this removes it
 //! with a resourceVersion-guarded write, records the metric, and reports a
 //! failed removal (Warning Event, log) for a retry with the machine's backoff.
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use mcm_core::machine::startup_taint::{
-    self as st, has_startup_taint, held_description, StartupTaint, StartupTaintNode,
+    self as st, held_description, StartupTaint, StartupTaintNode,
 };
 use mcm_core::node_template::{template_applied, NodeSyncInput};
 use std::collections::BTreeMap;
@@ -54,18 +56,61 @@ fn error_kind(e: &kube::Error) -> String {
 }
 
 impl Reconciler<'_> {
+    /// The startup taint's facts on `node`.
+    fn taint_facts(&self, class: &MachineClass, key: &str, node: &Node) -> StartupTaintNode {
+        let node_taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default();
+        let name = self.name();
+        let empty = BTreeMap::new();
+        let input = NodeSyncInput {
+            machine_name: &name,
+            template: &self.machine.spec.node_template,
+            virtual_capacity: class
+                .node_template
+                .as_ref()
+                .map_or(&empty, |t| &t.virtual_capacity),
+        };
+        StartupTaintNode::of(
+            key,
+            node_taints,
+            self.machine
+                .spec
+                .node_template
+                .spec
+                .taints
+                .as_deref()
+                .unwrap_or_default(),
+            template_applied(&input, node),
+        )
+    }
+
+    /// The startup taint's key when node sync is to remove it in its own
+    /// write ([`st::removed_with_sync`], judged on the cached Node).
+    pub(super) fn startup_taint_with_sync(&self, class: &MachineClass) -> Option<String> {
+        self.ctx.target.as_ref()?;
+        let view = self.view();
+        let node = self.ctx.nodes.get(&ObjectRef::new(view.node.as_deref()?))?;
+        let key = &self.ctx.config.startup_taint_key;
+        st::removed_with_sync(&view, &self.taint_facts(class, key, &node)).then(|| key.clone())
+    }
+
     /// Decides on the machine's startup taint and, when it may go, removes it.
     ///
     /// `fresh` is the Node as node sync left it (`None` when the sync did not
     /// finish: then the cached Node is judged, and nothing is written).
+    /// `with_sync`: node sync was asked to remove the taint in its write.
     pub(super) async fn startup_taint(
         &mut self,
         class: &MachineClass,
         fresh: Option<Node>,
+        with_sync: bool,
     ) -> TaintState {
-        let Some(target) = self.ctx.target.clone() else {
+        if self.ctx.target.is_none() {
             return TaintState::default();
-        };
+        }
         let view = self.view();
         let Some(node_name) = view.node.clone() else {
             return TaintState::default();
@@ -80,36 +125,14 @@ impl Reconciler<'_> {
             return TaintState::default();
         };
         let key = self.ctx.config.startup_taint_key.clone();
-        let node_taints = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.clone())
-            .unwrap_or_default();
-        if !has_startup_taint(&key, &node_taints) {
+        let facts = self.taint_facts(class, &key, &node);
+        if !facts.tainted {
+            if with_sync && may_write {
+                // Node sync's write took it off.
+                self.taint_removed(&key, &node);
+            }
             return TaintState::default();
         }
-        let name = self.name();
-        let empty = BTreeMap::new();
-        let input = NodeSyncInput {
-            machine_name: &name,
-            template: &self.machine.spec.node_template,
-            virtual_capacity: class
-                .node_template
-                .as_ref()
-                .map_or(&empty, |t| &t.virtual_capacity),
-        };
-        let facts = StartupTaintNode::of(
-            &key,
-            &node_taints,
-            self.machine
-                .spec
-                .node_template
-                .spec
-                .taints
-                .as_deref()
-                .unwrap_or_default(),
-            template_applied(&input, &node),
-        );
         let held = |why: &str| Some(held_description(&node_name, &key, why));
         match st::startup_taint(&view, &facts) {
             StartupTaint::Absent | StartupTaint::TemplateOwned => TaintState::default(),
@@ -124,53 +147,60 @@ impl Reconciler<'_> {
                 held: held("node sync has not finished"),
                 retry: None,
             },
-            StartupTaint::Remove => match remove_startup_taint(&target, &key, &node).await {
-                Ok(None) => TaintState::default(),
-                Ok(Some(_)) => {
-                    let since = node
-                        .metadata
-                        .creation_timestamp
-                        .as_ref()
-                        .map(mcm_core::time::from_k8s);
-                    let took = since.map_or(0.0, |t| {
-                        (Utc::now() - t).to_std().unwrap_or_default().as_secs_f64()
-                    });
-                    self.ctx
-                        .metrics
-                        .startup_taint_removal
-                        .get_or_create(&crate::metrics::DrainLabels::of(&self.machine))
-                        .observe(took);
-                    info!(node = %node_name, taint = %key, seconds_since_registration = took,
-                          "removed the startup taint: the node is schedulable");
-                    self.event(
-                        EventType::Normal,
-                        "StartupTaintRemoved",
-                        format!(
-                            "Removed the startup taint {key}:NoSchedule from Node {node_name} {took:.0}s after it registered"
-                        ),
-                    )
-                    .await;
-                    TaintState::default()
-                }
-                Err(e) => {
-                    let retry = self.ctx.failure_delay(&self.key, FailureKind::Normal);
-                    warn!(node = %node_name, taint = %key, error = %e, ?retry,
-                          "could not remove the startup taint; retrying with backoff");
-                    self.event(
-                        EventType::Warning,
-                        "StartupTaintRemovalFailed",
-                        format!("Could not remove the startup taint {key}:NoSchedule from Node {node_name} (retrying): {e}"),
-                    )
-                    .await;
-                    TaintState {
-                        held: held(&format!(
-                            "removing it failed ({}); retrying with backoff",
-                            error_kind(&e)
-                        )),
-                        retry: Some(retry),
+            StartupTaint::Remove => {
+                let Some(target) = self.ctx.target.clone() else {
+                    return TaintState::default();
+                };
+                match remove_startup_taint(&target, &key, &node).await {
+                    Ok(None) => TaintState::default(),
+                    Ok(Some(_)) => {
+                        self.taint_removed(&key, &node);
+                        TaintState::default()
+                    }
+                    Err(e) => {
+                        let retry = self.ctx.failure_delay(&self.key, FailureKind::Normal);
+                        warn!(node = %node_name, taint = %key, error = %e, ?retry,
+                              "could not remove the startup taint; retrying with backoff");
+                        self.event(
+                            EventType::Warning,
+                            "StartupTaintRemovalFailed",
+                            format!("Could not remove the startup taint {key}:NoSchedule from Node {node_name} (retrying): {e}"),
+                        )
+                        .await;
+                        TaintState {
+                            held: held(&format!(
+                                "removing it failed ({}); retrying with backoff",
+                                error_kind(&e)
+                            )),
+                            retry: Some(retry),
+                        }
                     }
                 }
-            },
+            }
         }
+    }
+
+    /// The metric and log of a removed startup taint; the Event's text waits
+    /// for the phase-change Event it joins ([`Reconciler::announce`]).
+    fn taint_removed(&mut self, key: &str, node: &Node) {
+        let node_name = node.name_any();
+        let since = node
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(mcm_core::time::from_k8s);
+        let took = since.map_or(0.0, |t| {
+            (Utc::now() - t).to_std().unwrap_or_default().as_secs_f64()
+        });
+        self.ctx
+            .metrics
+            .startup_taint_removal
+            .get_or_create(&crate::metrics::DrainLabels::of(&self.machine))
+            .observe(took);
+        info!(node = %node_name, taint = %key, seconds_since_registration = took,
+              "removed the startup taint: the node is schedulable");
+        self.phase_note = Some(format!(
+            "Removed the startup taint {key}:NoSchedule from Node {node_name} {took:.0}s after it registered"
+        ));
     }
 }

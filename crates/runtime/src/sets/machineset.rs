@@ -17,7 +17,6 @@ use super::{
 };
 use crate::keys::{Kind, ObjectKey};
 use crate::metadata::{version_of, MetaPatch};
-use crate::status::machine::MachineStatusChange;
 use crate::status::unless_gone;
 use chrono::Utc;
 use futures::future::join_all;
@@ -615,7 +614,6 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
                 "Delete",
             )
             .await;
-            mark_terminating(&api, &view).await;
             true
         }
         Err(e) if is_not_found(&e) => true,
@@ -632,18 +630,6 @@ async fn delete_one(ctx: &Ctx, ms: &MachineSet, m: &Machine) -> bool {
             .await;
             false
         }
-    }
-}
-
-/// After the DELETE: phase Terminating, lastOperation Delete/Processing.
-async fn mark_terminating(api: &Api<Machine>, m: &MachineView) {
-    let Some(t) = mcm_core::machine::machine_set_terminating_mark(m) else {
-        return;
-    };
-    let change = MachineStatusChange::of(&t);
-    let write = crate::status::machine::write;
-    if let Err(e) = unless_gone(write(api, &m.name, &change).await) {
-        debug!(machine = %m.name, error = %e, "phase Terminating not written");
     }
 }
 

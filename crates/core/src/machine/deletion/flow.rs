@@ -107,8 +107,29 @@ pub enum Retry {
     Long,
     /// The per-machine backoff for a failure of this class.
     Backoff(RetryClass),
-    /// Exactly this long (the cloud pacer's or the input check's delay).
+    /// Exactly this long (the input check's delay).
     After(Duration),
+    /// The cloud pacer's turn comes after this long. What this reconcile
+    /// staged is not written but carried, in memory, to the machine's next
+    /// reconcile ([`Retry::keeps_staged`]).
+    Turn(Duration),
+}
+
+impl Retry {
+    /// Whether the reconcile stopping here keeps its staged records in
+    /// memory for the next reconcile instead of writing them;
+    /// `changes_phase`: they change the phase the API server shows.
+    ///
+    /// Only a wait for the cloud pacer's turn does, and only when the phase
+    /// stays: the phase is what users and replica counts look at, so a
+    /// machine never waits for its turn still showing `Running`. The records
+    /// carried follow a drain outcome that lives in memory too, so a restart
+    /// loses both together and the flow resumes from the written status
+    /// (every step is idempotent). Every other stop writes them: its wait
+    /// may be long, and the status must show where the deletion is.
+    pub fn keeps_staged(&self, changes_phase: bool) -> bool {
+        matches!(self, Retry::Turn(_)) && !changes_phase
+    }
 }
 
 /// How a [`DeletionRecord`] reaches the API server.
@@ -358,7 +379,7 @@ impl DeletionFlow {
                 }
             }
             DeletionOutcome::AttachmentsDeleted => DeletionStep::Wait(Retry::Short),
-            DeletionOutcome::NotYourTurn(wait) => DeletionStep::Wait(Retry::After(wait)),
+            DeletionOutcome::NotYourTurn(wait) => DeletionStep::Wait(Retry::Turn(wait)),
             DeletionOutcome::VmDeleted(result) => {
                 let t = after_delete_vm(&result, self.record);
                 let state = result

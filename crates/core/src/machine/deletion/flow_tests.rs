@@ -619,18 +619,42 @@ fn a_node_gone_or_without_attached_volumes_goes_on_to_vm_deletion_without_listin
 // --- DeleteVm
 
 #[test]
-fn a_paced_vm_deletion_waits_for_its_turn() {
+fn a_paced_vm_deletion_waits_for_its_turn_keeping_what_it_staged() {
     let mut flow = DeletionFlow::new(true);
     let m = at(INITIATE_VM_DELETION);
     start(&mut flow, &m, VmRecord::HasVm);
-    assert_eq!(
-        flow.next(
-            &m,
-            DeletionOutcome::NotYourTurn(Duration::from_secs(3)),
-            now()
-        ),
-        DeletionStep::Wait(Retry::After(Duration::from_secs(3)))
+    let step = flow.next(
+        &m,
+        DeletionOutcome::NotYourTurn(Duration::from_secs(3)),
+        now(),
     );
+    assert_eq!(
+        step,
+        DeletionStep::Wait(Retry::Turn(Duration::from_secs(3)))
+    );
+    let DeletionStep::Wait(retry) = step else {
+        unreachable!()
+    };
+    assert!(
+        retry.keeps_staged(false),
+        "a turn's wait carries the staged records"
+    );
+    assert!(
+        !retry.keeps_staged(true),
+        "but writes them when they change the phase"
+    );
+}
+
+#[test]
+fn every_other_wait_writes_what_was_staged() {
+    for r in [
+        Retry::Short,
+        Retry::Long,
+        Retry::Backoff(RetryClass::Normal),
+        Retry::After(Duration::from_secs(1)),
+    ] {
+        assert!(!r.keeps_staged(false), "{r:?}");
+    }
 }
 
 #[test]

@@ -172,31 +172,3 @@ fn no_vm_transition_names_the_reason_and_the_next_marker() {
         .ends_with(markers::INITIATE_NODE_DELETION));
     assert_eq!(t.phase, None);
 }
-
-#[test]
-fn a_machine_set_marks_its_deleted_machine_terminating_with_the_reference_text() {
-    let t = terminating_by_machine_set();
-    assert_eq!(t.phase, Some(mcm_api::MachinePhase::Terminating));
-    assert_eq!(
-        t.operation.description,
-        "Deleting machine from cloud provider"
-    );
-    assert_eq!(t.operation.state, OpState::Processing);
-}
-
-#[test]
-fn a_machine_set_marks_a_deleted_machine_terminating_only_once() {
-    use crate::machine::MachineView;
-    use mcm_api::MachinePhase as Phase;
-    for phase in [Phase::Running, Phase::Pending, Phase::Failed, Phase::Empty] {
-        assert_eq!(
-            machine_set_terminating_mark(&MachineView::test("m", phase.clone())),
-            Some(terminating_by_machine_set()),
-            "{phase:?}"
-        );
-    }
-    assert_eq!(
-        machine_set_terminating_mark(&MachineView::test("m", Phase::Terminating)),
-        None
-    );
-}
