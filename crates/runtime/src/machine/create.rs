@@ -139,9 +139,10 @@ impl Reconciler<'_> {
                     }
                     CreationOutcome::Created(result)
                 }
-                CreationStep::CheckStaleNode { node_name } => {
-                    CreationOutcome::NodeOwner(self.node_owner(&node_name).await?)
-                }
+                CreationStep::CheckStaleNode(identity) => CreationOutcome::NodeOwner {
+                    owner: self.node_owner(&identity.node_name).await?,
+                    identity,
+                },
                 CreationStep::DeleteStaleVm { provider_id } => {
                     warn!(%provider_id, "a node with the new VM's name belongs to another machine; deleting the VM");
                     let mut doomed = req.clone();
@@ -153,9 +154,9 @@ impl Reconciler<'_> {
                 CreationStep::PersistIdentity(id) => {
                     let class = req.machine_class.clone();
                     self.persist_identity(&id, &class).await?;
-                    CreationOutcome::Persisted
+                    CreationOutcome::Persisted(id)
                 }
-                CreationStep::Initialize { reason } => {
+                CreationStep::Initialize { reason, identity } => {
                     if let Some(wait) = self
                         .pace(&*driver, &provider, &req, CloudOp::Initialize)
                         .await
@@ -175,14 +176,17 @@ impl Reconciler<'_> {
                             started.elapsed(),
                         );
                     }
-                    CreationOutcome::Initialized(result)
+                    CreationOutcome::Initialized { identity, result }
                 }
                 CreationStep::MarkCreated {
                     transition,
+                    identity,
                     addresses,
                 } => {
                     self.write(MachineStatusChange::of(&transition).with_addresses(addresses))
                         .await?;
+                    debug!(provider_id = %identity.provider_id, node = %identity.node_name,
+                        phase = ?transition.phase, "created phase written");
                     CreationOutcome::Marked
                 }
                 CreationStep::Fail(failure) => {

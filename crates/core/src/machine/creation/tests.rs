@@ -19,6 +19,14 @@ fn identity(pid: &str, node: &str) -> MachineIdentity {
     }
 }
 
+/// An identity without addresses.
+fn bare(pid: &str, node: &str) -> MachineIdentity {
+    MachineIdentity {
+        addresses: Vec::new(),
+        ..identity(pid, node)
+    }
+}
+
 fn created_resp(pid: &str, node: &str) -> CreateMachineResponse {
     let id = identity(pid, node);
     CreateMachineResponse {
@@ -110,9 +118,10 @@ fn a_fresh_vm_is_persisted_before_it_is_initialized() {
     );
     assert_eq!(step, CreationStep::PersistIdentity(identity("p1", "m1")));
     assert_eq!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0()),
         CreationStep::Initialize {
-            reason: InitReason::FreshVm
+            reason: InitReason::FreshVm,
+            identity: identity("p1", "m1")
         }
     );
 }
@@ -130,7 +139,7 @@ fn an_existing_initialized_vm_is_adopted_without_initialization() {
     assert_eq!(step, CreationStep::PersistIdentity(identity("p1", "m1")));
     assert_eq!(f.init_reason(), None);
     assert!(matches!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0()),
         CreationStep::MarkCreated { .. }
     ));
 }
@@ -146,9 +155,10 @@ fn an_uninitialized_vm_is_initialized_never_created_again() {
     );
     assert_eq!(step, CreationStep::PersistIdentity(identity("p1", "m1")));
     assert_eq!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0()),
         CreationStep::Initialize {
-            reason: InitReason::ProviderSaysUninitialized
+            reason: InitReason::ProviderSaysUninitialized,
+            identity: identity("p1", "m1")
         }
     );
 }
@@ -171,9 +181,10 @@ fn a_failed_previous_initialization_is_retried_on_a_kept_vm() {
     );
     assert!(matches!(step, CreationStep::PersistIdentity(ref id) if id.provider_id == "p1"));
     assert_eq!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(bare("p1", "m1")), t0()),
         CreationStep::Initialize {
-            reason: InitReason::PreviousAttemptFailed
+            reason: InitReason::PreviousAttemptFailed,
+            identity: bare("p1", "m1")
         }
     );
 }
@@ -303,11 +314,14 @@ fn an_initialization_answered_resource_exhausted_is_paused_not_held() {
         CreationOutcome::Probed(Err(Status::uninitialized("not yet", identity("p1", "m1")))),
         t0(),
     );
-    let step = f.next(&m, CreationOutcome::Persisted, t0());
+    let step = f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0());
     assert!(matches!(step, CreationStep::Initialize { .. }), "{step:?}");
     let fl = failure(f.next(
         &m,
-        CreationOutcome::Initialized(Err(Status::new(Code::ResourceExhausted, "slow down"))),
+        CreationOutcome::Initialized {
+            identity: identity("p1", "m1"),
+            result: Err(Status::new(Code::ResourceExhausted, "slow down")),
+        },
         t0(),
     ));
     assert_eq!(fl.call, "InitializeMachine");
@@ -392,12 +406,17 @@ fn a_vm_whose_node_name_differs_is_checked_for_a_stale_node() {
             CreationOutcome::Created(Ok(created_resp("p1", "ip-10-0-0-1"))),
             t0()
         ),
-        CreationStep::CheckStaleNode {
-            node_name: "ip-10-0-0-1".into()
-        }
+        CreationStep::CheckStaleNode(identity("p1", "ip-10-0-0-1"))
     );
     assert_eq!(
-        f.next(&m, CreationOutcome::NodeOwner(None), t0()),
+        f.next(
+            &m,
+            CreationOutcome::NodeOwner {
+                identity: identity("p1", "ip-10-0-0-1"),
+                owner: None
+            },
+            t0()
+        ),
         CreationStep::PersistIdentity(identity("p1", "ip-10-0-0-1"))
     );
 }
@@ -417,7 +436,14 @@ fn a_stale_node_of_another_machine_deletes_the_new_vm_and_fails() {
         t0(),
     );
     assert_eq!(
-        f.next(&m, CreationOutcome::NodeOwner(Some("m-old".into())), t0()),
+        f.next(
+            &m,
+            CreationOutcome::NodeOwner {
+                identity: identity("p1", "old-node"),
+                owner: Some("m-old".into())
+            },
+            t0()
+        ),
         CreationStep::DeleteStaleVm {
             provider_id: "p1".into()
         }
@@ -441,18 +467,16 @@ fn a_node_that_names_this_machine_is_no_stale_node() {
         t0(),
     );
     assert_eq!(
-        f.next(&m, CreationOutcome::NodeOwner(Some("m1".into())), t0()),
+        f.next(
+            &m,
+            CreationOutcome::NodeOwner {
+                identity: identity("p1", "ip-10-0-0-1"),
+                owner: Some("m1".into())
+            },
+            t0()
+        ),
         CreationStep::PersistIdentity(identity("p1", "ip-10-0-0-1"))
     );
-}
-
-#[test]
-fn a_node_owner_the_flow_did_not_ask_for_writes_nothing_and_backs_off() {
-    let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
-    let fl = failure(f.next(&m, CreationOutcome::NodeOwner(Some("other".into())), t0()));
-    assert_eq!(fl.transition, None);
-    assert_eq!(fl.retry, CreationRetry::Backoff(FailureKind::Normal));
 }
 
 #[test]
@@ -477,16 +501,20 @@ fn initialization_unimplemented_counts_as_done_and_marks_pending() {
         CreationOutcome::Created(Ok(created_resp("p1", "m1"))),
         t0(),
     );
-    f.next(&m, CreationOutcome::Persisted, t0());
+    f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0());
     let step = f.next(
         &m,
-        CreationOutcome::Initialized(Err(Status::unimplemented("n/a"))),
+        CreationOutcome::Initialized {
+            identity: identity("p1", "m1"),
+            result: Err(Status::unimplemented("n/a")),
+        },
         t0(),
     );
     assert_eq!(
         step,
         CreationStep::MarkCreated {
             transition: created(true),
+            identity: identity("p1", "m1"),
             addresses: None
         }
     );
@@ -510,23 +538,27 @@ fn without_a_target_cluster_the_machine_becomes_available_with_initialized_addre
         CreationOutcome::Created(Ok(created_resp("p1", "m1"))),
         t0(),
     );
-    f.next(&m, CreationOutcome::Persisted, t0());
+    f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0());
     let v6 = NodeAddress {
         type_: "InternalIP".into(),
         address: "fd00::1".into(),
     };
     let step = f.next(
         &m,
-        CreationOutcome::Initialized(Ok(InitializeMachineResponse {
-            provider_id: "p1".into(),
-            node_name: "m1".into(),
-            addresses: vec![v6.clone()],
-        })),
+        CreationOutcome::Initialized {
+            identity: identity("p1", "m1"),
+            result: Ok(InitializeMachineResponse {
+                provider_id: "p1".into(),
+                node_name: "m1".into(),
+                addresses: vec![v6.clone()],
+            }),
+        },
         t0(),
     );
     let CreationStep::MarkCreated {
         transition,
         addresses: Some(addresses),
+        ..
     } = step
     else {
         panic!("expected MarkCreated with addresses, got {step:?}");
@@ -551,10 +583,13 @@ fn a_failed_initialization_is_crash_loop_then_failed_after_the_timeout() {
             CreationOutcome::Created(Ok(created_resp("p1", "m1"))),
             now,
         );
-        f.next(&m, CreationOutcome::Persisted, now);
+        f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), now);
         let fl = failure(f.next(
             &m,
-            CreationOutcome::Initialized(Err(Status::internal("eni"))),
+            CreationOutcome::Initialized {
+                identity: identity("p1", "m1"),
+                result: Err(Status::internal("eni")),
+            },
             now,
         ));
         assert_eq!(fl.call, "InitializeMachine");
@@ -583,7 +618,7 @@ fn an_adopted_machine_that_already_has_a_phase_keeps_it() {
         t0(),
     );
     assert_eq!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(bare("p1", "m1")), t0()),
         CreationStep::Done
     );
 }
@@ -750,9 +785,44 @@ fn a_failed_initialization_is_retried_even_if_status_says_ok() {
     );
     assert_eq!(f.init_reason(), Some(InitReason::PreviousAttemptFailed));
     assert!(matches!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(bare("p1", "n1")), t0()),
         CreationStep::Initialize {
-            reason: InitReason::PreviousAttemptFailed
+            reason: InitReason::PreviousAttemptFailed,
+            ..
         }
     ));
+}
+
+#[test]
+fn the_created_phase_carries_the_persisted_identity_and_names_its_node_as_the_hostname() {
+    // Without a target cluster the addresses are persisted: the Hostname is
+    // the node name of the identity handed back, never a default.
+    let m = view(Phase::Empty);
+    let mut f = CreationFlow::new(false);
+    let step = f.next(
+        &m,
+        CreationOutcome::Probed(Ok(GetMachineStatusResponse {
+            provider_id: "p1".into(),
+            node_name: "host-1".into(),
+            addresses: identity("p1", "host-1").addresses,
+        })),
+        t0(),
+    );
+    let CreationStep::PersistIdentity(id) = step else {
+        panic!("expected PersistIdentity, got {step:?}");
+    };
+    let step = f.next(&m, CreationOutcome::Persisted(id.clone()), t0());
+    let CreationStep::MarkCreated {
+        identity: marked,
+        addresses: Some(addresses),
+        ..
+    } = step
+    else {
+        panic!("expected MarkCreated with addresses, got {step:?}");
+    };
+    assert_eq!(marked, id);
+    assert!(addresses
+        .iter()
+        .any(|a| a.type_ == "Hostname" && a.address == "host-1"));
+    assert!(addresses.iter().any(|a| a.address == "10.0.0.1"));
 }
