@@ -242,6 +242,57 @@ async fn unfreeze_annotation_unfreezes_a_frozen_deployment_and_its_set() {
     controllers.stop().await;
 }
 
+/// A MachineSet's own unfreeze annotation wakes the overshoot pass: with a
+/// ten-minute period, the set is unfrozen within half a minute.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sets_unfreeze_annotation_is_acted_on_long_before_the_overshoot_period() {
+    let Some(env) = TestEnv::new("safety-set-annotation").await else {
+        return;
+    };
+    // Freeze at 5 machines, never unfreeze by count (5 - 10 < 0); passes
+    // run only when woken (the period, and the resync that could wake one
+    // through a deployment write, are far beyond the test).
+    let controllers = start(
+        &env,
+        SetsConfig {
+            safety_down: 10,
+            overshooting_period: Duration::from_secs(600),
+            resync_period: Duration::from_secs(600),
+            ..config()
+        },
+    );
+    let fake = FakeMachineController::start(&env, Duration::ZERO);
+    create_deployment(&env, &deployment("setann", 2, "class-v1", rolling(1, 0))).await;
+    wait_settled(&env, "setann", 2, "class-v1").await;
+    let set = only_set(&env).await;
+    let set_name = set.name_any();
+    // Machine changes wake the pass: the set freezes.
+    machines_behind_the_back(&env, &set, 3).await;
+    wait_frozen(&env, &set_name, "setann", true).await;
+
+    env.api::<MachineSet>()
+        .patch(
+            &set_name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {c::UNFREEZE_ANNOTATION: "True"}}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("annotate: {e}"));
+    must_eventually(
+        Duration::from_secs(30),
+        "the set is unfrozen and its annotation consumed",
+        || async {
+            let s = env.api::<MachineSet>().get_opt(&set_name).await.ok()??;
+            (set_frozen(&s) == (false, false)
+                && !s.annotations().contains_key(c::UNFREEZE_ANNOTATION))
+            .then_some(())
+        },
+    )
+    .await;
+    fake.stop().await;
+    controllers.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_down_with_lingering_terminating_machines_freezes_once_and_unfreezes_once() {
     let Some(env) = TestEnv::new("safety-linger").await else {

@@ -35,7 +35,7 @@ pub mod machineset;
 pub mod overshoot;
 pub(crate) mod rollout_nodes;
 
-use crate::caches::Change;
+use crate::caches::{Change, Triggers};
 use crate::events::Recorder;
 use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
@@ -439,22 +439,33 @@ async fn pump_machines(ctx: Arc<Ctx>, routes: Arc<Routes>) {
     }
 }
 
-/// Routes the shared MachineSet changes.
+/// Routes the shared MachineSet changes, and wakes the overshoot pass on a
+/// set whose fields the pass reads changed ([`overshoot::wakes_the_pass`]):
+/// a set's unfreeze annotation is acted on at once, not a period later.
 async fn pump_sets(ctx: Arc<Ctx>, routes: Arc<Routes>) {
     let mut changes = ctx.caches.sets.subscribe();
     let ns = ctx.config.namespace.clone();
+    let mut overshoot_fields = Triggers::new(overshoot::wakes_the_pass);
     while let Some(change) = changes.next().await {
         match change {
             Change::Applied(s) => {
+                let moved = overshoot_fields.filter(Change::Applied(s.clone()), &ctx.caches.sets);
+                if !moved.is_empty() {
+                    ctx.sets.safety_wakeup.notify_one();
+                }
                 routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
                 routes.set_object(s);
             }
             Change::Deleted(s) => {
+                overshoot_fields.filter(Change::Deleted(s.clone()), &ctx.caches.sets);
+                ctx.sets.safety_wakeup.notify_one();
                 ctx.workqueues
                     .forget("machineset", &ref_key(&ObjectRef::from_obj(&*s)));
                 routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
             }
             Change::Listed => {
+                overshoot_fields.filter(Change::Listed, &ctx.caches.sets);
+                ctx.sets.safety_wakeup.notify_one();
                 debug!(
                     sets = ctx.caches.sets.state().len(),
                     "machineset cache filled"
