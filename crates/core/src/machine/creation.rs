@@ -266,9 +266,10 @@ pub struct CreationFailure {
     pub retry: CreationRetry,
 }
 
-/// The next effect of the creation flow.
+/// The next effect of the creation flow; `T` is the target cluster's
+/// handle, carried by the step that reads a Node.
 #[derive(Debug, Clone, PartialEq)]
-pub enum CreationStep {
+pub enum CreationStep<T = ()> {
     /// Call GetMachineStatus: is there a VM for this machine already?
     Probe {
         /// Take the machine's create turn at the cloud pacer first (a
@@ -283,10 +284,15 @@ pub enum CreationStep {
         /// take it now.
         turn_held: bool,
     },
-    /// Read the Node named by the new VM's identity (`node_name`) and
-    /// report its owner ([`CreationOutcome::NodeOwner`]): the VM got the
-    /// name of a Node that may belong to another machine.
-    CheckStaleNode(MachineIdentity),
+    /// Read the Node named by the new VM's identity (`node_name`) in the
+    /// target cluster and report its owner ([`CreationOutcome::NodeOwner`]):
+    /// the VM got the name of a Node that may belong to another machine.
+    CheckStaleNode {
+        /// The new VM's identity.
+        identity: MachineIdentity,
+        /// The target cluster the Node is in.
+        target: T,
+    },
     /// Delete the VM just created, whose node name belongs to another machine.
     DeleteStaleVm {
         /// The VM's providerID.
@@ -354,10 +360,12 @@ pub enum CreationOutcome {
     Marked,
 }
 
-/// One reconcile's creation flow: what it learned so far.
+/// One reconcile's creation flow: the target cluster it was given and what
+/// it learned so far.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CreationFlow {
-    target_cluster: bool,
+pub struct CreationFlow<T = ()> {
+    /// The target cluster's handle; `None` in the mode without Nodes.
+    target: Option<T>,
     init: Option<InitReason>,
     /// The create turn was taken before this flow's probe.
     create_turn: bool,
@@ -365,11 +373,12 @@ pub struct CreationFlow {
     exhausted_hold: std::time::Duration,
 }
 
-impl CreationFlow {
-    /// A new flow; `target_cluster` is false in the mode without Nodes.
-    pub fn new(target_cluster: bool) -> Self {
+impl<T: Clone> CreationFlow<T> {
+    /// A new flow with the target cluster's handle (`None` in the mode
+    /// without Nodes).
+    pub fn new(target: Option<T>) -> Self {
         CreationFlow {
-            target_cluster,
+            target,
             init: None,
             create_turn: false,
             exhausted_hold: crate::defaults::RESOURCE_EXHAUSTED_RETRY.value,
@@ -394,7 +403,7 @@ impl CreationFlow {
         m: &MachineView,
         outcome: CreationOutcome,
         now: DateTime<Utc>,
-    ) -> CreationStep {
+    ) -> CreationStep<T> {
         match outcome {
             CreationOutcome::Start => self.probe(m),
             CreationOutcome::Probed(status) => {
@@ -425,13 +434,12 @@ impl CreationFlow {
                     node_name: resp.node_name,
                     addresses: resp.addresses,
                 };
-                let stale_check =
-                    self.target_cluster && !id.node_name.is_empty() && id.node_name != m.name;
-                match self.identified(m, id) {
-                    CreationStep::PersistIdentity(id) if stale_check => {
-                        CreationStep::CheckStaleNode(id)
+                let stale_check = !id.node_name.is_empty() && id.node_name != m.name;
+                match (self.identified(m, id), self.target.clone()) {
+                    (CreationStep::PersistIdentity(identity), Some(target)) if stale_check => {
+                        CreationStep::CheckStaleNode { identity, target }
                     }
-                    step => step,
+                    (step, _) => step,
                 }
             }
             CreationOutcome::NodeOwner { identity, owner } => {
@@ -487,8 +495,8 @@ impl CreationFlow {
     }
 
     /// The VM is known: check the identity is complete, then persist it.
-    fn identified(&mut self, m: &MachineView, id: MachineIdentity) -> CreationStep {
-        if id.provider_id.is_empty() || (self.target_cluster && id.node_name.is_empty()) {
+    fn identified(&mut self, m: &MachineView, id: MachineIdentity) -> CreationStep<T> {
+        if id.provider_id.is_empty() || (self.target.is_some() && id.node_name.is_empty()) {
             let error = Status::internal(format!(
                 "machine {:?}: nodeName ({:?}) or providerID ({:?}) is empty after creation flow",
                 m.name, id.node_name, id.provider_id
@@ -505,7 +513,7 @@ impl CreationFlow {
     }
 
     /// The probe; a machine without a providerID takes its create turn first.
-    fn probe(&mut self, m: &MachineView) -> CreationStep {
+    fn probe(&mut self, m: &MachineView) -> CreationStep<T> {
         let take_create_turn = m.provider_id.is_empty() && !self.create_turn;
         self.create_turn |= take_create_turn;
         CreationStep::Probe { take_create_turn }
@@ -523,7 +531,7 @@ impl CreationFlow {
         call: &'static str,
         error: Status,
         now: DateTime<Utc>,
-    ) -> CreationStep {
+    ) -> CreationStep<T> {
         let exhausted = error.code == Code::ResourceExhausted;
         let keep = exhausted || error.code.is_transient();
         CreationStep::Fail(Box::new(CreationFailure {
@@ -549,16 +557,16 @@ impl CreationFlow {
         m: &MachineView,
         identity: MachineIdentity,
         initialized: Option<Vec<NodeAddress>>,
-    ) -> CreationStep {
+    ) -> CreationStep<T> {
         if !matches!(m.phase, Phase::Empty | Phase::CrashLoopBackOff) {
             return CreationStep::Done;
         }
-        let addresses = (!self.target_cluster).then(|| {
+        let addresses = self.target.is_none().then(|| {
             let known = initialized.unwrap_or_else(|| identity.addresses.clone());
             sorted_addresses(&identity.node_name, known)
         });
         CreationStep::MarkCreated {
-            transition: created(self.target_cluster),
+            transition: created(self.target.is_some()),
             identity,
             addresses,
         }

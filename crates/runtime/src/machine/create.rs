@@ -2,7 +2,7 @@
 //! [`mcm_core::machine::CreationFlow`]; this file performs the one effect each
 //! step names and feeds the result back (see `docs/design/machine.md`, "Creation").
 
-use super::{Reconciler, Step};
+use super::{Cluster, Reconciler, Step};
 use crate::pacing::Admission;
 use crate::status::machine::MachineStatusChange;
 use crate::Error;
@@ -80,7 +80,7 @@ impl Reconciler<'_> {
             machine_class: class,
             secret,
         };
-        let mut flow = CreationFlow::new(self.target())
+        let mut flow = CreationFlow::new(self.cluster())
             .with_resource_exhausted_retry(self.ctx.config.resource_exhausted_retry);
         let mut outcome = CreationOutcome::Start;
         for _ in 0..MAX_STEPS {
@@ -139,8 +139,8 @@ impl Reconciler<'_> {
                     }
                     CreationOutcome::Created(result)
                 }
-                CreationStep::CheckStaleNode(identity) => CreationOutcome::NodeOwner {
-                    owner: self.node_owner(&identity.node_name).await?,
+                CreationStep::CheckStaleNode { identity, target } => CreationOutcome::NodeOwner {
+                    owner: self.node_owner(target, &identity.node_name).await?,
                     identity,
                 },
                 CreationStep::DeleteStaleVm { provider_id } => {
@@ -276,11 +276,8 @@ impl Reconciler<'_> {
 
     /// The owner label of the Node of that name (`None`: no such Node, or
     /// no label); whether it is another machine's is the flow's question.
-    async fn node_owner(&self, node_name: &str) -> Result<Option<String>, Error> {
-        let Some(target) = &self.ctx.target else {
-            return Ok(None);
-        };
-        let nodes: Api<Node> = Api::all(target.clone());
+    async fn node_owner(&self, target: Cluster, node_name: &str) -> Result<Option<String>, Error> {
+        let nodes: Api<Node> = Api::all(target.0);
         Ok(nodes
             .get_opt(node_name)
             .await?

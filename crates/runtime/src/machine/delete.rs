@@ -40,17 +40,6 @@ impl fmt::Debug for Provider {
     }
 }
 
-/// The target cluster's client: the handle the deletion flow hands back in
-/// the steps on the Node and its VolumeAttachments.
-#[derive(Clone)]
-pub(super) struct Cluster(kube::Client);
-
-impl fmt::Debug for Cluster {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("target cluster")
-    }
-}
-
 impl Reconciler<'_> {
     // ------------------------------------------------------------------
     // Deletion
@@ -85,7 +74,7 @@ impl Reconciler<'_> {
             decision = decide::vm_deletion(record, &inputs, None).as_str(),
             "whether DeleteMachine runs"
         );
-        let target = self.ctx.target.clone().map(Cluster);
+        let target = self.cluster();
         // Records are staged or written as the flow says; what is staged
         // is written once when the reconcile stops ([`super::staged`]).
         let result = self
