@@ -23,18 +23,6 @@ impl Finding {
     }
 }
 
-impl Finding {
-    /// A finding from a provider's field error printed as Kubernetes prints
-    /// them (`<field>: <kind>: <detail>`); a text without a field path is
-    /// about `fallback_field`.
-    pub fn from_field_error(text: &str, fallback_field: &str) -> Self {
-        match text.split_once(": ") {
-            Some((field, message)) if !field.contains(' ') => Finding::new(field, message),
-            _ => Finding::new(fallback_field, text),
-        }
-    }
-}
-
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.field, self.message)

@@ -1,10 +1,13 @@
 //! Cloud API calls, reported where they happen: every provider hooks its
 //! HTTP/SDK layer once (AWS: an SDK interceptor; Azure, Alicloud, GCP:
 //! around their one request function; OpenStack: around its one endpoint
-//! runner) and calls [`record`]. Observers added with [`add_observer`] see
-//! every call; the runtime adds one that writes the reference's
-//! `mcm_cloud_api_requests_total`, `mcm_cloud_api_requests_failed_total` and
-//! `mcm_cloud_api_api_request_duration_seconds` (`{provider, service}`).
+//! runner) and reports each call to its [`CloudApi`] handle. The handle is
+//! the driver's ([`crate::Driver::cloud_api`]), not the process's: whoever
+//! runs the driver adds its observers to it. The runtime adds one that
+//! writes the reference's `mcm_cloud_api_requests_total`,
+//! `mcm_cloud_api_requests_failed_total` and
+//! `mcm_cloud_api_api_request_duration_seconds` (`{provider, service}`) of
+//! its own metrics, so two runtimes in one process share no series.
 //!
 //! Label values follow the reference's provider binaries: `provider` is the
 //! binary's value (`aws`, `gcp`, `azure`, `openstack`, `alicloud`); `service`
@@ -36,40 +39,64 @@ pub trait CloudApiObserver: Send + Sync {
     fn cloud_api_call(&self, call: &CloudApiCall<'_>);
 }
 
-static OBSERVERS: RwLock<Vec<Arc<dyn CloudApiObserver>>> = RwLock::new(Vec::new());
+/// Where one driver reports its cloud API calls: a cheap handle (clones
+/// share the observers) that the driver creates, keeps for its HTTP/SDK
+/// layer and hands out through [`crate::Driver::cloud_api`], so that whoever
+/// runs it can [`CloudApi::add_observer`]. Without observers a call costs
+/// nothing but the clock read.
+#[derive(Clone, Default)]
+pub struct CloudApi {
+    observers: Arc<RwLock<Vec<Arc<dyn CloudApiObserver>>>>,
+}
 
-/// Adds an observer of every later call of this process.
-pub fn add_observer(observer: Arc<dyn CloudApiObserver>) {
-    if let Ok(mut list) = OBSERVERS.write() {
-        list.push(observer);
+impl std::fmt::Debug for CloudApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.observers.read().map_or(0, |l| l.len());
+        f.debug_struct("CloudApi").field("observers", &n).finish()
     }
 }
 
-/// Reports one finished call to every observer.
-pub fn record(provider: &str, service: &str, duration: Duration, ok: bool) {
-    let call = CloudApiCall {
-        provider,
-        service,
-        duration,
-        ok,
-    };
-    if let Ok(list) = OBSERVERS.read() {
-        for o in list.iter() {
-            o.cloud_api_call(&call);
+impl CloudApi {
+    /// A handle without observers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds an observer of every later call reported to this handle (or a
+    /// clone of it).
+    pub fn add_observer(&self, observer: Arc<dyn CloudApiObserver>) {
+        if let Ok(mut list) = self.observers.write() {
+            list.push(observer);
         }
     }
-}
 
-/// Runs `call` and reports it (ok = `Ok`), for clients without a hook of their own.
-pub async fn observe<T, E>(
-    provider: &str,
-    service: &str,
-    call: impl Future<Output = Result<T, E>>,
-) -> Result<T, E> {
-    let start = Instant::now();
-    let result = call.await;
-    record(provider, service, start.elapsed(), result.is_ok());
-    result
+    /// Reports one finished call to every observer.
+    pub fn record(&self, provider: &str, service: &str, duration: Duration, ok: bool) {
+        let call = CloudApiCall {
+            provider,
+            service,
+            duration,
+            ok,
+        };
+        if let Ok(list) = self.observers.read() {
+            for o in list.iter() {
+                o.cloud_api_call(&call);
+            }
+        }
+    }
+
+    /// Runs `call` and reports it (ok = `Ok`), for clients without a hook of their own.
+    pub async fn observe<T, E>(
+        &self,
+        provider: &str,
+        service: &str,
+        call: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        let start = Instant::now();
+        let result = call.await;
+        self.record(provider, service, start.elapsed(), result.is_ok());
+        result
+    }
 }
 
 /// `RunInstances` → `run_instances`, `instances.get` → `instances_get`.
@@ -96,18 +123,18 @@ pub fn snake_case(name: &str) -> String {
     out
 }
 
-/// An observer that counts calls in memory, for tests: add one with
-/// [`CallRecorder::install`] and read it after the calls.
+/// An observer that counts calls in memory, for tests: add one to a
+/// driver's handle with [`CallRecorder::install`] and read it after the calls.
 #[derive(Debug, Default)]
 pub struct CallRecorder {
     calls: Mutex<BTreeMap<(String, String, bool), u64>>,
 }
 
 impl CallRecorder {
-    /// A new recorder, added as an observer of this process.
-    pub fn install() -> Arc<CallRecorder> {
+    /// A new recorder, added as an observer of `api`.
+    pub fn install(api: &CloudApi) -> Arc<CallRecorder> {
         let r = Arc::new(CallRecorder::default());
-        add_observer(r.clone());
+        api.add_observer(r.clone());
         r
     }
 
@@ -159,17 +186,31 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn observed_calls_reach_every_observer_with_their_outcome() {
-        let a = CallRecorder::install();
-        let b = CallRecorder::install();
-        let ok: Result<u8, ()> = observe("testcloud-a", "thing_get", async { Ok(1) }).await;
+    async fn observed_calls_reach_every_observer_of_the_handle_with_their_outcome() {
+        let api = CloudApi::new();
+        let a = CallRecorder::install(&api);
+        let b = CallRecorder::install(&api.clone());
+        let ok: Result<u8, ()> = api
+            .observe("testcloud-a", "thing_get", async { Ok(1) })
+            .await;
         assert_eq!(ok, Ok(1));
-        let failed: Result<u8, &str> =
-            observe("testcloud-a", "thing_get", async { Err("boom") }).await;
+        let failed: Result<u8, &str> = api
+            .observe("testcloud-a", "thing_get", async { Err("boom") })
+            .await;
         assert!(failed.is_err());
         for r in [&a, &b] {
             assert_eq!(r.count("testcloud-a", "thing_get", true), 1);
             assert_eq!(r.count("testcloud-a", "thing_get", false), 1);
         }
+    }
+
+    #[tokio::test]
+    async fn two_handles_share_no_observers() {
+        let (one, other) = (CloudApi::new(), CloudApi::new());
+        let seen = CallRecorder::install(&one);
+        other.record("testcloud-b", "thing_get", Duration::from_millis(1), true);
+        assert_eq!(seen.count("testcloud-b", "thing_get", true), 0);
+        one.record("testcloud-b", "thing_get", Duration::from_millis(1), true);
+        assert_eq!(seen.count("testcloud-b", "thing_get", true), 1);
     }
 }

@@ -35,6 +35,7 @@ pub mod identity;
 pub mod in_place;
 #[cfg(any(test, feature = "keyed-lock"))]
 pub mod keyed_lock;
+pub mod provider_spec;
 #[cfg(test)]
 mod redaction_tests;
 pub mod spec_decode;
@@ -362,6 +363,14 @@ pub trait Driver: Send + Sync {
     /// Default: one scope for the driver.
     fn rate_limit_scope(&self, _req: &MachineRequest) -> String {
         String::new()
+    }
+
+    /// Where the driver reports its cloud API calls
+    /// ([`cloud_api::CloudApi`]): the runtime adds its observer here, so
+    /// that the calls move its `mcm_cloud_api_*` series. `None` (the
+    /// default): the driver makes no cloud API calls of its own to report.
+    fn cloud_api(&self) -> Option<cloud_api::CloudApi> {
+        None
     }
 
     /// All VMs of the class's cluster, by the cluster and role tags, each

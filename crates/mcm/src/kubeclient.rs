@@ -173,12 +173,13 @@ pub fn user_agent(program: &str, agent: &str) -> String {
 }
 
 /// Builds a client for `source` with the client-side rate limit, sending
-/// `user_agent`.
+/// `user_agent`; its requests move the REST client series of `rest`.
 pub async fn client(
     source: &Source,
     qps: f32,
     burst: i32,
     user_agent: &str,
+    rest: &mcm_runtime::metrics::rest::RestMetrics,
 ) -> anyhow::Result<Client> {
     let mut config = config_of(source).await?;
     config.headers.push((
@@ -186,7 +187,7 @@ pub async fn client(
         http::HeaderValue::from_str(user_agent)?,
     ));
     let limiter = RateLimitLayer::new(qps, burst);
-    let metrics = crate::rest_metrics::RestMetricsLayer::new(&config.cluster_url);
+    let metrics = crate::rest_metrics::RestMetricsLayer::new(&config.cluster_url, rest);
     Ok(ClientBuilder::try_from(config)?
         .with_layer(&metrics)
         .with_layer(&limiter)

@@ -1,7 +1,9 @@
 //! A tower layer on the kube clients that writes the reference's REST client
 //! series (`rest_client_requests_total`, `rest_client_request_latency_seconds`;
-//! see `mcm_runtime::metrics::rest`) for every request.
+//! see `mcm_runtime::metrics::rest`) for every request, into the
+//! `RestMetrics` it is given (the Context's, not a process-wide one).
 
+use mcm_runtime::metrics::rest::RestMetrics as Families;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -12,17 +14,20 @@ use std::time::Instant;
 #[derive(Clone, Debug)]
 pub struct RestMetricsLayer {
     origin: Arc<str>,
+    families: Families,
 }
 
 impl RestMetricsLayer {
-    /// A layer for the API server at `cluster_url` (its host labels the series).
-    pub fn new(cluster_url: &http::Uri) -> Self {
+    /// A layer for the API server at `cluster_url` (its host labels the
+    /// series) that writes `families`.
+    pub fn new(cluster_url: &http::Uri, families: &Families) -> Self {
         let origin = match (cluster_url.scheme_str(), cluster_url.authority()) {
             (Some(s), Some(a)) => format!("{s}://{a}"),
             _ => String::new(),
         };
         RestMetricsLayer {
             origin: origin.into(),
+            families: families.clone(),
         }
     }
 }
@@ -34,6 +39,7 @@ impl<S> tower::Layer<S> for RestMetricsLayer {
         RestMetrics {
             inner,
             origin: self.origin.clone(),
+            families: self.families.clone(),
         }
     }
 }
@@ -43,6 +49,7 @@ impl<S> tower::Layer<S> for RestMetricsLayer {
 pub struct RestMetrics<S> {
     inner: S,
     origin: Arc<str>,
+    families: Families,
 }
 
 impl<S> RestMetrics<S> {
@@ -77,10 +84,11 @@ where
         let uri = self.full_uri(req.uri());
         let start = Instant::now();
         let call = self.inner.call(req);
+        let families = self.families.clone();
         Box::pin(async move {
             let result = call.await;
             let status = result.as_ref().ok().map(|r| r.status().as_u16());
-            mcm_runtime::metrics::rest::record(&method, &uri, status, start.elapsed());
+            families.record(&method, &uri, status, start.elapsed());
             result
         })
     }
@@ -113,8 +121,12 @@ mod tests {
     #[tokio::test]
     async fn every_request_is_counted_with_the_api_servers_host() {
         let mut registry = prometheus_client::registry::Registry::default();
-        mcm_runtime::metrics::rest::register(&mut registry);
-        let layer = RestMetricsLayer::new(&"https://rest-layer.invalid:6443".parse().unwrap());
+        let families = Families::default();
+        families.register(&mut registry);
+        let layer = RestMetricsLayer::new(
+            &"https://rest-layer.invalid:6443".parse().unwrap(),
+            &families,
+        );
         let mut svc = layer.layer(NotFound);
         let req = http::Request::get("/api/v1/namespaces/ns/secrets/s")
             .body(())

@@ -314,31 +314,32 @@ async fn role_clients(
     target_src: Option<&kubeclient::Source>,
     qps: f32,
     burst: i32,
+    rest: &mcm_runtime::metrics::rest::RestMetrics,
 ) -> anyhow::Result<RoleClients> {
     let ua = kubeclient::user_agent(program, program);
-    let control = kubeclient::client(control_src, qps, burst, &ua)
+    let control = kubeclient::client(control_src, qps, burst, &ua, rest)
         .await
         .context("control cluster")?;
-    let events = kubeclient::client(control_src, qps, burst, &ua)
+    let events = kubeclient::client(control_src, qps, burst, &ua, rest)
         .await
         .context("control cluster (events)")?;
     let election = kubeclient::user_agent(program, "machine-leader-election");
-    let leases = kubeclient::client(control_src, qps, burst, &election)
+    let leases = kubeclient::client(control_src, qps, burst, &election, rest)
         .await
         .context("control cluster (leader election)")?;
-    let probe = kubeclient::client(control_src, qps, burst, &ua)
+    let probe = kubeclient::client(control_src, qps, burst, &ua, rest)
         .await
         .context("control cluster (probes)")?;
     let (target, target_probe) = match target_src {
         None => (None, None),
         Some(src) => (
             Some(
-                kubeclient::client(src, qps, burst, &ua)
+                kubeclient::client(src, qps, burst, &ua, rest)
                     .await
                     .context("target cluster")?,
             ),
             Some(
-                kubeclient::client(src, qps, burst, &ua)
+                kubeclient::client(src, qps, burst, &ua, rest)
                     .await
                     .context("target cluster (probes)")?,
             ),
@@ -477,6 +478,8 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     }
     let (control_src, target_src) =
         kubeclient::resolve(&common.control_kubeconfig, &common.target_kubeconfig)?;
+    // The clients' REST series: written by their layer, owned by the Context.
+    let rest = mcm_runtime::metrics::rest::RestMetrics::default();
     let RoleClients {
         control,
         events,
@@ -490,6 +493,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
         target_src.as_ref(),
         common.kube_api_qps,
         common.kube_api_burst,
+        &rest,
     )
     .await?;
     let ns = common.namespace.clone();
@@ -500,6 +504,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
     });
     let mut registry = Registry::default();
     let process = ProcessMetrics::new(&mut registry);
+    rest.register(&mut registry);
     let misc = ScrapeMetrics::new(&mut registry);
     let (tx, rx) = tokio::sync::watch::channel(false);
     let mut halves: Vec<HalfRun> = Vec::new();
@@ -529,6 +534,7 @@ async fn serve(plan: Plan) -> anyhow::Result<()> {
             control: probe.clone(),
             target: target_probe,
         }),
+        rest,
     };
     let ctx = Context::with_clients(clients, config, drivers, metrics.clone(), caches.clone());
     mcm_runtime::metrics::workqueue::register(&mut registry, ctx.workqueues.clone());

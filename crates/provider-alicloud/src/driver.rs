@@ -4,15 +4,13 @@ use crate::config::{regional_endpoint, ActionClass, AlicloudDriverConfig};
 use crate::ecs::{CallCounter, Ecs, Instance, Params};
 use crate::errors::EcsError;
 use crate::launch::{client_token, run_params, MAX_TOKEN_GENERATIONS};
-use crate::spec::{
-    aggregate, credentials, secret_value, validate_secret, validate_spec, AlicloudProviderSpec,
-    PROVIDER_NAME, SECRET_USER_DATA,
-};
+use crate::spec::{credentials, secret_value, AlicloudProviderSpec, SECRET_USER_DATA};
 use async_trait::async_trait;
 use base64::Engine;
 use k8s_openapi::api::core::v1::{NodeAddress, Secret};
 use mcm_api::{Machine, MachineClass};
 use mcm_driver::budget::Budget;
+use mcm_driver::provider_spec;
 use mcm_driver::{
     Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
     Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
@@ -33,6 +31,7 @@ pub struct AlicloudDriver {
     http: reqwest::Client,
     budget: Budget<ActionClass>,
     calls: CallCounter,
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 impl std::fmt::Debug for AlicloudDriver {
@@ -144,6 +143,7 @@ impl AlicloudDriver {
             http: reqwest::Client::new(),
             budget,
             calls: CallCounter::default(),
+            cloud_api: Default::default(),
             config,
         }
     }
@@ -175,6 +175,7 @@ impl AlicloudDriver {
             limiter: self.budget.scope(&scope),
             retry: self.config.retry.clone(),
             calls: self.calls.clone(),
+            cloud_api: self.cloud_api.clone(),
         }
     }
 
@@ -185,32 +186,15 @@ impl AlicloudDriver {
         secret: &Secret,
         creating: bool,
     ) -> Result<Prepared, Status> {
-        if class.provider != PROVIDER_NAME {
-            return Err(Status::invalid_argument(format!(
-                "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
-                class.provider
-            )));
-        }
-        let spec = AlicloudProviderSpec::from_json(&class.provider_spec).map_err(|e| {
-            Status::invalid_argument(format!(
-                "providerSpec: cannot decode the Alicloud providerSpec: {e}"
-            ))
-        })?;
         // Only creation validates the spec: a class that no longer validates
         // (a newer disk category, more tags than allowed) still lets its
         // machines be found and deleted (docs/design/driver.md, "Decoding").
-        let mut errs = if creating {
-            validate_spec(&spec)
+        let spec = if creating {
+            provider_spec::decode::<AlicloudProviderSpec>(class, secret)?
         } else {
-            Vec::new()
-        };
-        errs.extend(validate_secret(secret, creating));
-        if !errs.is_empty() {
-            return Err(Status::invalid_argument(format!(
-                "error while validating ProviderSpec {}",
-                aggregate(&errs)
-            )));
+            provider_spec::decode_existing::<AlicloudProviderSpec>(class, secret)?
         }
+        .value;
         let ecs = self.ecs(&spec.region, secret);
         Ok(Prepared { spec, ecs })
     }
@@ -545,6 +529,10 @@ impl AlicloudDriver {
 
 #[async_trait]
 impl Driver for AlicloudDriver {
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn in_place_changes(
         &self,
         last_applied: &serde_json::Value,
@@ -615,15 +603,12 @@ impl Driver for AlicloudDriver {
 
     /// Keys read under another spelling than their canonical one, or unknown.
     fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
-        match crate::spec::decode(provider_spec) {
-            Ok(d) => d.warnings.iter().map(ToString::to_string).collect(),
-            Err(e) => e.warnings.iter().map(ToString::to_string).collect(),
-        }
+        provider_spec::warnings::<AlicloudProviderSpec>(provider_spec)
     }
 
     /// What CreateMachine would refuse, and the decoder's warnings.
     fn check_class(&self, class: &MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
-        crate::spec::check_class(class, secret)
+        provider_spec::check_class::<AlicloudProviderSpec>(class, secret)
     }
 
     async fn get_volume_ids(

@@ -212,11 +212,13 @@ pub struct Ecs {
     pub(crate) limiter: Arc<Limiter<ActionClass>>,
     pub(crate) retry: RetrySettings,
     pub(crate) calls: CallCounter,
+    /// Where every call is reported (the driver's handle).
+    pub(crate) cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 impl Ecs {
     /// Calls an action with retries (each attempt reported to
-    /// [`mcm_driver::cloud_api`] with provider `alicloud` and the action in
+    /// the driver's [`mcm_driver::cloud_api::CloudApi`] with provider `alicloud` and the action in
     /// snake case as service; the reference's Alicloud provider reports no
     /// such series): a throttled answer pauses the action class
     /// (shared by every caller of this account and region) and is retried up to
@@ -240,7 +242,9 @@ impl Ecs {
             }
             self.calls.record(action);
             let service = mcm_driver::cloud_api::snake_case(action);
-            match mcm_driver::cloud_api::observe("alicloud", &service, self.send(action, params))
+            match self
+                .cloud_api
+                .observe("alicloud", &service, self.send(action, params))
                 .await
             {
                 Ok(v) => {

@@ -6,6 +6,10 @@
 //! Unknown keys are tolerated.
 
 use k8s_openapi::api::core::v1::Secret;
+use mcm_driver::provider_spec::{
+    FieldError, Join, Messages, ProviderSpec, SecretData, SecretUse, ROOT,
+};
+use mcm_driver::spec_decode::{self, DecodeError, Decoded};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -153,9 +157,11 @@ pub struct DataDisk {
 
 impl AlicloudProviderSpec {
     /// Decodes a providerSpec, keys matched as Go's `encoding/json` matches
-    /// them ([`decode`]).
+    /// them ([`ProviderSpec::decode`]).
     pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
-        decode(value).map(|d| d.value).map_err(|e| e.to_string())
+        <Self as ProviderSpec>::decode(value)
+            .map(|d| d.value)
+            .map_err(|e| e.to_string())
     }
 
     /// The cluster tag key and value.
@@ -175,68 +181,9 @@ impl AlicloudProviderSpec {
     }
 }
 
-/// One validation finding, shown as `<field>: <kind>: <detail>` like Kubernetes
-/// field errors: `Required value`, `Invalid value: "x"`, `Unsupported value: "x"`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FieldError {
-    /// The field path, e.g. `providerSpec.dataDisks[0].size`.
-    pub field: String,
-    /// The kind with the offending value.
-    pub kind: String,
-    /// What is expected.
-    pub detail: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.field, self.kind, self.detail)
-    }
-}
-
-fn required(field: impl Into<String>, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        field: field.into(),
-        kind: "Required value".into(),
-        detail: detail.into(),
-    }
-}
-
-fn invalid(
-    field: impl Into<String>,
-    value: impl fmt::Debug,
-    detail: impl Into<String>,
-) -> FieldError {
-    FieldError {
-        field: field.into(),
-        kind: format!("Invalid value: {value:?}"),
-        detail: detail.into(),
-    }
-}
-
 fn one_of(errs: &mut Vec<FieldError>, field: &str, value: &str, accepted: &[&str]) {
     if !value.is_empty() && !accepted.contains(&value) {
-        errs.push(FieldError {
-            field: field.to_string(),
-            kind: format!("Unsupported value: {value:?}"),
-            detail: format!(
-                "supported values: {}",
-                accepted
-                    .iter()
-                    .map(|a| format!("\"{a}\""))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        });
-    }
-}
-
-/// All findings joined as `[a, b]`, the way Kubernetes aggregates field errors.
-pub fn aggregate(errs: &[FieldError]) -> String {
-    let all: Vec<String> = errs.iter().map(ToString::to_string).collect();
-    if all.len() == 1 {
-        all.join("")
-    } else {
-        format!("[{}]", all.join(", "))
+        errs.push(FieldError::not_supported(field, value, accepted));
     }
 }
 
@@ -260,11 +207,11 @@ pub fn validate_spec(spec: &AlicloudProviderSpec) -> Vec<FieldError> {
         ),
     ] {
         if value.trim().is_empty() {
-            errs.push(required(format!("{f}.{key}"), what));
+            errs.push(FieldError::required(format!("{f}.{key}"), what));
         }
     }
     if spec.region.contains('.') {
-        errs.push(invalid(
+        errs.push(FieldError::invalid(
             format!("{f}.region"),
             &spec.region,
             "a region has no '.' (the provider ID is <region>.<instance-id>)",
@@ -272,7 +219,7 @@ pub fn validate_spec(spec: &AlicloudProviderSpec) -> Vec<FieldError> {
     }
     if let Some(d) = &spec.system_disk {
         if d.category.is_empty() {
-            errs.push(required(
+            errs.push(FieldError::required(
                 format!("{f}.systemDisk.category"),
                 "Category is required",
             ));
@@ -284,7 +231,7 @@ pub fn validate_spec(spec: &AlicloudProviderSpec) -> Vec<FieldError> {
             &DISK_CATEGORIES,
         );
         if d.size <= 0 {
-            errs.push(invalid(
+            errs.push(FieldError::invalid(
                 format!("{f}.systemDisk.size"),
                 d.size,
                 "Size must be positive",
@@ -295,16 +242,19 @@ pub fn validate_spec(spec: &AlicloudProviderSpec) -> Vec<FieldError> {
     for (i, d) in spec.data_disks.iter().enumerate() {
         let p = format!("{f}.dataDisks[{i}]");
         if d.name.trim().is_empty() {
-            errs.push(required(format!("{p}.name"), "Data disk name is required"));
+            errs.push(FieldError::required(
+                format!("{p}.name"),
+                "Data disk name is required",
+            ));
         } else if !names.insert(d.name.as_str()) {
-            errs.push(invalid(
+            errs.push(FieldError::invalid(
                 format!("{p}.name"),
                 &d.name,
                 "Data disk names must be unique",
             ));
         }
         if d.category.is_empty() {
-            errs.push(required(
+            errs.push(FieldError::required(
                 format!("{p}.category"),
                 "Data disk category is required",
             ));
@@ -316,7 +266,7 @@ pub fn validate_spec(spec: &AlicloudProviderSpec) -> Vec<FieldError> {
             &DISK_CATEGORIES,
         );
         if d.size <= 0 {
-            errs.push(invalid(
+            errs.push(FieldError::invalid(
                 format!("{p}.size"),
                 d.size,
                 "Data disk size must be positive",
@@ -352,7 +302,7 @@ pub fn validate_spec(spec: &AlicloudProviderSpec) -> Vec<FieldError> {
         ("internetMaxBandwidthOut", spec.internet_max_bandwidth_out),
     ] {
         if let Some(v) = v.filter(|v| *v < 0) {
-            errs.push(invalid(
+            errs.push(FieldError::invalid(
                 format!("{f}.{key}"),
                 v,
                 "Bandwidth cannot be negative",
@@ -360,19 +310,19 @@ pub fn validate_spec(spec: &AlicloudProviderSpec) -> Vec<FieldError> {
         }
     }
     if spec.cluster_tag().is_none() {
-        errs.push(required(
+        errs.push(FieldError::required(
             format!("{f}.tags"),
             format!("Tag required of the form {CLUSTER_TAG_PREFIX}****"),
         ));
     }
     if spec.role_tag().is_none() {
-        errs.push(required(
+        errs.push(FieldError::required(
             format!("{f}.tags"),
             format!("Tag required of the form {ROLE_TAG_PREFIX}****"),
         ));
     }
     if spec.tags.len() > 20 {
-        errs.push(invalid(
+        errs.push(FieldError::invalid(
             format!("{f}.tags"),
             spec.tags.len(),
             "ECS accepts at most 20 tags",
@@ -382,12 +332,6 @@ pub fn validate_spec(spec: &AlicloudProviderSpec) -> Vec<FieldError> {
 }
 
 pub use mcm_driver::secret_bytes as secret_value;
-
-fn secret_string(secret: &Secret, key: &str) -> String {
-    secret_value(secret, key)
-        .map(|v| String::from_utf8_lossy(&v).trim().to_string())
-        .unwrap_or_default()
-}
 
 /// An access key pair. `Debug` never shows the secret.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -409,90 +353,68 @@ impl fmt::Debug for Credentials {
 
 /// The credentials of a secret (either spelling of each key, trimmed).
 pub fn credentials(secret: &Secret) -> Credentials {
-    let first = |a: &str, b: &str| {
-        let v = secret_string(secret, a);
-        if v.is_empty() {
-            secret_string(secret, b)
-        } else {
-            v
-        }
-    };
+    let s = SecretData(secret);
     Credentials {
-        access_key_id: first(SECRET_ACCESS_KEY_ID, SECRET_ALT_ACCESS_KEY_ID),
-        access_key_secret: first(SECRET_ACCESS_KEY_SECRET, SECRET_ALT_ACCESS_KEY_SECRET),
+        access_key_id: s.first_text(&[SECRET_ACCESS_KEY_ID, SECRET_ALT_ACCESS_KEY_ID]),
+        access_key_secret: s.first_text(&[SECRET_ACCESS_KEY_SECRET, SECRET_ALT_ACCESS_KEY_SECRET]),
     }
 }
 
-/// Decodes a providerSpec as the reference's `json.Unmarshal` does: keys
-/// matched case-insensitively, each key read under another spelling and each
-/// unknown key reported (design: docs/design/driver.md, "Decoding").
-pub fn decode(
-    value: &serde_json::Value,
-) -> Result<
-    mcm_driver::spec_decode::Decoded<AlicloudProviderSpec>,
-    mcm_driver::spec_decode::DecodeError,
-> {
-    if !value.is_object() {
-        return Err(mcm_driver::spec_decode::DecodeError {
-            field: "providerSpec".into(),
-            message: format!("expected a JSON object, got {value}"),
-            warnings: Vec::new(),
-        });
-    }
-    mcm_driver::spec_decode::decode(value, "providerSpec")
-}
+/// The drivers' shared front half (docs/design/driver.md, "Provider
+/// skeleton"): decode with Go's key matching, the spec's rules and the
+/// Secret's, refused in the reference's words.
+impl ProviderSpec for AlicloudProviderSpec {
+    const PROVIDER: &'static str = PROVIDER_NAME;
+    const MESSAGES: Messages = Messages {
+        join: Join::Aggregate,
+        decode: "providerSpec: cannot decode the Alicloud providerSpec: ",
+        spec: "error while validating ProviderSpec ",
+        secret: None,
+    };
 
-/// Decodes and validates a class and its secret as CreateMachine does,
-/// offline ([`mcm_driver::Driver::check_class`]). Messages never carry a
-/// secret value.
-pub fn check_class(class: &mcm_api::MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
-    use mcm_driver::Finding;
-    let mut check = mcm_driver::ClassCheck::default();
-    if class.provider != PROVIDER_NAME {
-        check.errors.push(Finding::new(
-            "provider",
-            format!("{:?}: this driver serves {PROVIDER_NAME:?}", class.provider),
-        ));
-    }
-    match decode(&class.provider_spec) {
-        Ok(d) => {
-            check.warn(d.warnings);
-            check.errors.extend(
-                validate_spec(&d.value)
-                    .into_iter()
-                    .map(|e| Finding::new(e.field, format!("{}: {}", e.kind, e.detail))),
-            );
+    /// Decodes a providerSpec as the reference's `json.Unmarshal` does: keys
+    /// matched case-insensitively, each key read under another spelling and
+    /// each unknown key reported (design: docs/design/driver.md,
+    /// "Decoding"). Anything but an object (also `null`) is refused.
+    fn decode(value: &serde_json::Value) -> Result<Decoded<Self>, DecodeError> {
+        if !value.is_object() {
+            return Err(DecodeError {
+                field: ROOT.into(),
+                message: format!("expected a JSON object, got {value}"),
+                warnings: Vec::new(),
+            });
         }
-        Err(e) => check.decode_failed(e),
+        spec_decode::decode(value, ROOT)
     }
-    check.errors.extend(
-        validate_secret(secret, true)
-            .into_iter()
-            .map(|e| Finding::new(e.field, format!("{}: {}", e.kind, e.detail))),
-    );
-    check
+
+    fn validate(&self) -> Vec<FieldError> {
+        validate_spec(self)
+    }
+
+    fn validate_secret(secret: SecretData<'_>, purpose: SecretUse) -> Vec<FieldError> {
+        validate_secret(secret, purpose)
+    }
 }
 
-/// Findings of the secret: the access key pair (either spelling) and, when
-/// `need_user_data` (creation), the user data.
-pub fn validate_secret(secret: &Secret, need_user_data: bool) -> Vec<FieldError> {
+/// Findings of the secret: the access key pair (either spelling) and, for a
+/// new VM, the user data.
+pub fn validate_secret(secret: SecretData<'_>, purpose: SecretUse) -> Vec<FieldError> {
     let f = "secretRef";
     let mut errs = Vec::new();
-    let c = credentials(secret);
-    if c.access_key_id.is_empty() {
-        errs.push(required(
-            format!("{f}.{SECRET_ACCESS_KEY_ID}"),
-            format!("Mention atleast {SECRET_ACCESS_KEY_ID} or {SECRET_ALT_ACCESS_KEY_ID}"),
-        ));
-    }
-    if c.access_key_secret.is_empty() {
-        errs.push(required(
-            format!("{f}.{SECRET_ACCESS_KEY_SECRET}"),
-            format!("Mention atleast {SECRET_ACCESS_KEY_SECRET} or {SECRET_ALT_ACCESS_KEY_SECRET}"),
-        ));
-    }
-    if need_user_data && secret_value(secret, SECRET_USER_DATA).is_none_or(|v| v.is_empty()) {
-        errs.push(required(
+    secret.require(
+        &mut errs,
+        format!("{f}.{SECRET_ACCESS_KEY_ID}"),
+        &[SECRET_ACCESS_KEY_ID, SECRET_ALT_ACCESS_KEY_ID],
+        format!("Mention atleast {SECRET_ACCESS_KEY_ID} or {SECRET_ALT_ACCESS_KEY_ID}"),
+    );
+    secret.require(
+        &mut errs,
+        format!("{f}.{SECRET_ACCESS_KEY_SECRET}"),
+        &[SECRET_ACCESS_KEY_SECRET, SECRET_ALT_ACCESS_KEY_SECRET],
+        format!("Mention atleast {SECRET_ACCESS_KEY_SECRET} or {SECRET_ALT_ACCESS_KEY_SECRET}"),
+    );
+    if purpose.needs_user_data() && !secret.is_set(SECRET_USER_DATA) {
+        errs.push(FieldError::required(
             format!("{f}.{SECRET_USER_DATA}"),
             "Mention userData",
         ));

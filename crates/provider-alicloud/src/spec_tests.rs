@@ -124,14 +124,17 @@ fn the_secret_accepts_both_key_spellings_trimmed() {
     ]);
     assert_eq!(credentials(&a), credentials(&b));
     assert_eq!(credentials(&a).access_key_id, "LTAIexample");
-    assert!(validate_secret(&a, true).is_empty());
-    assert!(validate_secret(&b, false).is_empty());
-    let m = messages(&validate_secret(&b, true));
+    assert!(validate_secret(SecretData(&a), SecretUse::Create).is_empty());
+    assert!(validate_secret(SecretData(&b), SecretUse::Existing).is_empty());
+    let m = messages(&validate_secret(SecretData(&b), SecretUse::Create));
     assert_eq!(
         m,
         vec!["secretRef.userData: Required value: Mention userData"]
     );
-    let m = messages(&validate_secret(&secret(&[]), false));
+    let m = messages(&validate_secret(
+        SecretData(&secret(&[])),
+        SecretUse::Existing,
+    ));
     assert_eq!(
         m,
         vec![

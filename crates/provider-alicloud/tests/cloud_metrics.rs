@@ -1,5 +1,5 @@
 //! The cloud API series from the Alicloud driver: every ECS call reaches
-//! `mcm_driver::cloud_api` with provider `alicloud` and the action in snake
+//! the driver's `CloudApi` handle with provider `alicloud` and the action in snake
 //! case (the reference's Alicloud provider reports none; the names are the
 //! other providers'). Against the in-repo ECS fake.
 
@@ -14,7 +14,7 @@ use mcm_driver::Driver;
 #[tokio::test]
 async fn ecs_calls_move_the_cloud_api_counters() {
     let (_fake, driver) = setup().await;
-    let calls = CallRecorder::install();
+    let calls = CallRecorder::install(&driver.cloud_api().expect("the driver reports its calls"));
     let c = class("c", spec(&unique("shoot--metrics")));
     let m = machine("metrics");
     driver

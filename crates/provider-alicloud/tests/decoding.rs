@@ -64,7 +64,7 @@ fn go_spellings_fill_their_fields_with_a_warning_each() {
     obj.remove("instanceType");
     obj.insert("zoneId".into(), obj["zoneID"].clone());
     obj.remove("zoneID");
-    let d = mcm_provider_alicloud::spec::decode(&v).expect("decodes");
+    let d = <mcm_provider_alicloud::spec::AlicloudProviderSpec as mcm_driver::provider_spec::ProviderSpec>::decode(&v).expect("decodes");
     assert_eq!(d.value.system_disk.as_ref().map(|s| s.size), Some(80));
     assert_eq!(d.value.instance_type, "ecs.g7.large");
     assert_eq!(d.value.zone_id, "eu-central-1a");
@@ -185,7 +185,7 @@ async fn the_reference_samples_decode_and_drive_a_machine_through_the_fake() {
     let secret: k8s_openapi::api::core::v1::Secret =
         serde_yaml::from_str(&render(include_str!("data/reference/secret.yaml")))
             .expect("the rendered sample is a Secret");
-    let d = mcm_provider_alicloud::spec::decode(&class.provider_spec).expect("decodes");
+    let d = <mcm_provider_alicloud::spec::AlicloudProviderSpec as mcm_driver::provider_spec::ProviderSpec>::decode(&class.provider_spec).expect("decodes");
     assert_eq!(d.warnings, [], "the sample is written canonically");
     assert_eq!(d.value.instance_type, "ecs.g7.large");
     // The sample indents instanceChargeType … tags at the MachineClass's

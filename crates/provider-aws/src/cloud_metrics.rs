@@ -1,6 +1,6 @@
 //! The reference's cloud API series for EC2: an SDK interceptor that every
 //! client of the driver carries reports each finished call (after the SDK's
-//! retries) to [`mcm_driver::cloud_api`], with provider `aws` and the
+//! retries) to the driver's [`mcm_driver::cloud_api::CloudApi`], with provider `aws` and the
 //! reference's service label for the call (see [`service_label`]).
 
 use aws_sdk_ec2::config::interceptors::{
@@ -17,8 +17,11 @@ use std::time::Instant;
 pub const PROVIDER: &str = "aws";
 
 /// The interceptor; add it to every EC2 client.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CloudApiMetrics;
+#[derive(Clone, Debug, Default)]
+pub struct CloudApiMetrics {
+    /// Where the calls are reported (the driver's handle).
+    pub api: mcm_driver::cloud_api::CloudApi,
+}
 
 /// When the call started, and whether it is a DescribeInstances by IDs.
 #[derive(Clone, Debug)]
@@ -71,7 +74,7 @@ impl Intercept for CloudApiMetrics {
             let action = cfg.load::<Metadata>().map_or("unknown", |m| m.name());
             let ok = matches!(context.output_or_error(), Some(Ok(_)));
             let service = service_label(action, *by_ids);
-            mcm_driver::cloud_api::record(PROVIDER, &service, start.elapsed(), ok);
+            self.api.record(PROVIDER, &service, start.elapsed(), ok);
         }
         Ok(())
     }

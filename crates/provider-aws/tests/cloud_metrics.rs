@@ -1,5 +1,5 @@
 //! The reference's cloud API series from the EC2 interceptor: every call of
-//! a driver-built client reaches `mcm_driver::cloud_api` with provider `aws`
+//! a driver-built client reaches the driver's `CloudApi` handle with provider `aws`
 //! and the reference's service label, successful or failed. Against moto
 //! (`hack/moto.sh`); without `MCM_AWS_TEST_ENDPOINT` the test skips visibly,
 //! except in CI, where it fails.
@@ -11,6 +11,7 @@ mod common;
 use aws_sdk_ec2::types::Filter;
 use common::*;
 use mcm_driver::cloud_api::CallRecorder;
+use mcm_driver::Driver;
 use mcm_provider_aws::{AwsDriver, AwsDriverConfig};
 
 #[tokio::test]
@@ -18,8 +19,8 @@ async fn moto_calls_of_the_driver_clients_move_the_cloud_api_counters() {
     let Some(endpoint) = mcm_testenv::moto_endpoint(&mcm_testenv::current_test()) else {
         return;
     };
-    let calls = CallRecorder::install();
     let driver = AwsDriver::new(AwsDriverConfig::with_endpoint(&endpoint));
+    let calls = CallRecorder::install(&driver.cloud_api().expect("the driver reports its calls"));
     let client = driver.ec2_client(REGION, &secret()).expect("client");
 
     client

@@ -12,7 +12,9 @@ use common::*;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 use mcm_api::MachineClass;
+use mcm_driver::provider_spec::ProviderSpec;
 use mcm_driver::{Code, Driver, ListMachinesRequest};
+use mcm_provider_aws::spec::AwsProviderSpec;
 use serde_json::{json, Value};
 
 #[tokio::test]
@@ -92,7 +94,7 @@ fn reference_class() -> MachineClass {
 #[test]
 fn the_reference_samples_decode_without_warnings_and_validate() {
     let class = reference_class();
-    let d = mcm_provider_aws::spec::decode(&class.provider_spec).expect("decodes");
+    let d = <AwsProviderSpec as ProviderSpec>::decode(&class.provider_spec).expect("decodes");
     assert_eq!(d.warnings, [], "the sample is written canonically");
     assert_eq!(d.value.machine_type, "t2.large");
     assert_eq!(d.value.block_devices.len(), 2);

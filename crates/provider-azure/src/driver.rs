@@ -5,11 +5,12 @@ use crate::auth::{Cloud, IdentityTokens, ReqwestTransport, TokenSource};
 use crate::config::AzureDriverConfig;
 use crate::names::{self, DATA_DISK_SUFFIX, NIC_SUFFIX, OS_DISK_SUFFIX};
 use crate::secret::{credentials, Credentials};
-use crate::spec::{decode_and_validate, decode_class, AzureProviderSpec};
+use crate::spec::AzureProviderSpec;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Secret;
 use mcm_api::MachineClass;
 use mcm_driver::budget::Budget;
+use mcm_driver::provider_spec;
 use mcm_driver::{
     CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
     Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
@@ -32,6 +33,7 @@ pub struct AzureDriver {
     budget: Budget<OpClass>,
     tokens: Mutex<HashMap<u64, Arc<dyn TokenSource>>>,
     calls: Arc<ApiCalls>,
+    cloud_api: mcm_driver::cloud_api::CloudApi,
     pub(crate) creates: Semaphore,
 }
 
@@ -77,6 +79,7 @@ impl AzureDriver {
             http,
             tokens: Mutex::new(HashMap::new()),
             calls: Arc::new(ApiCalls::default()),
+            cloud_api: Default::default(),
         }
     }
 
@@ -146,12 +149,13 @@ impl AzureDriver {
             self.budget.scope(&scope),
             self.config.arm.clone(),
             self.calls.clone(),
-        ))
+        )
+        .with_cloud_api(self.cloud_api.clone()))
     }
 
     pub(crate) fn context(&self, class: &MachineClass, secret: &Secret) -> Result<Ctx, Status> {
-        let spec = decode_and_validate(class)?;
-        let creds = credentials(secret)?;
+        let spec = provider_spec::decode::<AzureProviderSpec>(class, secret)?.value;
+        let creds = credentials(secret);
         let arm = self.client(&spec, &creds)?;
         Ok(Ctx { spec, creds, arm })
     }
@@ -165,13 +169,13 @@ impl AzureDriver {
         class: &MachineClass,
         secret: &Secret,
     ) -> Result<Ctx, Status> {
-        let spec = decode_class(class)?;
+        let spec = provider_spec::decode_existing::<AzureProviderSpec>(class, secret)?.value;
         if spec.resource_group.trim().is_empty() {
             return Err(Status::invalid_argument(
                 "providerSpec.resourceGroup: Required value: resourceGroup is required",
             ));
         }
-        let creds = credentials(secret)?;
+        let creds = credentials(secret);
         let arm = self.client(&spec, &creds)?;
         Ok(Ctx { spec, creds, arm })
     }
@@ -361,6 +365,10 @@ impl AzureDriver {
 
 #[async_trait]
 impl Driver for AzureDriver {
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn in_place_changes(
         &self,
         last_applied: &serde_json::Value,
@@ -443,15 +451,12 @@ impl Driver for AzureDriver {
 
     /// Keys read under another spelling than their canonical one, or unknown.
     fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
-        match crate::spec::decode(provider_spec) {
-            Ok(d) => d.warnings.iter().map(ToString::to_string).collect(),
-            Err(e) => e.warnings.iter().map(ToString::to_string).collect(),
-        }
+        provider_spec::warnings::<AzureProviderSpec>(provider_spec)
     }
 
     /// What CreateMachine would refuse, and the decoder's warnings.
     fn check_class(&self, class: &MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
-        crate::spec::check_class(class, secret)
+        provider_spec::check_class::<AzureProviderSpec>(class, secret)
     }
 
     async fn get_volume_ids(

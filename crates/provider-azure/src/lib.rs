@@ -77,7 +77,6 @@ pub mod config;
 mod create;
 mod delete;
 pub mod driver;
-pub mod field;
 pub mod names;
 pub mod secret;
 pub mod spec;

@@ -1,9 +1,8 @@
 //! The provider Secret: service principal or workload identity, subscription,
 //! tenant and user data, with the reference's key aliases and messages.
 
-use crate::field::{format_list, FieldError};
 use k8s_openapi::api::core::v1::Secret;
-use mcm_driver::Status;
+use mcm_driver::provider_spec::{FieldError, SecretData, SecretUse};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -80,43 +79,19 @@ impl fmt::Debug for Credentials {
     }
 }
 
-/// The value of the first key present (the reference reads `data`; `stringData`
-/// is honoured too), whitespace-trimmed.
-fn value(secret: &Secret, keys: &[&str]) -> Option<Vec<u8>> {
-    for k in keys {
-        if let Some(v) = secret.data.as_ref().and_then(|d| d.get(*k)) {
-            return Some(v.0.clone());
-        }
-        if let Some(v) = secret.string_data.as_ref().and_then(|d| d.get(*k)) {
-            return Some(v.as_bytes().to_vec());
-        }
-    }
-    None
-}
-
-fn text(secret: &Secret, keys: &[&str]) -> String {
-    value(secret, keys)
-        .map(|v| String::from_utf8_lossy(&v).trim().to_string())
-        .unwrap_or_default()
-}
-
-/// Validates the Secret and reads the credentials; `InvalidArgument` with
-/// the reference's message (`error in validating secret: [...]`) otherwise.
-pub fn credentials(secret: &Secret) -> Result<Credentials, Status> {
-    let client_id = text(secret, &[CLIENT_ID, AZURE_CLIENT_ID]);
-    let client_secret = text(secret, &[CLIENT_SECRET, AZURE_CLIENT_SECRET]);
-    let subscription_id = text(secret, &[SUBSCRIPTION_ID, AZURE_SUBSCRIPTION_ID]);
-    let tenant_id = text(secret, &[TENANT_ID, AZURE_TENANT_ID]);
-    let token_file = text(secret, &[WORKLOAD_IDENTITY_TOKEN_FILE]);
-    let user_data = value(secret, &[USER_DATA]).unwrap_or_default();
-
+/// The Secret's findings for a call of `purpose`, in the reference's order
+/// and words: the service principal or workload identity, subscription and
+/// tenant (each key or its deprecated alias) and, for a new VM, the user data.
+pub fn validate_secret(secret: SecretData<'_>, purpose: SecretUse) -> Vec<FieldError> {
     let mut errs = Vec::new();
-    if client_id.is_empty() {
-        errs.push(FieldError::required(
-            "data.clientID",
-            "must provide clientID",
-        ));
-    }
+    secret.require(
+        &mut errs,
+        "data.clientID",
+        &[CLIENT_ID, AZURE_CLIENT_ID],
+        "must provide clientID",
+    );
+    let client_secret = secret.first_text(&[CLIENT_SECRET, AZURE_CLIENT_SECRET]);
+    let token_file = secret.text(WORKLOAD_IDENTITY_TOKEN_FILE);
     match (client_secret.is_empty(), token_file.is_empty()) {
         (false, false) => errs.push(FieldError::required(
             "data.clientSecret",
@@ -128,42 +103,46 @@ pub fn credentials(secret: &Secret) -> Result<Credentials, Status> {
         )),
         _ => {}
     }
-    if subscription_id.is_empty() {
-        errs.push(FieldError::required(
-            "data.subscriptionID",
-            "must provide subscriptionID",
-        ));
-    }
-    if tenant_id.is_empty() {
-        errs.push(FieldError::required(
-            "data.tenantID",
-            "must provide tenantID",
-        ));
-    }
-    if String::from_utf8_lossy(&user_data).trim().is_empty() {
-        errs.push(FieldError::required(
+    secret.require(
+        &mut errs,
+        "data.subscriptionID",
+        &[SUBSCRIPTION_ID, AZURE_SUBSCRIPTION_ID],
+        "must provide subscriptionID",
+    );
+    secret.require(
+        &mut errs,
+        "data.tenantID",
+        &[TENANT_ID, AZURE_TENANT_ID],
+        "must provide tenantID",
+    );
+    if purpose.needs_user_data() {
+        secret.require(
+            &mut errs,
             "data.userData",
+            &[USER_DATA],
             "must provide userData",
-        ));
+        );
     }
-    if !errs.is_empty() {
-        return Err(Status::invalid_argument(format!(
-            "error in validating secret: {}",
-            format_list(&errs)
-        )));
-    }
+    errs
+}
+
+/// The credentials of a Secret that passed [`validate_secret`] (each key or
+/// its deprecated alias, trimmed; the user data as bytes).
+pub fn credentials(secret: &Secret) -> Credentials {
+    let s = SecretData(secret);
+    let client_secret = s.first_text(&[CLIENT_SECRET, AZURE_CLIENT_SECRET]);
     let auth = if client_secret.is_empty() {
-        Auth::WorkloadIdentity(PathBuf::from(token_file))
+        Auth::WorkloadIdentity(PathBuf::from(s.text(WORKLOAD_IDENTITY_TOKEN_FILE)))
     } else {
         Auth::ClientSecret(client_secret)
     };
-    Ok(Credentials {
-        client_id,
-        tenant_id,
-        subscription_id,
+    Credentials {
+        client_id: s.first_text(&[CLIENT_ID, AZURE_CLIENT_ID]),
+        tenant_id: s.first_text(&[TENANT_ID, AZURE_TENANT_ID]),
+        subscription_id: s.first_text(&[SUBSCRIPTION_ID, AZURE_SUBSCRIPTION_ID]),
         auth,
-        user_data,
-    })
+        user_data: s.bytes(USER_DATA).unwrap_or_default(),
+    }
 }
 
 #[cfg(test)]
@@ -191,16 +170,14 @@ mod tests {
             ("subscriptionID", "sub"),
             ("tenantID", "t"),
             ("userData", "#!"),
-        ]))
-        .unwrap();
+        ]));
         let b = credentials(&secret(&[
             ("azureClientId", "c"),
             ("azureClientSecret", "s"),
             ("azureSubscriptionId", "sub"),
             ("azureTenantId", "t"),
             ("userData", "#!"),
-        ]))
-        .unwrap();
+        ]));
         assert_eq!(a, b);
         assert_eq!(a.auth, Auth::ClientSecret("s".into()));
     }
@@ -213,35 +190,34 @@ mod tests {
             ("subscriptionID", "sub"),
             ("tenantID", "t"),
             ("userData", "#!"),
-        ]))
-        .unwrap();
+        ]));
         assert_eq!(c.auth, Auth::WorkloadIdentity("/var/run/token".into()));
+    }
+
+    fn refused(s: &Secret) -> String {
+        mcm_driver::provider_spec::Join::GoSlice
+            .apply(&validate_secret(SecretData(s), SecretUse::Create))
     }
 
     #[test]
     fn missing_keys_give_the_references_messages() {
-        let e = credentials(&secret(&[])).unwrap_err();
-        assert_eq!(e.code, mcm_driver::Code::InvalidArgument);
         assert_eq!(
-            e.message,
-            "error in validating secret: [data.clientID: Required value: must provide clientID \
+            refused(&secret(&[])),
+            "[data.clientID: Required value: must provide clientID \
              data.clientSecret: Required value: must provide clientSecret or workloadIdentityTokenFile \
              data.subscriptionID: Required value: must provide subscriptionID \
              data.tenantID: Required value: must provide tenantID \
              data.userData: Required value: must provide userData]"
         );
-        let both = credentials(&secret(&[
+        let both = refused(&secret(&[
             ("clientID", "c"),
             ("clientSecret", "s"),
             ("workloadIdentityTokenFile", "/t"),
             ("subscriptionID", "sub"),
             ("tenantID", "t"),
             ("userData", "#!"),
-        ]))
-        .unwrap_err();
-        assert!(both
-            .message
-            .contains("clientSecret is mutually exclusive with workloadIdentityTokenFile"));
+        ]));
+        assert!(both.contains("clientSecret is mutually exclusive with workloadIdentityTokenFile"));
     }
 
     #[test]
@@ -252,8 +228,7 @@ mod tests {
             ("subscriptionID", "sub"),
             ("tenantID", "t"),
             ("userData", "password=swordfish"),
-        ]))
-        .unwrap();
+        ]));
         let d = format!("{c:?}");
         assert!(!d.contains("hunter2") && !d.contains("swordfish"), "{d}");
     }

@@ -2,10 +2,11 @@
 //! validation, with the JSON keys and the validation messages of Gardener's
 //! Azure provider. Unknown keys are ignored.
 
-use crate::field::{format_list, FieldError};
 use crate::names::{CLUSTER_TAG_PREFIX, ROLE_TAG_PREFIX};
-use mcm_api::MachineClass;
-use mcm_driver::Status;
+use mcm_driver::provider_spec::{
+    FieldError, Join, Messages, ProviderSpec, SecretData, SecretUse, ROOT,
+};
+use mcm_driver::spec_decode::{self, DecodeError, Decoded};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -406,111 +407,83 @@ impl AzureProviderSpec {
     }
 }
 
-/// Checks the class's provider, decodes its providerSpec (translating the
-/// deprecated `machineSet`) and validates it; `InvalidArgument` with the
-/// reference's messages otherwise.
-pub fn decode_and_validate(class: &MachineClass) -> Result<AzureProviderSpec, Status> {
-    let spec = decode_class(class)?;
-    let errors = validate(&spec);
-    if !errors.is_empty() {
-        return Err(Status::invalid_argument(format!(
-            "error in validation of AzureProviderSpec: {}",
-            format_list(&errors)
-        )));
-    }
-    Ok(spec)
-}
+/// The field of the deprecated `machineSet`'s kind.
+const MACHINE_SET_KIND: &str = "providerSpec.properties.machineSet.kind";
 
-/// Decodes a providerSpec as the reference's `json.Unmarshal` does: keys
-/// matched case-insensitively (`machineSet.Kind`), each key read under
-/// another spelling and each unknown key reported (design:
-/// docs/design/driver.md, "Decoding").
-pub fn decode(
-    value: &serde_json::Value,
-) -> Result<mcm_driver::spec_decode::Decoded<AzureProviderSpec>, mcm_driver::spec_decode::DecodeError>
-{
-    if value.is_null() {
-        return Ok(mcm_driver::spec_decode::Decoded {
-            value: AzureProviderSpec::default(),
-            warnings: Vec::new(),
-        });
-    }
-    mcm_driver::spec_decode::decode(value, "providerSpec")
-}
+/// The drivers' shared front half (docs/design/driver.md, "Provider
+/// skeleton") in the reference's words: findings joined as Go prints a
+/// slice, the spec's reported before the Secret's.
+impl ProviderSpec for AzureProviderSpec {
+    const PROVIDER: &'static str = PROVIDER_NAME;
+    const MESSAGES: Messages = Messages {
+        join: Join::GoSlice,
+        decode: "",
+        spec: "error in validation of AzureProviderSpec: ",
+        secret: Some("error in validating secret: "),
+    };
 
-/// Checks the class's provider and decodes its providerSpec, translating the
-/// deprecated `machineSet`, without validating the rest: what the calls on
-/// existing VMs need (only CreateMachine refuses a class that no longer
-/// validates).
-pub fn decode_class(class: &MachineClass) -> Result<AzureProviderSpec, Status> {
-    if class.provider != PROVIDER_NAME {
-        let e = FieldError::invalid_str(
+    fn wrong_provider(found: &str) -> String {
+        let e = FieldError::invalid(
             "provider",
-            &class.provider,
+            found,
             format!(
-                "Request for provider {} cannot be fulfilled. Only {PROVIDER_NAME} provider is supported.",
-                class.provider
+                "Request for provider {found} cannot be fulfilled. Only {PROVIDER_NAME} provider is supported."
             ),
         );
-        return Err(Status::invalid_argument(format!(
-            "error validating provider {e}"
-        )));
+        format!("error validating provider {e}")
     }
-    let mut spec = decode(&class.provider_spec)
-        .map_err(|e| Status::invalid_argument(e.to_string()))?
-        .value;
-    if let Some(ms) = spec.properties.machine_set.clone() {
-        if ms.kind != "availabilityset" && ms.kind != "vmo" {
-            let e = FieldError::invalid_str(
-                "providerSpec.properties.machineSet.kind",
-                &ms.kind,
-                "must provide one of [availabilityset vmo]",
-            );
-            return Err(Status::invalid_argument(format!(
-                "error while validation providerSpec.Properties.MachineSet: {}",
-                format_list(&[e])
-            )));
-        }
-        let sub = Some(SubResource { id: ms.id.clone() });
-        if ms.kind == "vmo" && spec.properties.virtual_machine_scale_set.is_none() {
-            spec.properties.virtual_machine_scale_set = sub;
-        } else if ms.kind == "availabilityset" && spec.properties.availability_set.is_none() {
-            spec.properties.availability_set = sub;
-        }
-    }
-    Ok(spec)
-}
 
-/// Decodes and validates a class and its Secret as CreateMachine does,
-/// offline ([`mcm_driver::Driver::check_class`]). Messages never carry a
-/// Secret value.
-pub fn check_class(
-    class: &MachineClass,
-    secret: &k8s_openapi::api::core::v1::Secret,
-) -> mcm_driver::ClassCheck {
-    use mcm_driver::Finding;
-    let mut check = mcm_driver::ClassCheck::default();
-    match decode(&class.provider_spec) {
-        Ok(d) => check.warn(d.warnings),
-        Err(e) => {
-            check.decode_failed(e);
-            return check;
+    /// Decodes a providerSpec as the reference's `json.Unmarshal` does (keys
+    /// matched case-insensitively, `machineSet.Kind`; design:
+    /// docs/design/driver.md, "Decoding") and translates the deprecated
+    /// `machineSet` into the availability set or scale set it names.
+    fn decode(value: &serde_json::Value) -> Result<Decoded<Self>, DecodeError> {
+        let mut d: Decoded<Self> = match value {
+            serde_json::Value::Null => Decoded {
+                value: AzureProviderSpec::default(),
+                warnings: Vec::new(),
+            },
+            v => spec_decode::decode(v, ROOT)?,
+        };
+        let spec = &mut d.value;
+        if let Some(ms) = spec.properties.machine_set.clone() {
+            if ms.kind != "availabilityset" && ms.kind != "vmo" {
+                let e = FieldError::invalid(
+                    MACHINE_SET_KIND,
+                    &ms.kind,
+                    "must provide one of [availabilityset vmo]",
+                );
+                return Err(DecodeError {
+                    field: e.field,
+                    message: e.kind.to_string(),
+                    warnings: d.warnings,
+                });
+            }
+            let sub = Some(SubResource { id: ms.id.clone() });
+            if ms.kind == "vmo" && spec.properties.virtual_machine_scale_set.is_none() {
+                spec.properties.virtual_machine_scale_set = sub;
+            } else if ms.kind == "availabilityset" && spec.properties.availability_set.is_none() {
+                spec.properties.availability_set = sub;
+            }
+        }
+        Ok(d)
+    }
+
+    fn decode_failed(e: &DecodeError) -> String {
+        if e.field == MACHINE_SET_KIND {
+            format!("error while validation providerSpec.Properties.MachineSet: [{e}]")
+        } else {
+            e.to_string()
         }
     }
-    match decode_class(class) {
-        Ok(spec) => check.errors.extend(
-            validate(&spec)
-                .iter()
-                .map(|e| Finding::from_field_error(&e.to_string(), "providerSpec")),
-        ),
-        Err(s) => check
-            .errors
-            .push(Finding::from_field_error(&s.message, "providerSpec")),
+
+    fn validate(&self) -> Vec<FieldError> {
+        validate(self)
     }
-    if let Err(s) = crate::secret::credentials(secret) {
-        check.errors.push(Finding::new("secretRef", s.message));
+
+    fn validate_secret(secret: SecretData<'_>, purpose: SecretUse) -> Vec<FieldError> {
+        crate::secret::validate_secret(secret, purpose)
     }
-    check
 }
 
 mod validate;

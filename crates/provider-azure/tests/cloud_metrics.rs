@@ -1,5 +1,5 @@
 //! The reference's cloud API series from the Azure driver: every ARM call
-//! reaches `mcm_driver::cloud_api` with provider `azure` and the reference's
+//! reaches the driver's `CloudApi` handle with provider `azure` and the reference's
 //! service label (`virtual_machine_create`, `nic_create`, ...). Against the
 //! in-repo ARM fake.
 
@@ -15,7 +15,7 @@ use mcm_driver::Driver;
 async fn arm_calls_move_the_cloud_api_counters_with_the_references_labels() {
     let f = fake().await;
     let d = driver(&f);
-    let calls = CallRecorder::install();
+    let calls = CallRecorder::install(&d.cloud_api().expect("the driver reports its calls"));
     let req = request(&class());
     d.create_machine(&req).await.expect("create");
 

@@ -9,7 +9,9 @@ use crate::common;
 
 use common::*;
 use mcm_api::MachineClass;
+use mcm_driver::provider_spec::ProviderSpec;
 use mcm_driver::{Code, Driver, ListMachinesRequest};
+use mcm_provider_azure::spec::AzureProviderSpec;
 use serde_json::{json, Value};
 
 #[tokio::test]
@@ -61,7 +63,7 @@ fn go_spellings_fill_their_fields_with_a_warning_each() {
     s["properties"]["hardwareProfile"] = json!({"VMSize": "Standard_D4s_v3"});
     s["properties"]["storageProfile"]["osDisk"]["diskSizeGb"] = json!(70);
     s["SubnetInfo"] = s["subnetInfo"].take();
-    let d = mcm_provider_azure::spec::decode(&s).expect("decodes");
+    let d = <AzureProviderSpec as ProviderSpec>::decode(&s).expect("decodes");
     assert_eq!(
         d.value
             .properties
@@ -86,7 +88,9 @@ fn go_spellings_fill_their_fields_with_a_warning_each() {
     );
     // The class is usable: the deprecated machineSet becomes the scale set.
     let class = class_with("ms", s);
-    let spec = mcm_provider_azure::spec::decode_and_validate(&class).expect("valid");
+    let spec = mcm_driver::provider_spec::decode::<AzureProviderSpec>(&class, &reference_secret())
+        .expect("valid")
+        .value;
     assert_eq!(
         spec.properties.virtual_machine_scale_set.map(|v| v.id),
         Some("/subscriptions/s/vmss".to_string())
@@ -125,7 +129,7 @@ fn reference_secret() -> k8s_openapi::api::core::v1::Secret {
 async fn the_reference_samples_decode_and_drive_a_machine_through_the_fake() {
     let verbatim: MachineClass =
         serde_yaml::from_str(include_str!("data/reference/machine-class.yaml")).expect("YAML");
-    let e = mcm_provider_azure::spec::decode(&verbatim.provider_spec)
+    let e = <AzureProviderSpec as ProviderSpec>::decode(&verbatim.provider_spec)
         .expect_err("a string where a bool belongs");
     assert_eq!(
         e.field,
@@ -133,7 +137,11 @@ async fn the_reference_samples_decode_and_drive_a_machine_through_the_fake() {
     );
 
     let class: MachineClass = serde_yaml::from_str(&reference_class_text()).expect("YAML");
-    let d = mcm_provider_azure::spec::decode(&class.provider_spec).expect("decodes");
+    // The keys alone (the driver's decode also refuses the placeholder
+    // machineSet kind, as the reference does).
+    let d =
+        mcm_driver::spec_decode::decode::<AzureProviderSpec>(&class.provider_spec, "providerSpec")
+            .expect("decodes");
     let warnings: Vec<String> = d.warnings.iter().map(ToString::to_string).collect();
     assert_eq!(warnings, EXPECTED_SAMPLE_WARNINGS, "{warnings:#?}");
     assert_eq!(

@@ -67,6 +67,7 @@ pub struct Compute {
     limiter: Arc<Limiter<OpClass>>,
     calls: ApiCallRecorder,
     config: Arc<GcpDriverConfig>,
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 impl Compute {
@@ -84,7 +85,14 @@ impl Compute {
             limiter,
             calls,
             config,
+            cloud_api: Default::default(),
         }
+    }
+
+    /// Reports every call to `api` (the driver's handle).
+    pub fn with_cloud_api(mut self, api: mcm_driver::cloud_api::CloudApi) -> Self {
+        self.cloud_api = api;
+        self
     }
 
     async fn call<T, F, Fut>(
@@ -108,7 +116,11 @@ impl Compute {
                 );
             }
             self.calls.bump(method);
-            match mcm_driver::cloud_api::observe("gcp", service_label(method), f()).await {
+            match self
+                .cloud_api
+                .observe("gcp", service_label(method), f())
+                .await
+            {
                 Ok(v) => {
                     self.limiter.succeeded(class).await;
                     return Ok(v);

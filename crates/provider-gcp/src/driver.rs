@@ -5,14 +5,15 @@ use crate::config::{GcpDriverConfig, OpClass};
 use crate::credentials::{from_secret, secret_bytes, GcpCredentials};
 use crate::errors::GceError;
 use crate::instance::{build_instance, machine_uid_of, InstanceInput};
-use crate::spec::{membership, GcpProviderSpec, PROVIDER_NAME};
-use crate::validation::{go_list, validate_secret, validate_spec, SECRET_USER_DATA};
+use crate::spec::{membership, GcpProviderSpec};
+use crate::validation::{reference_step, SECRET_USER_DATA};
 use async_trait::async_trait;
 use google_cloud_compute_v1::client::{Disks, Instances, ZoneOperations};
 use google_cloud_compute_v1::model::Instance;
 use k8s_openapi::api::core::v1::{NodeAddress, Secret};
 use mcm_api::{Machine, MachineClass};
 use mcm_driver::budget::Budget;
+use mcm_driver::provider_spec::{self, Invalid, Stage};
 use mcm_driver::{
     Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
     Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
@@ -39,6 +40,7 @@ pub struct GcpDriver {
     budget: Budget<OpClass>,
     clients: tokio::sync::Mutex<HashMap<u64, Clients>>,
     calls: ApiCallRecorder,
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 impl std::fmt::Debug for GcpDriver {
@@ -131,6 +133,7 @@ impl GcpDriver {
             config: Arc::new(config),
             clients: tokio::sync::Mutex::new(HashMap::new()),
             calls: ApiCallRecorder::default(),
+            cloud_api: Default::default(),
         }
     }
 
@@ -188,12 +191,10 @@ impl GcpDriver {
                 built
             }
         };
-        Ok(Compute::new(
-            built,
-            limiter,
-            self.calls.clone(),
-            self.config.clone(),
-        ))
+        Ok(
+            Compute::new(built, limiter, self.calls.clone(), self.config.clone())
+                .with_cloud_api(self.cloud_api.clone()),
+        )
     }
 
     /// Checks the class and Secret as the reference does, and finds the
@@ -205,45 +206,25 @@ impl GcpDriver {
         secret: &Secret,
         check: Check,
     ) -> Result<Prepared, Status> {
-        if class.provider != PROVIDER_NAME {
-            return Err(Status::invalid_argument(format!(
-                "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
-                class.provider
-            )));
-        }
-        let spec = GcpProviderSpec::from_json(&class.provider_spec).map_err(|e| {
-            Status::invalid_argument(format!(
-                "{ctx} failed on decodeProviderSpec: providerSpec: {e}"
-            ))
-        })?;
-        match check {
-            Check::Full => {
-                let errs = validate_spec(&spec);
-                if !errs.is_empty() {
-                    return Err(Status::invalid_argument(format!(
-                        "{ctx} failed on validateProviderSpec: error while validating ProviderSpec {}",
-                        go_list(&errs)
-                    )));
-                }
-            }
-            Check::Known => {}
-            Check::ZoneOnly => {
-                if spec.zone.is_empty() {
-                    return Err(Status::invalid_argument(format!(
-                        "{ctx} failed on validateZone: error while validating Zone zone cannot be empty"
-                    )));
-                }
+        let refused = |e: Invalid| match e.stage {
+            Stage::Provider => Status::from(e),
+            stage => Status::invalid_argument(format!(
+                "{ctx} failed on {}: {}",
+                reference_step(stage),
+                e.message
+            )),
+        };
+        let spec = match check {
+            Check::Full => provider_spec::decode::<GcpProviderSpec>(class, secret),
+            Check::Known | Check::ZoneOnly => {
+                provider_spec::decode_existing::<GcpProviderSpec>(class, secret)
             }
         }
-        let mut errs = validate_secret(secret);
-        if check != Check::Full {
-            // User data only matters to a new VM.
-            errs.retain(|e| !e.to_string().contains(SECRET_USER_DATA));
-        }
-        if !errs.is_empty() {
+        .map_err(refused)?
+        .value;
+        if check == Check::ZoneOnly && spec.zone.is_empty() {
             return Err(Status::invalid_argument(format!(
-                "{ctx} failed on validateSecret: error while validating Secret {}",
-                go_list(&errs)
+                "{ctx} failed on validateZone: error while validating Zone zone cannot be empty"
             )));
         }
         let creds =
@@ -595,6 +576,10 @@ pub(crate) fn span(op: &'static str, req: &mcm_driver::MachineRequest) -> tracin
 
 #[async_trait]
 impl Driver for GcpDriver {
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn in_place_changes(
         &self,
         last_applied: &serde_json::Value,
@@ -671,7 +656,7 @@ impl Driver for GcpDriver {
 
     /// Keys read under another spelling than their canonical one, or unknown.
     fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
-        crate::validation::spec_warnings(provider_spec)
+        provider_spec::warnings::<GcpProviderSpec>(provider_spec)
     }
 
     /// What CreateMachine would refuse, and the decoder's warnings.

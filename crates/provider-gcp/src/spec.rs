@@ -2,6 +2,7 @@
 //! GCP provider reads it (keys matched case-insensitively, unknown keys
 //! ignored with a warning, missing ones take their zero value).
 
+use mcm_driver::provider_spec::ProviderSpec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -194,9 +195,14 @@ pub struct GcpGpu {
 
 impl GcpProviderSpec {
     /// Decodes a providerSpec (null = all zero values), keys matched as Go's
-    /// `encoding/json` matches them ([`decode`]).
+    /// `encoding/json` matches them ([`ProviderSpec::decode`]: `sizeGB`,
+    /// `minCPUPlatform`, `canIPForward`, each key read under another
+    /// spelling and each unknown key reported; design: docs/design/driver.md,
+    /// "Decoding").
     pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
-        decode(value).map(|d| d.value).map_err(|e| e.to_string())
+        <Self as ProviderSpec>::decode(value)
+            .map(|d| d.value)
+            .map_err(|e| e.to_string())
     }
 
     /// The network tags that mark the VM's cluster and role (the last tag
@@ -204,23 +210,6 @@ impl GcpProviderSpec {
     pub fn membership_tags(&self) -> (Option<&str>, Option<&str>) {
         membership(self.tags.iter().map(String::as_str))
     }
-}
-
-/// Decodes a providerSpec (null = all zero values) as the reference's
-/// `json.Unmarshal` does: keys matched case-insensitively (`sizeGB`,
-/// `minCPUPlatform`, `canIPForward`), each key read under another spelling
-/// and each unknown key reported (design: docs/design/driver.md, "Decoding").
-pub fn decode(
-    value: &serde_json::Value,
-) -> Result<mcm_driver::spec_decode::Decoded<GcpProviderSpec>, mcm_driver::spec_decode::DecodeError>
-{
-    if value.is_null() {
-        return Ok(mcm_driver::spec_decode::Decoded {
-            value: GcpProviderSpec::default(),
-            warnings: Vec::new(),
-        });
-    }
-    mcm_driver::spec_decode::decode(value, "providerSpec")
 }
 
 /// The cluster and role tags among `tags` (the last tag containing each marker).
@@ -281,7 +270,10 @@ mod tests {
     #[test]
     fn the_references_untagged_api_version_is_read_in_any_case_and_not_unknown() {
         for key in ["APIVersion", "apiVersion"] {
-            let d = decode(&json!({key: "mcm.gardener.cloud/v1alpha1", "zone": "z"})).unwrap();
+            let d = <GcpProviderSpec as ProviderSpec>::decode(
+                &json!({key: "mcm.gardener.cloud/v1alpha1", "zone": "z"}),
+            )
+            .unwrap();
             assert_eq!(d.value.api_version, "mcm.gardener.cloud/v1alpha1");
             assert!(
                 d.warnings.iter().all(|w| !w.message.contains("unknown")),

@@ -6,10 +6,12 @@
 
 use crate::spec::{
     GcpDisk, GcpGpu, GcpMetadata, GcpNetworkInterface, GcpProviderSpec, GcpScheduling,
-    DISK_INTERFACE_NVME, DISK_INTERFACE_SCSI, DISK_TYPE_SCRATCH,
+    DISK_INTERFACE_NVME, DISK_INTERFACE_SCSI, DISK_TYPE_SCRATCH, PROVIDER_NAME,
 };
 use k8s_openapi::api::core::v1::Secret;
-use std::fmt;
+use mcm_driver::provider_spec::{
+    self, FieldError, Join, Messages, ProviderSpec, SecretData, SecretUse, Stage,
+};
 
 /// Secret key of the service-account JSON.
 pub const SECRET_SERVICE_ACCOUNT_JSON: &str = "serviceAccountJSON";
@@ -22,111 +24,51 @@ pub const SECRET_PROJECT_ID: &str = "projectID";
 /// Secret key of the user data.
 pub const SECRET_USER_DATA: &str = "userData";
 
-/// One validation finding, printed as Kubernetes prints field errors.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FieldError {
-    /// `<path>: Required value: <detail>`
-    Required {
-        /// Field path.
-        path: String,
-        /// Detail.
-        detail: String,
-    },
-    /// `<path>: Invalid value: "<value>": <detail>`
-    Invalid {
-        /// Field path.
-        path: String,
-        /// The rejected value.
-        value: String,
-        /// Detail.
-        detail: String,
-    },
-    /// `<path>: Unsupported value: "<value>": supported values: "a", "b"`
-    NotSupported {
-        /// Field path.
-        path: String,
-        /// The rejected value.
-        value: String,
-        /// The accepted values.
-        supported: Vec<&'static str>,
-    },
-    /// `<path>: Forbidden: <detail>`
-    Forbidden {
-        /// Field path.
-        path: String,
-        /// Detail.
-        detail: String,
-    },
-    /// A finding without a field path (the Secret's).
-    Plain(String),
-}
+/// The drivers' shared front half (docs/design/driver.md, "Provider
+/// skeleton") in the reference's words: findings joined as Go prints a
+/// slice, the spec's reported before the Secret's.
+impl ProviderSpec for GcpProviderSpec {
+    const PROVIDER: &'static str = PROVIDER_NAME;
+    const MESSAGES: Messages = Messages {
+        join: Join::GoSlice,
+        decode: "providerSpec: ",
+        spec: "error while validating ProviderSpec ",
+        secret: Some("error while validating Secret "),
+    };
 
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FieldError::Required { path, detail } => write!(f, "{path}: Required value: {detail}"),
-            FieldError::Invalid {
-                path,
-                value,
-                detail,
-            } => write!(f, "{path}: Invalid value: {value:?}: {detail}"),
-            FieldError::NotSupported {
-                path,
-                value,
-                supported,
-            } => {
-                let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
-                write!(
-                    f,
-                    "{path}: Unsupported value: {value:?}: supported values: {}",
-                    list.join(", ")
-                )
-            }
-            FieldError::Forbidden { path, detail } => write!(f, "{path}: Forbidden: {detail}"),
-            FieldError::Plain(m) => f.write_str(m),
-        }
+    fn validate(&self) -> Vec<FieldError> {
+        validate_spec(self)
+    }
+
+    fn validate_secret(secret: SecretData<'_>, purpose: SecretUse) -> Vec<FieldError> {
+        validate_secret(secret, purpose)
     }
 }
 
-fn required(path: impl Into<String>, detail: &str) -> FieldError {
-    FieldError::Required {
-        path: path.into(),
-        detail: detail.into(),
+/// The reference's name of the step that refused (`<ctx> failed on <step>`).
+pub fn reference_step(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Provider => "validateProvider",
+        Stage::Decode => "decodeProviderSpec",
+        Stage::Spec => "validateProviderSpec",
+        Stage::Secret => "validateSecret",
     }
-}
-
-fn forbidden(path: impl Into<String>, detail: &str) -> FieldError {
-    FieldError::Forbidden {
-        path: path.into(),
-        detail: detail.into(),
-    }
-}
-
-fn invalid(path: String, value: &str, detail: &str) -> FieldError {
-    FieldError::Invalid {
-        path,
-        value: value.into(),
-        detail: detail.into(),
-    }
-}
-
-/// Findings joined as Go prints a slice of errors: `[a b c]`.
-pub fn go_list(errs: &[FieldError]) -> String {
-    let parts: Vec<String> = errs.iter().map(ToString::to_string).collect();
-    format!("[{}]", parts.join(" "))
 }
 
 /// Validates a providerSpec; empty = valid.
 pub fn validate_spec(spec: &GcpProviderSpec) -> Vec<FieldError> {
     let mut errs = validate_disks(&spec.disks);
     if spec.machine_type.is_empty() {
-        errs.push(required("spec.machineType", "machineType is required"));
+        errs.push(FieldError::required(
+            "spec.machineType",
+            "machineType is required",
+        ));
     }
     if spec.region.is_empty() {
-        errs.push(required("spec.region", "region is required"));
+        errs.push(FieldError::required("spec.region", "region is required"));
     }
     if spec.zone.is_empty() {
-        errs.push(required("spec.zone", "zone is required"));
+        errs.push(FieldError::required("spec.zone", "zone is required"));
     }
     errs.extend(validate_network_interfaces(&spec.network_interfaces));
     errs.extend(validate_metadata(&spec.metadata));
@@ -138,7 +80,10 @@ pub fn validate_spec(spec: &GcpProviderSpec) -> Vec<FieldError> {
 fn validate_disks(disks: &[GcpDisk]) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if disks.is_empty() {
-        errs.push(required("spec.disks", "at least one disk is required"));
+        errs.push(FieldError::required(
+            "spec.disks",
+            "at least one disk is required",
+        ));
     }
     for (i, d) in disks.iter().enumerate() {
         let p = format!("spec.disks[{i}]");
@@ -146,28 +91,28 @@ fn validate_disks(disks: &[GcpDisk]) -> Vec<FieldError> {
             && d.interface != DISK_INTERFACE_NVME
             && d.interface != DISK_INTERFACE_SCSI
         {
-            errs.push(FieldError::NotSupported {
-                path: format!("{p}.interface"),
-                value: d.interface.clone(),
-                supported: vec![DISK_INTERFACE_NVME, DISK_INTERFACE_SCSI],
-            });
+            errs.push(FieldError::not_supported(
+                format!("{p}.interface"),
+                &d.interface,
+                &[DISK_INTERFACE_NVME, DISK_INTERFACE_SCSI],
+            ));
         }
         if d.boot && d.image.is_empty() {
-            errs.push(required(
+            errs.push(FieldError::required(
                 format!("{p}.image"),
                 "image is required for boot disk",
             ));
         }
         if let Some(e) = &d.encryption {
             if e.kms_key_name.trim().is_empty() {
-                errs.push(required(
+                errs.push(FieldError::required(
                     format!("{p}.kmsKeyName"),
                     "kmsKeyName is required to be specified",
                 ));
             }
             if !e.kms_key_service_account.is_empty() && e.kms_key_service_account.trim().is_empty()
             {
-                errs.push(required(
+                errs.push(FieldError::required(
                     format!("{p}.kmsKeyServiceAccount"),
                     "kmsKeyServiceAccount should either be explicitly specified without spaces or left un-specified to default to the Compute Service Agent",
                 ));
@@ -180,7 +125,7 @@ fn validate_disks(disks: &[GcpDisk]) -> Vec<FieldError> {
 fn validate_network_interfaces(nics: &[GcpNetworkInterface]) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if nics.is_empty() {
-        errs.push(required(
+        errs.push(FieldError::required(
             "spec.networkInterfaces.networkInterfaces",
             "at least one network interface is required",
         ));
@@ -188,20 +133,20 @@ fn validate_network_interfaces(nics: &[GcpNetworkInterface]) -> Vec<FieldError> 
     for (i, n) in nics.iter().enumerate() {
         let p = format!("spec.networkInterfaces[{i}]");
         if n.network.is_empty() && n.subnetwork.is_empty() {
-            errs.push(required(
+            errs.push(FieldError::required(
                 p.clone(),
                 "either network or subnetwork or both is required",
             ));
         }
         if !matches!(n.stack_type.as_str(), "" | "IPV4_IPV6" | "IPV4_ONLY") {
-            errs.push(invalid(
+            errs.push(FieldError::invalid(
                 format!("{p}.stackType"),
                 &n.stack_type,
                 "must be either IPV4_IPV6 or IPV4_ONLY",
             ));
         }
         if !matches!(n.ipv6_access_type.as_str(), "" | "EXTERNAL" | "INTERNAL") {
-            errs.push(invalid(
+            errs.push(FieldError::invalid(
                 format!("{p}.ipv6AccessType"),
                 &n.ipv6_access_type,
                 "must be either EXTERNAL or INTERNAL",
@@ -209,7 +154,7 @@ fn validate_network_interfaces(nics: &[GcpNetworkInterface]) -> Vec<FieldError> 
         }
         if !n.ip_cidr_range.is_empty() {
             if let Err(detail) = check_cidr_range(&n.ip_cidr_range) {
-                errs.push(invalid(
+                errs.push(FieldError::invalid(
                     format!("{p}.ipCidrRange"),
                     &n.ip_cidr_range,
                     &detail,
@@ -240,7 +185,7 @@ fn validate_metadata(items: &[GcpMetadata]) -> Vec<FieldError> {
         .enumerate()
         .filter(|(_, m)| m.key == "user-data")
         .map(|(i, _)| {
-            forbidden(
+            FieldError::forbidden(
                 format!("spec.networkInterfaces[{i}].key"),
                 "user-data key is forbidden in metadata",
             )
@@ -252,14 +197,14 @@ fn validate_scheduling(s: &GcpScheduling, gpu: Option<&GcpGpu>) -> Vec<FieldErro
     let mut errs = Vec::new();
     let p = "spec.scheduling.onHostMaintenance";
     if s.on_host_maintenance != "MIGRATE" && s.on_host_maintenance != "TERMINATE" {
-        errs.push(FieldError::NotSupported {
-            path: p.into(),
-            value: s.on_host_maintenance.clone(),
-            supported: vec!["MIGRATE", "TERMINATE"],
-        });
+        errs.push(FieldError::not_supported(
+            p,
+            &s.on_host_maintenance,
+            &["MIGRATE", "TERMINATE"],
+        ));
     }
     if gpu.is_some() && s.on_host_maintenance != "TERMINATE" {
-        errs.push(forbidden(
+        errs.push(FieldError::forbidden(
             p,
             "liveMigration is not allowed for VMs with gpu attached, use \"TERMINATE\" instead",
         ));
@@ -271,29 +216,25 @@ fn validate_gpu(gpu: Option<&GcpGpu>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Some(g) = gpu {
         if g.accelerator_type.is_empty() {
-            errs.push(required(
+            errs.push(FieldError::required(
                 "spec.gpu.acceleratorType",
                 "accelerator type needs to be provided",
             ));
         }
         if g.count == 0 {
-            errs.push(forbidden("spec.gpu.count", "gpu count must be > 0"));
+            errs.push(FieldError::forbidden(
+                "spec.gpu.count",
+                "gpu count must be > 0",
+            ));
         }
     }
     errs
 }
 
-/// Whether the Secret has a key (in `data` or `stringData`).
-pub fn has_key(secret: &Secret, key: &str) -> bool {
-    secret.data.as_ref().is_some_and(|d| d.contains_key(key))
-        || secret
-            .string_data
-            .as_ref()
-            .is_some_and(|d| d.contains_key(key))
-}
-
-/// Validates the Secret: credentials under one of the three keys, and a `userData` key.
-pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
+/// The Secret's findings for a call of `purpose`: credentials under one of
+/// the three keys and, for a new VM, a `userData` key (present, as the
+/// reference checks it; worded as the reference words them).
+pub fn validate_secret(secret: SecretData<'_>, purpose: SecretUse) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if ![
         SECRET_SERVICE_ACCOUNT_JSON,
@@ -301,68 +242,37 @@ pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
         SECRET_CREDENTIALS_CONFIG,
     ]
     .iter()
-    .any(|k| has_key(secret, k))
+    .any(|k| secret.has(k))
     {
-        errs.push(FieldError::Plain(format!(
-            "secret {SECRET_SERVICE_ACCOUNT_JSON}, {SECRET_SERVICE_ACCOUNT_JSON_ALT} or {SECRET_CREDENTIALS_CONFIG} is required field"
-        )));
+        errs.push(FieldError::unworded(
+            "secretRef",
+            format!("secret {SECRET_SERVICE_ACCOUNT_JSON}, {SECRET_SERVICE_ACCOUNT_JSON_ALT} or {SECRET_CREDENTIALS_CONFIG} is required field"),
+        ));
     }
-    if !has_key(secret, SECRET_USER_DATA) {
-        errs.push(FieldError::Plain(
-            "secret userData is required field".into(),
+    if purpose.needs_user_data() && !secret.has(SECRET_USER_DATA) {
+        errs.push(FieldError::unworded(
+            format!("secretRef.{SECRET_USER_DATA}"),
+            "secret userData is required field",
         ));
     }
     errs
 }
 
-/// The decoder's warnings about a providerSpec, as sentences.
-pub fn spec_warnings(provider_spec: &serde_json::Value) -> Vec<String> {
-    match crate::spec::decode(provider_spec) {
-        Ok(d) => d.warnings.iter().map(ToString::to_string).collect(),
-        Err(e) => e.warnings.iter().map(ToString::to_string).collect(),
-    }
-}
-
 /// Decodes and validates a class and its Secret as CreateMachine does,
-/// offline ([`mcm_driver::Driver::check_class`]). Messages never carry a
-/// Secret value.
+/// offline ([`mcm_driver::Driver::check_class`]): the skeleton's check
+/// ([`provider_spec::check_class`]) and, when the Secret has credentials,
+/// what reading them finds. Messages never carry a Secret value.
 pub fn check_class(class: &mcm_api::MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
-    use mcm_driver::Finding;
-    let mut check = mcm_driver::ClassCheck::default();
-    if class.provider != crate::spec::PROVIDER_NAME {
-        check.errors.push(Finding::new(
-            "provider",
-            format!(
-                "{:?}: this driver serves {:?}",
-                class.provider,
-                crate::spec::PROVIDER_NAME
-            ),
-        ));
-    }
-    match crate::spec::decode(&class.provider_spec) {
-        Ok(d) => {
-            check.warn(d.warnings);
-            check.errors.extend(
-                validate_spec(&d.value)
-                    .iter()
-                    .map(|e| Finding::from_field_error(&e.to_string(), "providerSpec")),
-            );
-        }
-        Err(e) => check.decode_failed(e),
-    }
-    let secret_errors = validate_secret(secret);
-    let credentials_present = !secret_errors
+    let mut check = provider_spec::check_class::<GcpProviderSpec>(class, secret);
+    let credentials_missing = validate_secret(SecretData(secret), SecretUse::Existing)
         .iter()
-        .any(|e| e.to_string().contains(SECRET_CREDENTIALS_CONFIG));
-    check.errors.extend(
-        secret_errors
-            .iter()
-            .map(|e| Finding::new("secretRef", e.to_string())),
-    );
-    if credentials_present {
+        .any(|e| e.field == "secretRef");
+    if !credentials_missing {
         match crate::credentials::from_secret(secret) {
             Ok(c) => check.warn(c.warnings),
-            Err(e) => check.errors.push(Finding::new("secretRef", e.to_string())),
+            Err(e) => check
+                .errors
+                .push(mcm_driver::Finding::new("secretRef", e.to_string())),
         }
     }
     check

@@ -1,5 +1,5 @@
 //! The reference's cloud API series from the GCP driver: every Compute call
-//! reaches `mcm_driver::cloud_api` with provider `gcp` and the reference's
+//! reaches the driver's `CloudApi` handle with provider `gcp` and the reference's
 //! service label (`instance_create`, `operations_get`, `instance_get`, ...),
 //! a failed call as failed. Against the in-repo Compute fake.
 
@@ -59,8 +59,8 @@ fn request(name: &str) -> MachineRequest {
 async fn compute_calls_move_the_cloud_api_counters_with_the_references_labels() {
     let fake = FakeGce::start().await.expect("fake");
     fake.set_polls_until_done(1);
-    let calls = CallRecorder::install();
     let driver = GcpDriver::new(GcpDriverConfig::with_endpoint(fake.endpoint()));
+    let calls = CallRecorder::install(&driver.cloud_api().expect("the driver reports its calls"));
 
     let missing = driver
         .get_machine_status(&request("shoot--metrics-missing"))

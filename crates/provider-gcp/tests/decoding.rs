@@ -110,7 +110,7 @@ async fn an_invalid_class_still_lets_status_list_and_delete_work() {
 
 #[test]
 fn go_spellings_fill_their_fields_with_a_warning_each() {
-    let d = mcm_provider_gcp::spec::decode(&json!({
+    let d = <mcm_provider_gcp::spec::GcpProviderSpec as mcm_driver::provider_spec::ProviderSpec>::decode(&json!({
         "canIPForward": true,
         "minCPUPlatform": "Intel Skylake",
         "disks": [{"sizeGB": 80, "Type": "pd-ssd", "Labels": {"Team": "A"}}],
@@ -228,7 +228,7 @@ fn reference_class() -> MachineClass {
 #[tokio::test]
 async fn the_reference_samples_decode_and_drive_a_machine_through_the_fake() {
     let class = reference_class();
-    let d = mcm_provider_gcp::spec::decode(&class.provider_spec).expect("decodes");
+    let d = <mcm_provider_gcp::spec::GcpProviderSpec as mcm_driver::provider_spec::ProviderSpec>::decode(&class.provider_spec).expect("decodes");
     // The sample nests a secretRef in its providerSpec: Go ignores it, so do we, visibly.
     let warnings: Vec<String> = d.warnings.iter().map(ToString::to_string).collect();
     assert_eq!(

@@ -25,6 +25,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::NodeAddress;
 use mcm_api::{Machine, MachineClass};
 use mcm_driver::budget::BucketLimit;
+use mcm_driver::provider_spec;
 use mcm_driver::{
     CloudOp, Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
     DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
@@ -51,6 +52,8 @@ pub struct LocalDriver {
     http: reqwest::Client,
     /// The cloud's rate limits, read once from its admin API.
     limits: tokio::sync::OnceCell<Vec<(CloudOp, BucketLimit)>>,
+    /// Where every request is reported ([`Driver::cloud_api`]).
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 fn url_error(url: &str, message: impl Into<String>) -> Error {
@@ -160,15 +163,7 @@ fn machine_provider_id(m: &Machine) -> Option<&str> {
 }
 
 fn class_spec(class: &MachineClass) -> DriverResult<LocalProviderSpec> {
-    if let Some(p) = Some(class.provider.as_str()).filter(|p| !p.is_empty()) {
-        if !p.eq_ignore_ascii_case(PROVIDER_NAME) {
-            return Err(Status::invalid_argument(format!(
-                "machineClass.provider: {p:?} is not supported by the local driver (want {PROVIDER_NAME:?})"
-            )));
-        }
-    }
-    LocalProviderSpec::parse(&class.provider_spec)
-        .map_err(|e| Status::invalid_argument(e.to_string()))
+    Ok(provider_spec::decode_class::<LocalProviderSpec>(class)?.value)
 }
 
 impl LocalDriver {
@@ -183,6 +178,7 @@ impl LocalDriver {
             base: base_url(url.as_ref())?,
             http: http_client(timeout)?,
             limits: tokio::sync::OnceCell::new(),
+            cloud_api: Default::default(),
         })
     }
 
@@ -197,16 +193,18 @@ impl LocalDriver {
             .map_err(|e| Status::internal(format!("local cloud URL for {path}: {e}")))
     }
 
-    /// Sends one request (reported to [`mcm_driver::cloud_api`] with
-    /// provider `local` and `what` as service) and decodes its answer.
+    /// Sends one request (reported to the driver's
+    /// [`mcm_driver::cloud_api::CloudApi`] with provider `local` and `what`
+    /// as service) and decodes its answer.
     async fn answer<T: DeserializeOwned>(
+        &self,
         what: &str,
         request: reqwest::RequestBuilder,
     ) -> DriverResult<T> {
         let started = std::time::Instant::now();
         let r = request.send().await;
         let ok = r.as_ref().is_ok_and(|resp| resp.status().is_success());
-        mcm_driver::cloud_api::record("local", what, started.elapsed(), ok);
+        self.cloud_api.record("local", what, started.elapsed(), ok);
         let resp = r.map_err(|e| transport(what, e))?;
         let status = resp.status();
         let body = resp.bytes().await.map_err(|e| transport(what, e))?;
@@ -237,7 +235,7 @@ impl LocalDriver {
         body: &B,
     ) -> DriverResult<T> {
         let url = self.endpoint(path)?;
-        Self::answer(what, self.http.post(url).json(body)).await
+        self.answer(what, self.http.post(url).json(body)).await
     }
 
     async fn find(
@@ -303,6 +301,10 @@ impl LocalDriver {
 
 #[async_trait]
 impl Driver for LocalDriver {
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     /// The limits the local cloud enforces (`GET /admin/faults`, read once):
     /// EC2's published buckets by default, none for an unlimited cloud.
     async fn rate_limits(&self) -> Vec<(CloudOp, BucketLimit)> {
@@ -403,6 +405,16 @@ impl Driver for LocalDriver {
         })
     }
 
+    /// What CreateMachine would refuse about the class (the local cloud
+    /// needs no Secret).
+    fn check_class(
+        &self,
+        class: &MachineClass,
+        secret: &k8s_openapi::api::core::v1::Secret,
+    ) -> mcm_driver::ClassCheck {
+        provider_spec::check_class::<LocalProviderSpec>(class, secret)
+    }
+
     fn in_place_changes(
         &self,
         last_applied: &serde_json::Value,
@@ -474,7 +486,7 @@ impl Driver for LocalDriver {
             };
         for id in &ids {
             let url = self.endpoint(&format!("v1/instances/{id}"))?;
-            let r: DeleteInstanceResponse = Self::answer("delete", self.http.delete(url)).await?;
+            let r: DeleteInstanceResponse = self.answer("delete", self.http.delete(url)).await?;
             if r.deleted {
                 info!(instance = %id, "instance deleted");
             } else {
@@ -521,7 +533,7 @@ impl Driver for LocalDriver {
         let mut url = self.endpoint("v1/instances")?;
         url.query_pairs_mut()
             .append_pair("clusterTag", spec.cluster_tag());
-        let list: InstanceList = Self::answer("list", self.http.get(url)).await?;
+        let list: InstanceList = self.answer("list", self.http.get(url)).await?;
         let mut resp = ListMachinesResponse::default();
         for i in list.instances {
             let owner =

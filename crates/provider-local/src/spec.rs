@@ -22,6 +22,10 @@
 //! the IPv6 counts to 0 (at most [`MAX_IPV6_COUNT`]). `zone` is optional (the
 //! server's zone is used when absent).
 
+use mcm_driver::provider_spec::{
+    FieldError, Join, Messages, ProviderSpec, SecretData, SecretUse, ROOT,
+};
+use mcm_driver::spec_decode::{DecodeError, Decoded};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -225,6 +229,58 @@ impl LocalProviderSpec {
             ipv6_address_count: self.ipv6_address_count as usize,
             ipv6_prefix_count: self.ipv6_prefix_count as usize,
         }
+    }
+}
+
+/// The drivers' shared front half (docs/design/driver.md, "Provider
+/// skeleton"). The local cloud's spec has no reference to match: it is
+/// parsed by hand ([`LocalProviderSpec::parse`], every problem at once, no
+/// key in another spelling), and the local cloud needs no Secret.
+impl ProviderSpec for LocalProviderSpec {
+    const PROVIDER: &'static str = crate::driver::PROVIDER_NAME;
+    const MESSAGES: Messages = Messages {
+        join: Join::Aggregate,
+        decode: "invalid providerSpec: ",
+        spec: "invalid providerSpec: ",
+        secret: None,
+    };
+
+    /// An empty `provider` is the local driver's too, and case does not matter.
+    fn serves(provider: &str) -> bool {
+        provider.is_empty() || provider.eq_ignore_ascii_case(Self::PROVIDER)
+    }
+
+    fn wrong_provider(found: &str) -> String {
+        format!(
+            "machineClass.provider: {found:?} is not supported by the local driver (want {:?})",
+            Self::PROVIDER
+        )
+    }
+
+    fn decode(value: &Value) -> Result<Decoded<Self>, DecodeError> {
+        LocalProviderSpec::parse(value)
+            .map(|value| Decoded {
+                value,
+                warnings: Vec::new(),
+            })
+            .map_err(|e| DecodeError {
+                field: ROOT.into(),
+                message: e.problems.join("; "),
+                warnings: Vec::new(),
+            })
+    }
+
+    fn decode_failed(e: &DecodeError) -> String {
+        format!("{}{}", Self::MESSAGES.decode, e.message)
+    }
+
+    /// [`LocalProviderSpec::parse`] has checked everything.
+    fn validate(&self) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    fn validate_secret(_secret: SecretData<'_>, _purpose: SecretUse) -> Vec<FieldError> {
+        Vec::new()
     }
 }
 

@@ -41,6 +41,7 @@ pub(crate) struct Cloud {
     session: Session,
     limiter: Arc<Limiter<OpClass>>,
     calls: ApiCallRecorder,
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 /// openstack_sdk's session, or ours where the cloud wants a TLS client
@@ -196,6 +197,12 @@ pub(crate) fn convert(op: &'static str, e: ApiError<RestError>) -> OsError {
 }
 
 impl Cloud {
+    /// Reports every call to `api` (the driver's handle).
+    pub(crate) fn with_cloud_api(mut self, api: mcm_driver::cloud_api::CloudApi) -> Self {
+        self.cloud_api = api;
+        self
+    }
+
     /// Authenticates (Keystone v3, no on-disk token cache) and discovers
     /// Nova's microversion range.
     pub async fn connect(
@@ -250,6 +257,7 @@ impl Cloud {
             session: Session::Sdk(Box::new(os)),
             limiter,
             calls,
+            cloud_api: Default::default(),
         })
     }
 
@@ -276,6 +284,7 @@ impl Cloud {
             session: Session::Direct(Box::new(session)),
             limiter,
             calls,
+            cloud_api: Default::default(),
         })
     }
 
@@ -321,8 +330,8 @@ impl Cloud {
     {
         self.before(op, class).await;
         let r = match &self.session {
-            Session::Sdk(os) => observe(op, ep.query_async(os.as_ref())).await,
-            Session::Direct(m) => observe(op, ep.query_async(m.as_ref())).await,
+            Session::Sdk(os) => observe(&self.cloud_api, op, ep.query_async(os.as_ref())).await,
+            Session::Direct(m) => observe(&self.cloud_api, op, ep.query_async(m.as_ref())).await,
         };
         self.after(op, class, r).await
     }
@@ -336,8 +345,8 @@ impl Cloud {
         self.before(op, OpClass::Read).await;
         let pages = paged(ep, Pagination::All);
         let r = match &self.session {
-            Session::Sdk(os) => observe(op, pages.query_async(os.as_ref())).await,
-            Session::Direct(m) => observe(op, pages.query_async(m.as_ref())).await,
+            Session::Sdk(os) => observe(&self.cloud_api, op, pages.query_async(os.as_ref())).await,
+            Session::Direct(m) => observe(&self.cloud_api, op, pages.query_async(m.as_ref())).await,
         };
         self.after(op, OpClass::Read, r).await
     }
@@ -350,22 +359,23 @@ impl Cloud {
         self.before(op, class).await;
         let ep = ignore(ep);
         let r = match &self.session {
-            Session::Sdk(os) => observe(op, ep.query_async(os.as_ref())).await,
-            Session::Direct(m) => observe(op, ep.query_async(m.as_ref())).await,
+            Session::Sdk(os) => observe(&self.cloud_api, op, ep.query_async(os.as_ref())).await,
+            Session::Direct(m) => observe(&self.cloud_api, op, ep.query_async(m.as_ref())).await,
         };
         self.after(op, class, r).await
     }
 }
 
-/// Runs one call and reports it to [`mcm_driver::cloud_api`] with provider
+/// Runs one call and reports it to the driver's `api` with provider
 /// `openstack` and the reference's service label: the service of the
 /// operation (`nova`, `neutron`, `cinder`: `op` starts with it).
 async fn observe<T, E>(
+    api: &mcm_driver::cloud_api::CloudApi,
     op: &'static str,
     call: impl std::future::Future<Output = Result<T, E>>,
 ) -> Result<T, E> {
     let service = op.split('.').next().unwrap_or(op);
-    mcm_driver::cloud_api::observe("openstack", service, call).await
+    api.observe("openstack", service, call).await
 }
 
 /// The message of a failed connection with its causes, tagged with the

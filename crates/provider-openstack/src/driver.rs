@@ -5,13 +5,14 @@ use crate::cloud::{ApiCallRecorder, Cloud};
 use crate::config::{OpClass, OpenStackDriverConfig};
 use crate::errors::OsError;
 use crate::lookup::LookupCache;
-use crate::secret::{validate_secret, Credentials};
-use crate::spec::{aggregate, decode, validate_spec, OpenStackSpec, PROVIDER_NAME};
+use crate::secret::Credentials;
+use crate::spec::OpenStackSpec;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{NodeAddress, Secret};
 use mcm_api::MachineClass;
 use mcm_driver::budget::Budget;
 use mcm_driver::keyed_lock::KeyedLocks;
+use mcm_driver::provider_spec;
 use mcm_driver::{
     CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest, DeleteMachineResponse,
     Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse, GetVolumeIdsRequest,
@@ -66,6 +67,8 @@ pub struct OpenStackDriver {
     budget: Budget<OpClass>,
     pub(crate) lookups: LookupCache,
     calls: ApiCallRecorder,
+    /// Where every cloud call is reported ([`Driver::cloud_api`]).
+    cloud_api: mcm_driver::cloud_api::CloudApi,
     /// One lock per machine being created, so that concurrent creates of the
     /// same machine run one after the other. An entry lives while a create
     /// holds or waits for it, also when the create's future is dropped mid-call.
@@ -122,6 +125,7 @@ impl OpenStackDriver {
             clouds: Mutex::new(HashMap::new()),
             connecting: tokio::sync::Mutex::new(()),
             calls: ApiCallRecorder::default(),
+            cloud_api: Default::default(),
             creating: KeyedLocks::new(),
         }
     }
@@ -150,7 +154,9 @@ impl OpenStackDriver {
             .budget
             .scope(&format!("{}|{region}", creds.scope_name()));
         let cloud = Arc::new(
-            Cloud::connect(creds, region, &self.config, limiter, self.calls.clone()).await?,
+            Cloud::connect(creds, region, &self.config, limiter, self.calls.clone())
+                .await?
+                .with_cloud_api(self.cloud_api.clone()),
         );
         debug!(auth = %creds.auth_url, region, "OpenStack session established");
         if let Ok(mut m) = self.clouds.lock() {
@@ -198,39 +204,22 @@ impl OpenStackDriver {
         secret: &Secret,
         existing: Option<&str>,
     ) -> Result<Prepared, Status> {
-        if class.provider != PROVIDER_NAME {
-            return Err(Status::invalid_argument(format!(
-                "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
-                class.provider
-            )));
-        }
-        let mut spec = decode(&class.provider_spec).map_err(Status::invalid_argument)?;
-        let mut errs = match existing {
-            None => validate_spec(&spec),
+        let spec = match existing {
+            None => provider_spec::decode::<OpenStackSpec>(class, secret)?.value,
             Some(pid) => {
+                let mut spec =
+                    provider_spec::decode_existing::<OpenStackSpec>(class, secret)?.value;
                 if spec.region.trim().is_empty() {
                     spec.region = region_of(pid.trim()).unwrap_or_default().to_string();
                 }
-                let mut errs = Vec::new();
                 if spec.region.trim().is_empty() {
-                    errs.push(crate::spec::FieldError {
-                        field: "spec.region".into(),
-                        kind: "Required value".into(),
-                        detail: "region is required".into(),
-                    });
+                    return Err(Status::invalid_argument(
+                        "spec.region: Required value: region is required",
+                    ));
                 }
-                errs
+                spec
             }
         };
-        errs.extend(
-            validate_secret(secret)
-                .into_iter()
-                // User data only matters to a new server.
-                .filter(|e| existing.is_none() || !e.field.contains("userData")),
-        );
-        if !errs.is_empty() {
-            return Err(Status::invalid_argument(aggregate(&errs)));
-        }
         let (cluster_key, role_key) = match spec.membership_keys() {
             Some((c, r)) => (c.to_string(), r.to_string()),
             None => {
@@ -363,6 +352,10 @@ pub(crate) fn addresses(s: &Server) -> Vec<NodeAddress> {
 
 #[async_trait]
 impl Driver for OpenStackDriver {
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn in_place_changes(
         &self,
         last_applied: &serde_json::Value,
@@ -459,10 +452,7 @@ impl Driver for OpenStackDriver {
 
     /// Keys read under another spelling than their canonical one, or unknown.
     fn provider_spec_warnings(&self, provider_spec: &serde_json::Value) -> Vec<String> {
-        match crate::spec::decode_warned(provider_spec) {
-            Ok(d) => d.warnings.iter().map(ToString::to_string).collect(),
-            Err(e) => e.warnings.iter().map(ToString::to_string).collect(),
-        }
+        provider_spec::warnings::<OpenStackSpec>(provider_spec)
     }
 
     /// What CreateMachine would refuse, and the decoder's warnings.

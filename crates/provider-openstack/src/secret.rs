@@ -7,8 +7,8 @@
 //! `caCert`, `clientCert` + `clientKey`, `insecure` (`"true"`/`"false"`); and
 //! `userData`. Values are trimmed; none is ever logged.
 
-use crate::spec::{forbidden, invalid, required, FieldError};
 use k8s_openapi::api::core::v1::Secret;
+use mcm_driver::provider_spec::{FieldError, SecretData, SecretUse};
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -56,79 +56,82 @@ pub fn text(secret: &Secret, key: &str) -> String {
         .unwrap_or_default()
 }
 
-fn empty(secret: &Secret, key: &str) -> bool {
-    text(secret, key).is_empty()
-}
-
-/// Validates the Secret like the reference (credentials, then `userData`).
-pub fn validate_secret(secret: &Secret) -> Vec<FieldError> {
+/// Validates the Secret like the reference (credentials, then `userData`
+/// when a new server needs it).
+pub fn validate_secret(secret: SecretData<'_>, purpose: SecretUse) -> Vec<FieldError> {
+    let empty = |k: &str| secret.text(k).is_empty();
     let mut errs = Vec::new();
     let key = |k: &str| format!("data[{k}]");
-    if empty(secret, AUTH_URL) {
-        errs.push(required(key(AUTH_URL), format!("{AUTH_URL} is required")));
+    if empty(AUTH_URL) {
+        errs.push(FieldError::required(
+            key(AUTH_URL),
+            format!("{AUTH_URL} is required"),
+        ));
     }
-    if !empty(secret, PASSWORD) {
-        if !empty(secret, APP_CRED_SECRET) {
+    if !empty(PASSWORD) {
+        if !empty(APP_CRED_SECRET) {
             let msg = format!("cannot specify both '{PASSWORD}' and '{APP_CRED_SECRET}'");
-            errs.push(forbidden(key(PASSWORD), msg.clone()));
-            errs.push(forbidden(key(APP_CRED_SECRET), msg));
+            errs.push(FieldError::forbidden(key(PASSWORD), msg.clone()));
+            errs.push(FieldError::forbidden(key(APP_CRED_SECRET), msg));
         }
-        if empty(secret, USERNAME) {
-            errs.push(required(
+        if empty(USERNAME) {
+            errs.push(FieldError::required(
                 key(USERNAME),
                 format!("{USERNAME} is required if '{PASSWORD}' is given"),
             ));
         }
     } else {
-        if empty(secret, APP_CRED_SECRET) {
+        if empty(APP_CRED_SECRET) {
             let msg = format!("must either specify '{PASSWORD}' or '{APP_CRED_SECRET}'");
-            errs.push(required(key(PASSWORD), msg.clone()));
-            errs.push(required(key(APP_CRED_SECRET), msg));
+            errs.push(FieldError::required(key(PASSWORD), msg.clone()));
+            errs.push(FieldError::required(key(APP_CRED_SECRET), msg));
         }
-        if empty(secret, APP_CRED_ID) && (empty(secret, APP_CRED_NAME) || empty(secret, USERNAME)) {
+        if empty(APP_CRED_ID) && (empty(APP_CRED_NAME) || empty(USERNAME)) {
             let msg = format!(
                 "{APP_CRED_ID} or {APP_CRED_NAME} and {USERNAME} are required if {APP_CRED_SECRET} present"
             );
-            errs.push(required(key(APP_CRED_ID), msg.clone()));
-            if empty(secret, APP_CRED_NAME) {
-                errs.push(required(key(APP_CRED_NAME), msg.clone()));
+            errs.push(FieldError::required(key(APP_CRED_ID), msg.clone()));
+            if empty(APP_CRED_NAME) {
+                errs.push(FieldError::required(key(APP_CRED_NAME), msg.clone()));
             }
-            if empty(secret, USERNAME) {
-                errs.push(required(key(USERNAME), msg));
+            if empty(USERNAME) {
+                errs.push(FieldError::required(key(USERNAME), msg));
             }
         }
     }
-    if empty(secret, DOMAIN_NAME) && empty(secret, DOMAIN_ID) {
-        errs.push(required(
+    if empty(DOMAIN_NAME) && empty(DOMAIN_ID) {
+        errs.push(FieldError::required(
             key(DOMAIN_NAME),
             format!("one of the following keys is required [{DOMAIN_NAME}|{DOMAIN_ID}]"),
         ));
     }
-    if empty(secret, TENANT_NAME) && empty(secret, TENANT_ID) {
-        errs.push(required(
+    if empty(TENANT_NAME) && empty(TENANT_ID) {
+        errs.push(FieldError::required(
             key(TENANT_NAME),
             format!("one of the following keys is required [{TENANT_NAME}|{TENANT_ID}]"),
         ));
     }
-    let present = |k: &str| value(secret, k).is_some_and(|v| !v.is_empty());
-    if present(CLIENT_CERT) && !present(CLIENT_KEY) {
-        errs.push(required(
+    if secret.is_set(CLIENT_CERT) && !secret.is_set(CLIENT_KEY) {
+        errs.push(FieldError::required(
             key(CLIENT_KEY),
             format!("{CLIENT_KEY} is required, if {CLIENT_CERT} is present"),
         ));
     }
-    if let Some(v) = value(secret, INSECURE) {
+    if let Some(v) = secret.bytes(INSECURE) {
         let s = String::from_utf8_lossy(&v).to_string();
         if s != "true" && s != "false" {
-            errs.push(invalid(
+            errs.push(FieldError::invalid(
                 key(INSECURE),
                 &s,
                 "value does not match expected boolean value [\"true\"|\"false\"]",
             ));
         }
     }
-    if empty(secret, USER_DATA) {
-        errs.push(required(key(USER_DATA), format!("{USER_DATA} is required")));
+    if purpose.needs_user_data() && empty(USER_DATA) {
+        errs.push(FieldError::required(
+            key(USER_DATA),
+            format!("{USER_DATA} is required"),
+        ));
     }
     errs
 }

@@ -6,9 +6,12 @@
 //! reports every finding at once, in the Kubernetes `field.ErrorList` form,
 //! with the reference's field paths and messages.
 
+use mcm_driver::provider_spec::{
+    self, FieldError, Join, Messages, ProviderSpec, SecretData, SecretUse, ROOT,
+};
+use mcm_driver::spec_decode::{self, DecodeError, Decoded};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::fmt;
 
 /// The provider name a MachineClass must carry (case-sensitive, as in the reference).
 pub const PROVIDER_NAME: &str = "OpenStack";
@@ -162,24 +165,25 @@ impl OpenStackSpec {
     }
 }
 
-/// Decodes a providerSpec: `apiVersion` and `kind` must be the reference's.
+/// Decodes a providerSpec ([`ProviderSpec::decode`]), refused with the
+/// reference's words.
 pub fn decode(raw: &serde_json::Value) -> Result<OpenStackSpec, String> {
-    check_type_meta(raw)?;
-    decode_warned(raw)
+    <OpenStackSpec as ProviderSpec>::decode(raw)
         .map(|d| d.value)
-        .map_err(|e| format!("failed to decode provider spec: {e}"))
+        .map_err(|e| OpenStackSpec::decode_failed(&e))
 }
 
 /// `apiVersion` and `kind` must be the reference's (spelled exactly, as the
 /// reference's scheme reads them).
-fn check_type_meta(raw: &serde_json::Value) -> Result<(), String> {
+fn check_type_meta(raw: &serde_json::Value) -> Result<(), (&'static str, String)> {
     let obj = raw
         .as_object()
-        .ok_or_else(|| format!("failed to decode provider spec: expected an object, got {raw}"))?;
+        .ok_or_else(|| ("providerSpec", format!("expected an object, got {raw}")))?;
     let kind = obj.get("kind").and_then(|v| v.as_str()).unwrap_or_default();
     if kind.is_empty() {
-        return Err(format!(
-            "failed to decode provider spec: Object 'Kind' is missing in '{raw}'"
+        return Err((
+            "providerSpec.kind",
+            format!("Object 'Kind' is missing in '{raw}'"),
         ));
     }
     let version = obj
@@ -187,176 +191,124 @@ fn check_type_meta(raw: &serde_json::Value) -> Result<(), String> {
         .and_then(|v| v.as_str())
         .unwrap_or_default();
     if version != API_VERSION || kind != KIND {
-        return Err(format!(
-            "failed to decode provider spec: no kind \"{kind}\" is registered for version \"{version}\" (expected apiVersion {API_VERSION}, kind {KIND})"
+        return Err((
+            "providerSpec.kind",
+            format!(
+                "no kind \"{kind}\" is registered for version \"{version}\" (expected apiVersion {API_VERSION}, kind {KIND})"
+            ),
         ));
     }
     Ok(())
 }
 
-/// Decodes the whole providerSpec object with the drivers' shared decoder
-/// (design: docs/design/driver.md, "Decoding"): keys in another case fill
-/// their fields and unknown keys are ignored, each with a warning. The
+/// The drivers' shared front half (docs/design/driver.md, "Provider
+/// skeleton"): the whole providerSpec object decodes with the shared decoder
+/// (design: docs/design/driver.md, "Decoding"), keys in another case fill
+/// their fields and unknown keys are ignored, each with a warning; the
 /// reference decodes with apimachinery's strict, case-sensitive decoder and
-/// refuses such classes; here they work and the warnings say what to fix.
-pub fn decode_warned(
-    raw: &serde_json::Value,
-) -> Result<mcm_driver::spec_decode::Decoded<OpenStackSpec>, mcm_driver::spec_decode::DecodeError> {
-    let d = mcm_driver::spec_decode::decode::<MachineProviderConfig>(raw, "providerSpec")?;
-    Ok(mcm_driver::spec_decode::Decoded {
-        value: d.value.spec,
-        warnings: d.warnings,
-    })
+/// refuses such classes, here they work and the warnings say what to fix.
+/// `apiVersion` and `kind` must be the reference's. Findings are joined as
+/// Kubernetes aggregates them, spec and Secret in one list.
+impl ProviderSpec for OpenStackSpec {
+    const PROVIDER: &'static str = PROVIDER_NAME;
+    const MESSAGES: Messages = Messages {
+        join: Join::Aggregate,
+        decode: "failed to decode provider spec: ",
+        spec: "",
+        secret: None,
+    };
+
+    fn decode(raw: &serde_json::Value) -> Result<Decoded<Self>, DecodeError> {
+        let d = spec_decode::decode::<MachineProviderConfig>(raw, ROOT)?;
+        if let Err((field, message)) = check_type_meta(raw) {
+            return Err(DecodeError {
+                field: field.into(),
+                message,
+                warnings: d.warnings,
+            });
+        }
+        Ok(Decoded {
+            value: d.value.spec,
+            warnings: d.warnings,
+        })
+    }
+
+    fn validate(&self) -> Vec<FieldError> {
+        validate_spec(self)
+    }
+
+    fn validate_secret(secret: SecretData<'_>, purpose: SecretUse) -> Vec<FieldError> {
+        crate::secret::validate_secret(secret, purpose)
+    }
 }
 
 /// Decodes and validates a class and its Secret as CreateMachine does,
-/// offline ([`mcm_driver::Driver::check_class`]). Messages never carry a
-/// Secret value.
+/// offline ([`mcm_driver::Driver::check_class`]): the skeleton's check and
+/// the cluster and role tags every call needs.
 pub fn check_class(
     class: &mcm_api::MachineClass,
     secret: &k8s_openapi::api::core::v1::Secret,
 ) -> mcm_driver::ClassCheck {
-    use mcm_driver::Finding;
-    let mut check = mcm_driver::ClassCheck::default();
-    if class.provider != PROVIDER_NAME {
-        check.errors.push(Finding::new(
-            "provider",
-            format!("{:?}: this driver serves {PROVIDER_NAME:?}", class.provider),
-        ));
-    }
-    if let Err(e) = check_type_meta(&class.provider_spec) {
-        check.errors.push(Finding::new("providerSpec", e));
-    }
-    match decode_warned(&class.provider_spec) {
-        Ok(d) => {
-            check.warn(d.warnings);
-            let spec = d.value;
-            check.errors.extend(
-                validate_spec(&spec)
-                    .iter()
-                    .map(|e| Finding::new(e.field.clone(), format!("{}: {}", e.kind, e.detail))),
-            );
-            if spec.membership_keys().is_none() {
-                check
-                    .errors
-                    .push(Finding::new("spec.tags", "cluster/role tags are missing"));
-            }
+    let mut check = provider_spec::check_class::<OpenStackSpec>(class, secret);
+    if let Ok(d) = <OpenStackSpec as ProviderSpec>::decode(&class.provider_spec) {
+        if d.value.membership_keys().is_none() {
+            check.errors.push(mcm_driver::Finding::new(
+                "spec.tags",
+                "cluster/role tags are missing",
+            ));
         }
-        Err(e) => check.decode_failed(e),
     }
-    check.errors.extend(
-        crate::secret::validate_secret(secret)
-            .iter()
-            .map(|e| Finding::new(e.field.clone(), format!("{}: {}", e.kind, e.detail))),
-    );
     check
-}
-
-/// One finding, printed like a Kubernetes `field.Error`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    /// The field path, e.g. `spec.region` or `data[authURL]`.
-    pub field: String,
-    /// `Required value`, `Forbidden`, `Invalid value: "x"`.
-    pub kind: String,
-    /// Details.
-    pub detail: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.field, self.kind, self.detail)
-    }
-}
-
-pub(crate) fn required(field: impl Into<String>, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        field: field.into(),
-        kind: "Required value".into(),
-        detail: detail.into(),
-    }
-}
-
-pub(crate) fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        field: field.into(),
-        kind: "Forbidden".into(),
-        detail: detail.into(),
-    }
-}
-
-pub(crate) fn invalid(
-    field: impl Into<String>,
-    value: &str,
-    detail: impl Into<String>,
-) -> FieldError {
-    FieldError {
-        field: field.into(),
-        kind: format!("Invalid value: {value:?}"),
-        detail: detail.into(),
-    }
-}
-
-/// Joins findings as Kubernetes aggregates them: one as is, several as `[a, b]`.
-pub fn aggregate(errs: &[FieldError]) -> String {
-    let mut seen = Vec::new();
-    for e in errs {
-        let s = e.to_string();
-        if !seen.contains(&s) {
-            seen.push(s);
-        }
-    }
-    match seen.as_slice() {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    }
 }
 
 /// Validates a spec (every finding, in the reference's order).
 pub fn validate_spec(spec: &OpenStackSpec) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if spec.image_id.is_empty() && spec.image_name.is_empty() {
-        errs.push(required(
+        errs.push(FieldError::required(
             "spec.imageName",
             "ImageName is required if no ImageID is given",
         ));
     }
     if spec.region.is_empty() {
-        errs.push(required("spec.region", "Region is required"));
+        errs.push(FieldError::required("spec.region", "Region is required"));
     }
     if spec.flavor_name.is_empty() {
-        errs.push(required("spec.flavorName", "Flavor is required"));
+        errs.push(FieldError::required(
+            "spec.flavorName",
+            "Flavor is required",
+        ));
     }
     if spec.availability_zone.is_empty() {
-        errs.push(required(
+        errs.push(FieldError::required(
             "spec.availabilityZone",
             "AvailabilityZone name is required",
         ));
     }
     if spec.key_name.is_empty() {
-        errs.push(required("spec.keyName", "KeyName is required"));
+        errs.push(FieldError::required("spec.keyName", "KeyName is required"));
     }
     if !spec.network_id.is_empty() && !spec.networks.is_empty() {
-        errs.push(forbidden(
+        errs.push(FieldError::forbidden(
             "spec.networks",
             "\"networks\" list should not be specified along with \"providerConfig.Spec.NetworkID\"",
         ));
     }
     if spec.network_id.is_empty() && spec.networks.is_empty() {
-        errs.push(forbidden(
+        errs.push(FieldError::forbidden(
             "spec.networkID",
             "both \"networks\" and \"networkID\" should not be empty",
         ));
     }
     let no_pod_cidr = spec.pod_network_cidrs.is_empty() && spec.pod_network_cidr.is_empty();
     if no_pod_cidr {
-        errs.push(required(
+        errs.push(FieldError::required(
             "spec.PodNetworkCIDRs",
             "PodNetworkCIDRs is required",
         ));
     }
     if spec.root_disk_size < 0 {
-        errs.push(required(
+        errs.push(FieldError::required(
             "spec.rootDiskSize",
             "RootDiskSize can not be negative",
         ));
@@ -364,19 +316,19 @@ pub fn validate_spec(spec: &OpenStackSpec) -> Vec<FieldError> {
     for (i, n) in spec.networks.iter().enumerate() {
         let f = format!("spec.networks[{i}]");
         if n.id.is_empty() && n.name.is_empty() {
-            errs.push(required(
+            errs.push(FieldError::required(
                 f.clone(),
                 "at least one of network \"id\" or \"name\" is required",
             ));
         }
         if !n.id.is_empty() && !n.name.is_empty() {
-            errs.push(forbidden(
+            errs.push(FieldError::forbidden(
                 f.clone(),
                 "simultaneous use of network \"id\" and \"name\" is forbidden",
             ));
         }
         if no_pod_cidr && n.pod_network {
-            errs.push(required(
+            errs.push(FieldError::required(
                 format!("{f}.podNetwork"),
                 "\"podNetwork\" switch should not be used in absence of \"spec.podNetworkCidr\"",
             ));
@@ -390,13 +342,13 @@ pub fn validate_spec(spec: &OpenStackSpec) -> Vec<FieldError> {
         .keys()
         .any(|k| !k.contains(CLUSTER_TAG_PREFIX) && k.contains(ROLE_TAG_PREFIX));
     if !has_cluster {
-        errs.push(required(
+        errs.push(FieldError::required(
             "spec.tags",
             format!("Tag required of the form {CLUSTER_TAG_PREFIX}****"),
         ));
     }
     if !has_role {
-        errs.push(required(
+        errs.push(FieldError::required(
             "spec.tags",
             format!("Tag required of the form {ROLE_TAG_PREFIX}****"),
         ));

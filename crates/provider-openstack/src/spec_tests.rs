@@ -39,7 +39,7 @@ fn a_valid_spec_has_no_findings() {
 #[test]
 fn an_empty_spec_reports_every_required_field_with_the_reference_messages() {
     let errs = validate_spec(&spec(json!({})));
-    let text = aggregate(&errs);
+    let text = Join::Aggregate.apply(&errs);
     for expected in [
         "spec.imageName: Required value: ImageName is required if no ImageID is given",
         "spec.region: Required value: Region is required",
@@ -62,7 +62,7 @@ fn network_rules_follow_the_reference() {
     v["networks"] = json!([{"id": "a", "name": "b"}, {}, {"name": "c", "podNetwork": true}]);
     v["podNetworkCIDRs"] = json!([]);
     v["rootDiskSize"] = json!(-1);
-    let text = aggregate(&validate_spec(&spec(v)));
+    let text = Join::Aggregate.apply(&validate_spec(&spec(v)));
     for expected in [
         "spec.networks: Forbidden: \"networks\" list should not be specified along with \"providerConfig.Spec.NetworkID\"",
         "spec.networks[0]: Forbidden: simultaneous use of network \"id\" and \"name\" is forbidden",
@@ -79,7 +79,7 @@ fn one_finding_is_not_bracketed() {
     let mut v = valid();
     v["region"] = json!("");
     assert_eq!(
-        aggregate(&validate_spec(&spec(v))),
+        Join::Aggregate.apply(&validate_spec(&spec(v))),
         "spec.region: Required value: Region is required"
     );
 }
@@ -109,7 +109,10 @@ fn user_managed_network_means_network_id_with_subnets() {
 
 #[test]
 fn a_secret_without_anything_reports_the_reference_messages() {
-    let text = aggregate(&validate_secret(&secret(&[])));
+    let text = Join::Aggregate.apply(&validate_secret(
+        SecretData(&secret(&[])),
+        SecretUse::Create,
+    ));
     for expected in [
         "data[authURL]: Required value: authURL is required",
         "data[password]: Required value: must either specify 'password' or 'applicationCredentialSecret'",
@@ -135,7 +138,7 @@ fn password_and_application_credential_together_are_forbidden() {
         ("insecure", "yes"),
         ("clientCert", "pem"),
     ]);
-    let text = aggregate(&validate_secret(&s));
+    let text = Join::Aggregate.apply(&validate_secret(SecretData(&s), SecretUse::Create));
     for expected in [
         "data[password]: Forbidden: cannot specify both 'password' and 'applicationCredentialSecret'",
         "data[username]: Required value: username is required if 'password' is given",
@@ -156,7 +159,7 @@ fn a_complete_password_secret_is_valid_and_debug_hides_the_password() {
         ("tenantName", "t"),
         ("userData", "x"),
     ]);
-    assert_eq!(validate_secret(&s), vec![]);
+    assert_eq!(validate_secret(SecretData(&s), SecretUse::Create), vec![]);
     let creds = crate::secret::Credentials::from_secret(&s);
     let dbg = format!("{creds:?}");
     assert!(!dbg.contains("super-secret"), "{dbg}");

@@ -7,9 +7,8 @@
 use crate::api::{self, Server};
 use crate::driver::{machine_name, provider_id, OpenStackDriver, MACHINE_UID_KEY};
 use crate::errors::OsError;
-use crate::spec::{
-    aggregate, decode, validate_spec, OpenStackSpec, CLUSTER_TAG_PREFIX, ROLE_TAG_PREFIX,
-};
+use crate::spec::{decode, OpenStackSpec, CLUSTER_TAG_PREFIX, ROLE_TAG_PREFIX};
+use mcm_driver::provider_spec::{self, SecretUse};
 use mcm_driver::{
     changed_fields, Code, DriverResult, InPlaceChanges, MachineRequest, Status,
     UpdateMachineRequest, UpdateMachineResponse,
@@ -108,11 +107,8 @@ impl OpenStackDriver {
         let name = machine_name(&r).to_string();
         // A class that no longer validates is reported, not applied, and
         // before any cloud call (prepare below opens a session).
-        let spec = decode(&req.machine_class.provider_spec).map_err(Status::invalid_argument)?;
-        let errs = validate_spec(&spec);
-        if !errs.is_empty() {
-            return Err(Status::invalid_argument(aggregate(&errs)));
-        }
+        let spec = provider_spec::decode_class::<OpenStackSpec>(&req.machine_class)?.value;
+        provider_spec::validate(&spec, true, &req.secret, SecretUse::Existing)?;
         let changes = in_place_changes(
             &req.last_applied_provider_spec,
             &req.machine_class.provider_spec,

@@ -1,5 +1,5 @@
 //! The reference's cloud API series from the OpenStack driver: every call
-//! reaches `mcm_driver::cloud_api` with provider `openstack` and the
+//! reaches the driver's `CloudApi` handle with provider `openstack` and the
 //! reference's service label (`nova`, `neutron`, `cinder`). Against the
 //! in-repo OpenStack fake.
 
@@ -14,7 +14,11 @@ use mcm_driver::Driver;
 #[tokio::test]
 async fn openstack_calls_move_the_cloud_api_counters_by_service() {
     let env = env().await;
-    let calls = CallRecorder::install();
+    let api = env
+        .driver
+        .cloud_api()
+        .expect("the driver reports its calls");
+    let calls = CallRecorder::install(&api);
     let c = class("c", env.spec());
     let req = env.request(&c, machine("metrics"));
     env.driver.create_machine(&req).await.expect("create");

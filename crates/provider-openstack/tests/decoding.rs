@@ -63,7 +63,7 @@ async fn an_invalid_class_still_lets_status_list_and_delete_work() {
 
 #[test]
 fn keys_in_another_case_fill_their_fields_with_a_warning_each() {
-    let d = mcm_provider_openstack::spec::decode_warned(&json!({
+    let d = <mcm_provider_openstack::spec::OpenStackSpec as mcm_driver::provider_spec::ProviderSpec>::decode(&json!({
         "apiVersion": "openstack.machine.gardener.cloud/v1alpha1",
         "kind": "MachineProviderConfig",
         "spec": {
@@ -118,7 +118,7 @@ fn reference_secret() -> Secret {
 async fn the_reference_samples_decode_and_drive_a_machine_through_the_fake() {
     let class: MachineClass =
         serde_yaml::from_str(include_str!("data/reference/machine-class.yaml")).expect("YAML");
-    let d = mcm_provider_openstack::spec::decode_warned(&class.provider_spec).expect("decodes");
+    let d = <mcm_provider_openstack::spec::OpenStackSpec as mcm_driver::provider_spec::ProviderSpec>::decode(&class.provider_spec).expect("decodes");
     assert_eq!(d.warnings, [], "the sample is written canonically");
     assert_eq!(d.value.flavor_name, "m1.xmedium");
     assert_eq!(d.value.pod_network_cidr, "100.96.0.0/11");

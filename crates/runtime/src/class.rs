@@ -2,14 +2,16 @@
 //! tokens, and the class controller that releases classes no machine uses.
 
 use crate::caches::{Caches, Change};
+use crate::keys::{Kind, ObjectKey};
+use crate::routing::{error_policy, key_of, Route};
+use crate::{is_conflict, is_not_found};
 use crate::{Context, Error};
 use chrono::Utc;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass};
@@ -25,9 +27,9 @@ async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<(), 
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    match crate::finalizer::add(api, obj, finalizer).await {
+    match crate::metadata::finalizer::add(api, obj, finalizer).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) if is_conflict(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -126,7 +128,7 @@ async fn delete_exact(api: &Api<Secret>, secret: &Secret) -> Result<(), Error> {
     };
     match api.delete(&secret.name_any(), &params).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -202,7 +204,7 @@ pub async fn delete_issued_token(target: &Client, secret: &TokenSecret) -> Resul
     };
     match api.delete(&secret.name, &params).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
         Err(e) => Err(e.into()),
     }
 }
@@ -226,7 +228,7 @@ async fn token_at(
         let (secret, token) = token_secret(m, name, &id, valid_for, extra_groups);
         match api.create(&PostParams::default(), &secret).await {
             Ok(made) => return Ok(Some((token, made.uid().unwrap_or_default()))),
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) if is_conflict(&e) => {}
             Err(e) => return Err(e.into()),
         }
         // Taken: this machine's (reuse it, or replace it when expired), or
@@ -344,24 +346,18 @@ pub async fn run(
 ) {
     let caches = ctx.caches.clone();
     let ns = ctx.config.namespace.clone();
-    let classes = (*caches.classes).clone();
-    let class_events = caches.classes.subscribe().flat_map({
-        let classes = classes.clone();
-        move |change| {
-            futures::stream::iter(match change {
-                Change::Applied(c) => vec![c],
-                Change::Deleted(_) => Vec::new(),
-                Change::Listed => classes.state(),
-            })
-        }
+    let route = Route::new(&ctx, (*caches.classes).clone());
+    let all = route.clone();
+    let own = route.own(caches.classes.subscribe(), move |change| match change {
+        Change::Applied(c) => vec![c],
+        Change::Deleted(_) => Vec::new(),
+        Change::Listed => all.all(),
     });
-    let machine_events = caches.machines.subscribe().flat_map(move |change| {
-        futures::stream::iter(match change {
-            Change::Applied(m) | Change::Deleted(m) => {
-                vec![ObjectRef::new(&m.spec.class.name).within(&ns)]
-            }
-            Change::Listed => Vec::new(),
-        })
+    let machine_events = route.mapped(caches.machines.subscribe(), move |change| match change {
+        Change::Applied(m) | Change::Deleted(m) => {
+            vec![ObjectKey::new(Kind::MachineClass, &ns, &m.spec.class.name)]
+        }
+        Change::Listed => Vec::new(),
     });
     let shutdown = shutdown.boxed().shared();
     tokio::select! {
@@ -372,20 +368,27 @@ pub async fn run(
         } => {},
         _ = shutdown.clone() => return,
     }
-    Controller::for_shared_stream(class_events, classes)
+    let concurrency = ctx.config.concurrent_syncs;
+    route
+        .controller(own, concurrency)
         .reconcile_on(machine_events)
         .graceful_shutdown_on(shutdown)
-        .run(
-            reconcile_class,
-            |_, _, _| Action::requeue(Duration::from_secs(5)),
-            ctx,
-        )
+        .run(reconcile_class, error_policy::<MachineClass>, ctx)
         .for_each(|_| async {})
         .await;
 }
 
 async fn reconcile_class(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _work = ctx.workqueues.work("machineclass");
+    let key = key_of(&*class);
+    let _work = ctx.workqueues.work_on("machineclass", &key);
+    let action = keep_or_release(&class, &ctx).await?;
+    ctx.reset_backoff(&key);
+    Ok(action)
+}
+
+/// Keeps the finalizer of a class in use; releases a deleted class no
+/// machine uses (and its Secrets no other class uses).
+async fn keep_or_release(class: &MachineClass, ctx: &Context) -> Result<Action, Error> {
     let ns = class.namespace().unwrap_or_default();
     let name = class.name_any();
     let users = ctx
@@ -397,9 +400,9 @@ async fn reconcile_class(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<
         .count();
     let api: Api<MachineClass> = Api::namespaced(ctx.client.clone(), &ns);
     if class.meta().deletion_timestamp.is_none() {
-        spec_warnings::report(&ctx, &class).await;
+        spec_warnings::report(ctx, class).await;
         if users > 0 {
-            ensure_class_finalizer(&ctx, &class).await?;
+            ensure_class_finalizer(ctx, class).await?;
         }
         return Ok(Action::requeue(Duration::from_secs(600)));
     }
@@ -415,18 +418,18 @@ async fn reconcile_class(class: Arc<MachineClass>, ctx: Arc<Context>) -> Result<
         .into_iter()
         .filter(|c| c.name_any() != name && c.meta().deletion_timestamp.is_none())
         .collect();
-    for (sns, sname) in secret_refs(&class) {
+    for (sns, sname) in secret_refs(class) {
         let used = others
             .iter()
             .any(|o| secret_refs(o).contains(&(sns.clone(), sname.clone())));
         if !used {
             if let Some(s) = ctx.caches.secret(&sns, &sname) {
                 let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &sns);
-                crate::finalizer::remove(&secrets, &*s, c::MC_SECRET_FINALIZER).await?;
+                crate::metadata::finalizer::remove(&secrets, &*s, c::MC_SECRET_FINALIZER).await?;
             }
         }
     }
-    crate::finalizer::remove(&api, &*class, c::MCM_FINALIZER).await?;
+    crate::metadata::finalizer::remove(&api, class, c::MCM_FINALIZER).await?;
     info!(class = %name, "released deleted MachineClass");
     Ok(Action::await_change())
 }

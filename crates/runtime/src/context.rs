@@ -51,6 +51,11 @@ impl DriverRegistry {
         self.drivers.get(&key).cloned()
     }
 
+    /// Every registered driver.
+    pub fn drivers(&self) -> impl Iterator<Item = &Arc<dyn Driver>> {
+        self.drivers.values()
+    }
+
     /// The registered provider names.
     pub fn providers(&self) -> Vec<String> {
         let mut v: Vec<String> = self.drivers.keys().cloned().collect();
@@ -78,6 +83,9 @@ pub struct Clients {
     /// target clients above), so a busy control client never makes a
     /// healthy API server look unreachable.
     pub probes: Option<ProbeClients>,
+    /// The REST client series the clients' layer writes (`rest_client_*`),
+    /// owned by the Context built on them (default: a fresh, unserved set).
+    pub rest: crate::metrics::rest::RestMetrics,
 }
 
 /// The clients of the API-server status check
@@ -138,6 +146,9 @@ pub struct Context {
     pub tenure: crate::leader::TenureGate,
     /// The API-server status check's clients.
     pub probes: ProbeClients,
+    /// The REST client series of the clients (`rest_client_*`), which the
+    /// process registers with `RestMetrics::register`.
+    pub rest: crate::metrics::rest::RestMetrics,
     /// The work queues' series (`mcm_workqueue_*`), which the process
     /// registers with `metrics::workqueue::register`.
     pub workqueues: Arc<crate::metrics::workqueue::WorkQueues>,
@@ -176,6 +187,7 @@ impl Context {
             control: client,
             target,
             probes: None,
+            rest: Default::default(),
         };
         Self::with_clients(clients, config, drivers, metrics, caches)
     }
@@ -194,6 +206,7 @@ impl Context {
             events,
             target,
             probes,
+            rest,
         } = clients;
         let probes = probes.unwrap_or_else(|| ProbeClients {
             control: client.clone(),
@@ -216,6 +229,11 @@ impl Context {
             None => reflector::store().0,
         };
         let sets = crate::sets::SetsState::new(&events, &config.sets);
+        // The drivers' cloud API calls move this Context's series (no
+        // process-wide registry: two Contexts share none).
+        for api in drivers.drivers().filter_map(|d| d.cloud_api()) {
+            api.add_observer(metrics.cloud_api_observer());
+        }
         Arc::new(Context {
             client,
             target,
@@ -236,6 +254,7 @@ impl Context {
             pacer: crate::pacing::Pacer::new(),
             tenure: crate::leader::TenureGate::unbounded(),
             probes,
+            rest,
             spec_warnings: Default::default(),
             issued_tokens: Mutex::new(Pruned::new()),
             workqueues: Default::default(),
@@ -463,6 +482,13 @@ impl Context {
                     !caches.machines.is_synced()
                         || caches
                             .machines
+                            .get(&reflector::ObjectRef::new(name).within(ns))
+                            .is_some()
+                }
+                Kind::MachineClass => {
+                    !caches.classes.is_synced()
+                        || caches
+                            .classes
                             .get(&reflector::ObjectRef::new(name).within(ns))
                             .is_some()
                 }

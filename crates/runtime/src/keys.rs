@@ -15,6 +15,8 @@ pub enum Kind {
     MachineSet,
     /// A MachineDeployment.
     MachineDeployment,
+    /// A MachineClass.
+    MachineClass,
 }
 
 /// One object: its kind, namespace and name. Displayed as

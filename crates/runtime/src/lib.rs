@@ -14,6 +14,7 @@
 //! - [`sets`]: the MachineSet and MachineDeployment controllers and the overshoot safety.
 //! - [`node_sync`]: the Machine's node template and the class's virtual capacity on its Node.
 //! - `status`: every status write, as typed changes (one writer).
+//! - [`metadata`]: every metadata write (labels, annotations, finalizers), as typed changes.
 
 pub mod caches;
 pub mod class;
@@ -21,15 +22,16 @@ pub mod config;
 pub mod context;
 pub mod drain;
 pub mod events;
-pub mod finalizer;
 pub mod healthz;
 pub mod keys;
 pub mod leader;
 pub mod machine;
+pub mod metadata;
 pub mod metrics;
 pub mod node_sync;
 pub mod pacing;
 pub mod pruned;
+pub mod routing;
 pub mod safety;
 pub mod sets;
 mod status;
@@ -68,8 +70,22 @@ pub enum Error {
 }
 
 impl Error {
-    /// An optimistic-concurrency conflict (HTTP 409): retry soon, not with backoff.
+    /// An optimistic-concurrency conflict ([`is_conflict`]): retry soon, not with backoff.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Error::Kube(kube::Error::Api(s)) if s.code == 409)
+        matches!(self, Error::Kube(e) if is_conflict(e))
     }
+}
+
+/// The one conflict check of the runtime: the API server answered 409, an
+/// optimistic-concurrency conflict (a resourceVersion or `test` precondition
+/// failed: someone wrote first) or, for a create, AlreadyExists. A
+/// reconcile that fails on it is retried soon and quietly by every
+/// controller's [`routing::error_policy`] ([`Context::requeue_after_error`]).
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// The API server answered 404 NotFound.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
 }

@@ -14,9 +14,10 @@
 //! [`sync_and_report`] never fails: a failed sync is logged and published as
 //! a Warning Event `NodeSyncFailed`, and the health check runs regardless.
 
+use crate::metadata::MetaPatch;
 use crate::Context;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
@@ -100,8 +101,8 @@ async fn sync_node_fresh(
     let mut rv = node.resource_version();
     let mut fresh = None;
     let classify = |e: kube::Error| match e {
-        kube::Error::Api(ref s) if s.code == 404 => Ok((NodeSyncOutcome::NodeGone, None)),
-        kube::Error::Api(ref s) if s.code == 409 => Ok((NodeSyncOutcome::Conflict, None)),
+        e if crate::is_not_found(&e) => Ok((NodeSyncOutcome::NodeGone, None)),
+        e if crate::is_conflict(&e) => Ok((NodeSyncOutcome::Conflict, None)),
         e => Err(NodeSyncError::Patch {
             node: node_name.clone(),
             source: e,
@@ -119,9 +120,10 @@ async fn sync_node_fresh(
         let changed: Vec<&String> = p.capacity.keys().collect();
         info!(machine = %name, node = %node_name, keys = ?changed, "synced virtual capacity to the node");
     }
-    if let Some(object) = p.object_patch(rv.as_deref()) {
-        match nodes
-            .patch(&node_name, &PatchParams::default(), &Patch::Merge(&object))
+    if p.has_metadata_changes() {
+        match object_write(&p)
+            .guarded_by(rv)
+            .send(&nodes, &node_name)
             .await
         {
             Ok(n) => fresh = Some(n),
@@ -176,5 +178,43 @@ pub async fn sync_and_report(
                 .await;
             None
         }
+    }
+}
+
+/// The Node object's part of a sync plan (labels, annotations, taints, and
+/// the node finalizer when it is missing), as one write; the caller guards
+/// it by the Node's resourceVersion.
+fn object_write(p: &mcm_core::node_template::NodeSyncPlan) -> MetaPatch {
+    let mut write = MetaPatch::new();
+    for (k, v) in &p.labels {
+        write = write.label_opt(k, v.clone());
+    }
+    for (k, v) in &p.annotations {
+        write = write.annotation_opt(k, v.clone());
+    }
+    if let Some(t) = &p.taints {
+        write = write.taints(t.clone());
+    }
+    if let Some(f) = &p.finalizers {
+        write = write.finalizers(f.clone());
+    }
+    write
+}
+
+#[cfg(test)]
+mod tests {
+    use super::object_write;
+    use mcm_core::node_template::NodeSyncPlan;
+
+    #[test]
+    fn the_node_write_is_the_body_core_describes() {
+        let mut p = NodeSyncPlan::default();
+        p.labels.insert("a".into(), Some("1".into()));
+        p.labels.insert("gone".into(), None);
+        p.annotations.insert("x".into(), None);
+        p.taints = Some(vec![]);
+        p.finalizers = Some(vec!["f".into()]);
+        let ours = object_write(&p).guarded_by(Some("7".into())).body();
+        assert_eq!(Some(ours), p.object_patch(Some("7")));
     }
 }

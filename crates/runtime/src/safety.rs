@@ -12,16 +12,16 @@
 //! the VM (recorded at creation), so it survives a restart. See
 //! `docs/design/safety.md`, "Orphan-VM collection".
 
+use crate::metadata::MetaPatch;
 use crate::status::machine::MachineStatusChange;
 use crate::{Context, Error};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kube::ResourceExt;
 use mcm_api::constants as c;
 use mcm_api::{Machine, MachineClass};
 use mcm_core::time::from_k8s;
 use mcm_driver::ListMachinesRequest;
-use serde_json::json;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -229,15 +229,15 @@ pub async fn annotate_unmanaged_nodes(ctx: &Context) -> Result<(), Error> {
         let by_label = n.labels().contains_key(c::MACHINE_NAME_NODE_LABEL);
         let is_managed = managed.contains(&name) || by_label;
         let value = if !is_managed && old && !annotated {
-            json!("1")
+            Some("1")
         } else if is_managed && annotated {
-            serde_json::Value::Null
+            None
         } else {
             continue;
         };
-        let patch = json!({"metadata": {"annotations": {c::NOT_MANAGED_BY_MCM_ANNOTATION: value}}});
-        nodes
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        MetaPatch::new()
+            .annotation_opt(c::NOT_MANAGED_BY_MCM_ANNOTATION, value)
+            .send(&nodes, &name)
             .await?;
     }
     Ok(())

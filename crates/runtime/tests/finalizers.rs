@@ -8,7 +8,7 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
-use mcm_runtime::finalizer;
+use mcm_runtime::metadata::finalizer;
 use mcm_testenv::TestEnv;
 use serde_json::json;
 

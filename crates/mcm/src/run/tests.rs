@@ -142,7 +142,8 @@ async fn each_client_role_has_its_own_request_budget() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (_dir, src) = version_server().await;
     // One token, then one every 5 s.
-    let clients = role_clients("mcm", &src, Some(&src), 0.2, 1)
+    let rest = mcm_runtime::metrics::rest::RestMetrics::default();
+    let clients = role_clients("mcm", &src, Some(&src), 0.2, 1, &rest)
         .await
         .expect("clients");
     clients

@@ -3,11 +3,12 @@
 
 use super::AwsDriver;
 use crate::ec2::Ec2;
-use crate::spec::{aggregate, credentials, validate_secret, Credentials};
+use crate::spec::{credentials, validate_secret, Credentials};
 use aws_sdk_ec2::config::retry::RetryConfig;
 use aws_sdk_ec2::config::timeout::TimeoutConfig;
 use aws_sdk_ec2::config::{BehaviorVersion, Region};
 use k8s_openapi::api::core::v1::Secret;
+use mcm_driver::provider_spec::{Join, SecretData, SecretUse};
 use mcm_driver::Status;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -26,9 +27,9 @@ impl AwsDriver {
     /// The SDK client the driver uses for a region and secret (e.g. for test
     /// set-up against an emulator). Shares the driver's HTTP client and counters.
     pub fn ec2_client(&self, region: &str, secret: &Secret) -> Result<aws_sdk_ec2::Client, Status> {
-        let errs = validate_secret(secret);
+        let errs = validate_secret(SecretData(secret), SecretUse::Existing);
         if !errs.is_empty() {
-            return Err(Status::invalid_argument(aggregate(&errs)));
+            return Err(Status::invalid_argument(Join::Aggregate.apply(&errs)));
         }
         Ok(self.ec2(region, &credentials(secret))?.client().clone())
     }
@@ -114,7 +115,9 @@ impl AwsDriver {
                     .build(),
             )
             .interceptor(self.calls.clone())
-            .interceptor(crate::cloud_metrics::CloudApiMetrics);
+            .interceptor(crate::cloud_metrics::CloudApiMetrics {
+                api: self.cloud_api.clone(),
+            });
         b = match creds {
             Credentials::Static {
                 access_key_id,

@@ -22,10 +22,7 @@ use crate::calls::{ApiCallRecorder, ApiCalls};
 use crate::config::AwsDriverConfig;
 use crate::ec2::Ec2;
 use crate::ratelimit::Limiter;
-use crate::spec::{
-    aggregate, credentials, validate_secret, validate_spec, AwsProviderSpec, Credentials,
-    PROVIDER_NAME,
-};
+use crate::spec::{credentials, AwsProviderSpec, Credentials};
 use async_trait::async_trait;
 use aws_sdk_ec2::config::SharedHttpClient;
 use aws_sdk_ec2::types::Instance;
@@ -33,6 +30,7 @@ use k8s_openapi::api::core::v1::Secret;
 use mcm_api::{Machine, MachineClass};
 use mcm_driver::budget::BucketLimit;
 use mcm_driver::keyed_lock::KeyedLocks;
+use mcm_driver::provider_spec::{self, ProviderSpec, SecretUse};
 use mcm_driver::{
     CloudOp, Code, CreateMachineRequest, CreateMachineResponse, DeleteMachineRequest,
     DeleteMachineResponse, Driver, DriverResult, GetMachineStatusRequest, GetMachineStatusResponse,
@@ -63,6 +61,8 @@ pub struct AwsDriver {
     /// Instances (by ID) a create just described: InitializeMachine plans on them.
     launched: recent::Recent<Instance>,
     calls: ApiCallRecorder,
+    /// Where every EC2 call is reported ([`Driver::cloud_api`]).
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 impl std::fmt::Debug for AwsDriver {
@@ -99,6 +99,7 @@ impl AwsDriver {
             absent: recent::Recent::new(recent::ABSENT_TTL),
             launched: recent::Recent::new(recent::LAUNCHED_TTL),
             calls: ApiCallRecorder::default(),
+            cloud_api: Default::default(),
         }
     }
 
@@ -125,25 +126,15 @@ impl AwsDriver {
         secret: &Secret,
         check_provider: bool,
     ) -> Result<Prepared, Status> {
-        if check_provider && class.provider != PROVIDER_NAME {
-            return Err(Status::invalid_argument(format!(
-                "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
-                class.provider
-            )));
-        }
-        let spec = AwsProviderSpec::from_json(&class.provider_spec).map_err(|e| {
-            Status::invalid_argument(format!(
-                "providerSpec: cannot decode the AWS providerSpec: {e}"
-            ))
-        })?;
-        let mut errs = validate_spec(&spec);
-        errs.extend(validate_secret(secret));
-        if !errs.is_empty() {
-            return Err(Status::invalid_argument(format!(
-                "error while validating ProviderSpec {}",
-                aggregate(&errs)
-            )));
-        }
+        let spec = if check_provider {
+            provider_spec::decode::<AwsProviderSpec>(class, secret)?.value
+        } else {
+            let spec = <AwsProviderSpec as ProviderSpec>::decode(&class.provider_spec)
+                .map_err(|e| Status::invalid_argument(AwsProviderSpec::decode_failed(&e)))?
+                .value;
+            provider_spec::validate(&spec, true, secret, SecretUse::Create)?;
+            spec
+        };
         let creds = credentials(secret);
         let ec2 = self.ec2(&spec.region, &creds)?;
         Ok(Prepared { spec, ec2, creds })
@@ -162,36 +153,14 @@ impl AwsDriver {
         secret: &Secret,
         provider_id: &str,
     ) -> Result<Prepared, Status> {
-        if class.provider != PROVIDER_NAME {
-            return Err(Status::invalid_argument(format!(
-                "requested for Provider '{}', we only support '{PROVIDER_NAME}'",
-                class.provider
-            )));
-        }
-        let mut spec = AwsProviderSpec::from_json(&class.provider_spec).map_err(|e| {
-            Status::invalid_argument(format!(
-                "providerSpec: cannot decode the AWS providerSpec: {e}"
-            ))
-        })?;
+        let mut spec = provider_spec::decode_existing::<AwsProviderSpec>(class, secret)?.value;
         if spec.region.is_empty() {
             spec.region = provider_id_region(provider_id).unwrap_or_default();
         }
-        let mut errs: Vec<_> = validate_secret(secret)
-            .into_iter()
-            .filter(|e| !e.field.ends_with(".userData"))
-            .collect();
         if spec.region.is_empty() {
-            errs.push(crate::spec::FieldError {
-                field: "providerSpec.region".into(),
-                kind: "Required value".into(),
-                detail: "Region is required".into(),
-            });
-        }
-        if !errs.is_empty() {
-            return Err(Status::invalid_argument(format!(
-                "error while validating ProviderSpec {}",
-                aggregate(&errs)
-            )));
+            return Err(Status::invalid_argument(
+                "error while validating ProviderSpec providerSpec.region: Required value: Region is required",
+            ));
         }
         let creds = credentials(secret);
         let ec2 = self.ec2(&spec.region, &creds)?;
@@ -360,6 +329,10 @@ impl Driver for AwsDriver {
 
     /// EC2 throttles per account and region: the class's region and the
     /// credentials' identity (an access key ID or role ARN, never a secret).
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        Some(self.cloud_api.clone())
+    }
+
     fn rate_limit_scope(&self, req: &MachineRequest) -> String {
         let region = req
             .machine_class
@@ -382,7 +355,7 @@ impl Driver for AwsDriver {
 
     /// What CreateMachine would refuse, and the decoder's warnings.
     fn check_class(&self, class: &MachineClass, secret: &Secret) -> mcm_driver::ClassCheck {
-        crate::spec::check_class(class, secret)
+        provider_spec::check_class::<AwsProviderSpec>(class, secret)
     }
 }
 

@@ -7,23 +7,9 @@
 //! `tags` are the user's data and are kept as written.
 
 use super::AwsProviderSpec;
-use mcm_driver::spec_decode::{self, DecodeError, Decoded};
+use mcm_driver::provider_spec::ROOT;
+use mcm_driver::spec_decode;
 use serde_json::Value;
-
-/// What warnings and errors call the providerSpec.
-pub const ROOT: &str = "providerSpec";
-
-/// Decodes a providerSpec (`null` = the empty spec, which validation then
-/// rejects field by field).
-pub fn decode(value: &Value) -> Result<Decoded<AwsProviderSpec>, DecodeError> {
-    if value.is_null() {
-        return Ok(Decoded {
-            value: AwsProviderSpec::default(),
-            warnings: Vec::new(),
-        });
-    }
-    spec_decode::decode(value, ROOT)
-}
 
 /// The providerSpec with every key that Go's `encoding/json` would match to
 /// a field case-insensitively renamed to the field's canonical key (losing

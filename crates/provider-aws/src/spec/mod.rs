@@ -16,10 +16,12 @@ mod secret;
 mod tests;
 mod validate;
 
-pub use decode::{canonical_keys, decode};
+pub use decode::canonical_keys;
+pub use mcm_driver::provider_spec::FieldError;
 pub use secret::{credentials, secret_value, validate_secret, Credentials};
-pub use validate::{aggregate, validate_spec, FieldError};
+pub use validate::validate_spec;
 
+use mcm_driver::provider_spec::{Join, Messages, ProviderSpec, SecretData, SecretUse};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -308,46 +310,36 @@ pub const VALID_MARKET_TYPES: [&str; 3] = [
     "interruptible-capacity-reservation",
 ];
 
-/// Decodes and validates a class and its secret as CreateMachine does,
-/// offline ([`mcm_driver::Driver::check_class`]).
-pub fn check_class(
-    class: &mcm_api::MachineClass,
-    secret: &k8s_openapi::api::core::v1::Secret,
-) -> mcm_driver::ClassCheck {
-    use mcm_driver::Finding;
-    let mut check = mcm_driver::ClassCheck::default();
-    if class.provider != PROVIDER_NAME {
-        check.errors.push(Finding::new(
-            "provider",
-            format!("{:?}: this driver serves {PROVIDER_NAME:?}", class.provider),
-        ));
+/// The drivers' shared front half (docs/design/driver.md, "Provider
+/// skeleton"): decode with Go's key matching, the spec's rules and the
+/// Secret's, refused in the reference's words.
+impl ProviderSpec for AwsProviderSpec {
+    const PROVIDER: &'static str = PROVIDER_NAME;
+    const MESSAGES: Messages = Messages {
+        join: Join::Aggregate,
+        decode: "providerSpec: cannot decode the AWS providerSpec: ",
+        spec: "error while validating ProviderSpec ",
+        secret: None,
+    };
+
+    fn validate(&self) -> Vec<FieldError> {
+        validate_spec(self)
     }
-    match decode(&class.provider_spec) {
-        Ok(d) => {
-            check.warn(d.warnings);
-            check.errors.extend(
-                validate_spec(&d.value)
-                    .into_iter()
-                    .map(|e| Finding::new(e.field, format!("{}: {}", e.kind, e.detail))),
-            );
-        }
-        Err(e) => check.decode_failed(e),
+
+    fn validate_secret(secret: SecretData<'_>, purpose: SecretUse) -> Vec<FieldError> {
+        validate_secret(secret, purpose)
     }
-    check.errors.extend(
-        validate_secret(secret)
-            .into_iter()
-            .map(|e| Finding::new(e.field, format!("{}: {}", e.kind, e.detail))),
-    );
-    check
 }
 
 impl AwsProviderSpec {
     /// Decodes a providerSpec JSON value. `null` decodes as an empty spec (which
     /// validation then rejects field by field). Keys are matched as Go's
     /// `encoding/json` matches them: exactly, else case-insensitively
-    /// ([`decode`], which also gives the warnings about such keys).
+    /// ([`ProviderSpec::decode`], which also gives the warnings about such keys).
     pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
-        decode(value).map(|d| d.value).map_err(|e| e.to_string())
+        <Self as ProviderSpec>::decode(value)
+            .map(|d| d.value)
+            .map_err(|e| e.to_string())
     }
 
     /// The cluster tag key (the first key containing `kubernetes.io/cluster/`).

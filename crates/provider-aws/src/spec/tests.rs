@@ -1,6 +1,6 @@
 //! Tests of decoding and validating the providerSpec and the Secret.
 
-use super::validate::{is_data_device_name, required};
+use super::validate::is_data_device_name;
 use super::*;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::ByteString;
@@ -215,7 +215,10 @@ fn secret(pairs: &[(&str, &str)]) -> Secret {
 
 #[test]
 fn secret_rules_and_both_key_spellings() {
-    let m = messages(&validate_secret(&secret(&[])));
+    let m = messages(&validate_secret(
+        SecretData(&secret(&[])),
+        SecretUse::Create,
+    ));
     assert_eq!(
         m,
         vec![
@@ -229,7 +232,7 @@ fn secret_rules_and_both_key_spellings() {
         ("secretAccessKey", "SK"),
         ("userData", "x"),
     ]);
-    assert!(validate_secret(&s).is_empty());
+    assert!(validate_secret(SecretData(&s), SecretUse::Create).is_empty());
     assert_eq!(
         credentials(&s),
         Credentials::Static {
@@ -255,16 +258,5 @@ fn secret_rules_and_both_key_spellings() {
         "Debug must hide the secret"
     );
     let s = secret(&[("workloadIdentityTokenFile", ""), ("userData", "")]);
-    assert_eq!(validate_secret(&s).len(), 3);
-}
-
-#[test]
-fn aggregate_formats_like_kubernetes() {
-    let a = required("a", "x");
-    let b = required("b", "y");
-    assert_eq!(aggregate(std::slice::from_ref(&a)), "a: Required value: x");
-    assert_eq!(
-        aggregate(&[a, b]),
-        "[a: Required value: x, b: Required value: y]"
-    );
+    assert_eq!(validate_secret(SecretData(&s), SecretUse::Create).len(), 3);
 }

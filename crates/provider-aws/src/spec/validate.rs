@@ -1,63 +1,17 @@
-//! The providerSpec's rules: every finding, printed like Kubernetes field errors.
+//! The providerSpec's rules: every finding, as the drivers' shared
+//! [`FieldError`] (printed like Kubernetes field errors).
 
 use super::{
     AwsProviderSpec, BlockDevice, NetworkInterface, CLUSTER_TAG_PREFIX, ROLE_TAG_PREFIX,
     ROOT_DEVICE_NAME, VALID_MARKET_TYPES, VALID_VOLUME_TYPES,
 };
+use mcm_driver::provider_spec::FieldError;
 use std::collections::BTreeMap;
-use std::fmt;
-
-/// One validation finding, printed like a Kubernetes `field.Error`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    /// The field path, e.g. `providerSpec.ami`.
-    pub field: String,
-    /// `Required value`, `Invalid value: "x"`, `Unsupported value: "x"`.
-    pub kind: String,
-    /// Details.
-    pub detail: String,
-}
-
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.field, self.kind, self.detail)
-    }
-}
-
-pub(super) fn required(field: impl Into<String>, detail: impl Into<String>) -> FieldError {
-    FieldError {
-        field: field.into(),
-        kind: "Required value".into(),
-        detail: detail.into(),
-    }
-}
-
-fn invalid(
-    field: impl Into<String>,
-    value: impl fmt::Debug,
-    detail: impl Into<String>,
-) -> FieldError {
-    FieldError {
-        field: field.into(),
-        kind: format!("Invalid value: {value:?}"),
-        detail: detail.into(),
-    }
-}
 
 fn one_of(errs: &mut Vec<FieldError>, field: String, value: &str, accepted: &[&str]) {
     if !accepted.contains(&value) {
-        errs.push(FieldError {
-            field,
-            kind: format!("Unsupported value: {value:?}"),
-            detail: format!("supported values: {}", accepted.join(", ")),
-        });
+        errs.push(FieldError::not_supported(field, value, accepted));
     }
-}
-
-/// Joins findings the way Kubernetes aggregates errors: one error as is, several as `[a, b]`
-/// (the shared `mcm_api::validation::aggregate`).
-pub fn aggregate(errs: &[FieldError]) -> String {
-    mcm_api::validation::aggregate(errs)
 }
 
 pub(super) fn is_data_device_name(name: &str) -> bool {
@@ -83,19 +37,22 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
     let p = "providerSpec";
     let mut errs = Vec::new();
     if spec.ami.is_empty() {
-        errs.push(required(format!("{p}.ami"), "AMI is required"));
+        errs.push(FieldError::required(format!("{p}.ami"), "AMI is required"));
     }
     if spec.region.is_empty() {
-        errs.push(required(format!("{p}.region"), "Region is required"));
+        errs.push(FieldError::required(
+            format!("{p}.region"),
+            "Region is required",
+        ));
     }
     if spec.machine_type.is_empty() {
-        errs.push(required(
+        errs.push(FieldError::required(
             format!("{p}.machineType"),
             "MachineType is required",
         ));
     }
     if spec.iam.name.is_empty() == spec.iam.arn.is_empty() {
-        errs.push(invalid(
+        errs.push(FieldError::invalid(
             format!("{p}.iam"),
             &spec.iam,
             "either IAM Name or ARN must be set",
@@ -109,7 +66,7 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
             if cr.capacity_reservation_id.is_some()
                 || cr.capacity_reservation_resource_group_arn.is_some()
             {
-                errs.push(required(
+                errs.push(FieldError::required(
                     f,
                     "CapacityReservationPreference cannot be set when also providing a CapacityReservationID or CapacityReservationResourceGroupArn",
                 ));
@@ -117,7 +74,7 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
         } else if cr.capacity_reservation_id.is_some()
             && cr.capacity_reservation_resource_group_arn.is_some()
         {
-            errs.push(required(
+            errs.push(FieldError::required(
                 f,
                 "CapacityReservationResourceGroupArn or CapacityReservationId are optional but only one should be used",
             ));
@@ -128,7 +85,7 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
         let f = format!("{p}.instanceMetadataOptions");
         if let Some(h) = md.http_put_response_hop_limit {
             if !(0..=64).contains(&h) {
-                errs.push(invalid(
+                errs.push(FieldError::invalid(
                     format!("{f}.httpPutResponseHopLimit"),
                     h,
                     "Only values between 0 and 64, both included, are accepted",
@@ -171,11 +128,11 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
             );
         }
         match (cpu.core_count, cpu.threads_per_core) {
-            (Some(_), None) => errs.push(required(
+            (Some(_), None) => errs.push(FieldError::required(
                 format!("{f}.threadsPerCore"),
                 "ThreadsPerCore is required together with CoreCount",
             )),
-            (None, Some(_)) => errs.push(required(
+            (None, Some(_)) => errs.push(FieldError::required(
                 format!("{f}.coreCount"),
                 "CoreCount is required together with ThreadsPerCore",
             )),
@@ -183,7 +140,7 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
         }
         if let Some(t) = cpu.threads_per_core {
             if !(1..=2).contains(&t) {
-                errs.push(invalid(
+                errs.push(FieldError::invalid(
                     format!("{f}.threadsPerCore"),
                     t,
                     "ThreadsPerCore must be either '1' or '2'",
@@ -192,7 +149,7 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
         }
         if let Some(c) = cpu.core_count {
             if c < 1 {
-                errs.push(invalid(
+                errs.push(FieldError::invalid(
                     format!("{f}.coreCount"),
                     c,
                     "CoreCount must be positive",
@@ -216,7 +173,7 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
         if pl.host_id.as_deref().is_some_and(|h| !h.is_empty())
             && pl.tenancy.as_deref() != Some("host")
         {
-            errs.push(invalid(
+            errs.push(FieldError::invalid(
                 format!("{f}.hostId"),
                 pl.host_id.as_deref().unwrap_or_default(),
                 "hostId can only be set when tenancy is 'host'",
@@ -224,7 +181,7 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
         }
         if let Some(n) = pl.partition_number {
             if n < 1 {
-                errs.push(invalid(
+                errs.push(FieldError::invalid(
                     format!("{f}.partitionNumber"),
                     n,
                     "partitionNumber must be at least 1",
@@ -245,13 +202,13 @@ pub fn validate_spec(spec: &AwsProviderSpec) -> Vec<FieldError> {
 
 fn validate_tags(spec: &AwsProviderSpec, errs: &mut Vec<FieldError>) {
     if spec.cluster_tag_key().is_none() {
-        errs.push(required(
+        errs.push(FieldError::required(
             "providerSpec.tags",
             format!("Tag required of the form {CLUSTER_TAG_PREFIX}****"),
         ));
     }
     if spec.role_tag_key().is_none() {
-        errs.push(required(
+        errs.push(FieldError::required(
             "providerSpec.tags",
             format!("Tag required of the form {ROLE_TAG_PREFIX}****"),
         ));
@@ -267,7 +224,7 @@ fn validate_block_devices(disks: &[BlockDevice], errs: &mut Vec<FieldError>) {
         if disk.device_name == ROOT_DEVICE_NAME {
             roots += 1;
         } else if disks.len() > 1 && !is_data_device_name(&disk.device_name) {
-            errs.push(invalid(
+            errs.push(FieldError::invalid(
                 format!("{idx}.deviceName"),
                 &disk.device_name,
                 format!(
@@ -278,26 +235,26 @@ fn validate_block_devices(disks: &[BlockDevice], errs: &mut Vec<FieldError>) {
         }
         *names.entry(disk.device_name.as_str()).or_default() += 1;
         if !VALID_VOLUME_TYPES.contains(&disk.ebs.volume_type.as_str()) {
-            errs.push(required(
+            errs.push(FieldError::required(
                 format!("{idx}.ebs.volumeType"),
                 format!("Please mention a valid EBS volume type: {VALID_VOLUME_TYPES:?}"),
             ));
         }
         if disk.ebs.volume_size <= 0 {
-            errs.push(required(
+            errs.push(FieldError::required(
                 format!("{idx}.ebs.volumeSize"),
                 "Please mention a valid EBS volume size",
             ));
         }
         if disk.ebs.iops < 0 || (disk.ebs.volume_type == "io1" && disk.ebs.iops == 0) {
-            errs.push(required(
+            errs.push(FieldError::required(
                 format!("{idx}.ebs.iops"),
                 "Please mention a valid EBS volume iops",
             ));
         }
         if let Some(t) = disk.ebs.throughput {
             if t <= 0 {
-                errs.push(invalid(
+                errs.push(FieldError::invalid(
                     format!("{idx}.ebs.throughput"),
                     t,
                     "Throughput should be a positive value",
@@ -306,11 +263,14 @@ fn validate_block_devices(disks: &[BlockDevice], errs: &mut Vec<FieldError>) {
         }
     }
     if roots > 1 || (roots == 0 && disks.len() > 1) {
-        errs.push(required(f, "Only one device can be specified as root"));
+        errs.push(FieldError::required(
+            f,
+            "Only one device can be specified as root",
+        ));
     }
     for (name, n) in names {
         if n > 1 {
-            errs.push(required(
+            errs.push(FieldError::required(
                 f,
                 format!("Device name '{name}' duplicated {n} times, DeviceName must be unique"),
             ));
@@ -321,23 +281,29 @@ fn validate_block_devices(disks: &[BlockDevice], errs: &mut Vec<FieldError>) {
 fn validate_network_interfaces(nis: &[NetworkInterface], errs: &mut Vec<FieldError>) {
     let f = "providerSpec.networkInterfaces";
     if nis.is_empty() {
-        errs.push(required(f, "Mention at least one NetworkInterface"));
+        errs.push(FieldError::required(
+            f,
+            "Mention at least one NetworkInterface",
+        ));
         return;
     }
     for (i, ni) in nis.iter().enumerate() {
         let idx = format!("{f}[{i}]");
         if ni.subnet_id.is_empty() {
-            errs.push(required(format!("{idx}.subnetID"), "SubnetID is required"));
+            errs.push(FieldError::required(
+                format!("{idx}.subnetID"),
+                "SubnetID is required",
+            ));
         }
         if ni.security_group_ids.is_empty() {
-            errs.push(required(
+            errs.push(FieldError::required(
                 format!("{idx}.securityGroupIDs"),
                 "Mention at least one securityGroupID",
             ));
         }
         for (j, sg) in ni.security_group_ids.iter().enumerate() {
             if sg.trim().is_empty() {
-                errs.push(required(
+                errs.push(FieldError::required(
                     format!("{idx}.securityGroupIDs[{j}]"),
                     format!("securityGroupIDs cannot be blank for networkInterface:{i} securityGroupID:{j}"),
                 ));
@@ -353,7 +319,7 @@ fn validate_network_interfaces(nis: &[NetworkInterface], errs: &mut Vec<FieldErr
         }
         if let Some(d) = ni.device_index {
             if d < 0 {
-                errs.push(invalid(
+                errs.push(FieldError::invalid(
                     format!("{idx}.deviceIndex"),
                     d,
                     "deviceIndex must not be negative",
@@ -362,7 +328,7 @@ fn validate_network_interfaces(nis: &[NetworkInterface], errs: &mut Vec<FieldErr
         }
         if let Some(n) = ni.network_card_index {
             if n < 0 {
-                errs.push(invalid(
+                errs.push(FieldError::invalid(
                     format!("{idx}.networkCardIndex"),
                     n,
                     "networkCardIndex must not be negative",
@@ -375,7 +341,11 @@ fn validate_network_interfaces(nis: &[NetworkInterface], errs: &mut Vec<FieldErr
         ] {
             if let Some(v) = v {
                 if v < 0 {
-                    errs.push(invalid(format!("{idx}.{name}"), v, "must not be negative"));
+                    errs.push(FieldError::invalid(
+                        format!("{idx}.{name}"),
+                        v,
+                        "must not be negative",
+                    ));
                 }
             }
         }

@@ -1,9 +1,10 @@
 //! The reference's cloud API series for ARM: [`super::Arm::call`] reports
-//! every HTTP call (each 429 retry too) to [`mcm_driver::cloud_api`] with
+//! every HTTP call (each 429 retry too) to the driver's [`CloudApi`] with
 //! provider `azure` and the reference's service label for the resource and
 //! method ([`service_label`]).
 
 use super::calls::kind_of;
+use mcm_driver::cloud_api::CloudApi;
 use std::time::Instant;
 
 /// The reference's `provider` label.
@@ -41,9 +42,9 @@ pub fn service_label(method: &reqwest::Method, url: &str) -> String {
     }
 }
 
-/// Reports one call that started at `started`.
-pub fn record(method: &reqwest::Method, url: &str, started: Instant, ok: bool) {
-    mcm_driver::cloud_api::record(PROVIDER, &service_label(method, url), started.elapsed(), ok);
+/// Reports one call that started at `started` to `api`.
+pub fn record(api: &CloudApi, method: &reqwest::Method, url: &str, started: Instant, ok: bool) {
+    api.record(PROVIDER, &service_label(method, url), started.elapsed(), ok);
 }
 
 #[cfg(test)]

@@ -205,6 +205,7 @@ pub struct ArmClient {
     limiter: Arc<Limiter<OpClass>>,
     settings: ArmSettings,
     calls: Arc<ApiCalls>,
+    cloud_api: mcm_driver::cloud_api::CloudApi,
 }
 
 impl std::fmt::Debug for ArmClient {
@@ -235,7 +236,14 @@ impl ArmClient {
             limiter,
             settings,
             calls,
+            cloud_api: Default::default(),
         }
+    }
+
+    /// Reports every call to `api` (the driver's handle).
+    pub fn with_cloud_api(mut self, api: mcm_driver::cloud_api::CloudApi) -> Self {
+        self.cloud_api = api;
+        self
     }
 
     /// The subscription.
@@ -280,7 +288,7 @@ impl ArmClient {
             let started = std::time::Instant::now();
             let answer = send(req, operation).await;
             let ok = answer.as_ref().is_ok_and(Answer::is_success);
-            cloud_metrics::record(&method, url, started, ok);
+            cloud_metrics::record(&self.cloud_api, &method, url, started, ok);
             // Transient answers are retried as the Go SDK's pipeline does,
             // each try taking a token of the budget like the first.
             let transient_wait = |tries: u32, after: Option<Duration>| {

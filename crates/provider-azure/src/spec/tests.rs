@@ -1,4 +1,5 @@
 use super::*;
+use mcm_api::MachineClass;
 use serde_json::json;
 
 pub(crate) fn valid_spec() -> serde_json::Value {
@@ -31,6 +32,37 @@ fn class(spec: serde_json::Value) -> MachineClass {
         "providerSpec": spec
     }))
     .unwrap()
+}
+
+/// A Secret every check accepts.
+fn good_secret() -> k8s_openapi::api::core::v1::Secret {
+    let data = [
+        ("clientID", "c"),
+        ("clientSecret", "s"),
+        ("subscriptionID", "sub"),
+        ("tenantID", "t"),
+        ("userData", "#!"),
+    ];
+    k8s_openapi::api::core::v1::Secret {
+        data: Some(
+            data.iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        k8s_openapi::ByteString(v.as_bytes().to_vec()),
+                    )
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// CreateMachine's check of a class (the skeleton's, with a good Secret).
+fn decode_and_validate(class: &MachineClass) -> Result<AzureProviderSpec, mcm_driver::Status> {
+    mcm_driver::provider_spec::decode::<AzureProviderSpec>(class, &good_secret())
+        .map(|d| d.value)
+        .map_err(mcm_driver::Status::from)
 }
 
 fn message(spec: serde_json::Value) -> String {
@@ -176,7 +208,7 @@ fn every_field_of_the_references_api_decodes_without_a_warning() {
     p["machineSet"] = json!({"id": "x", "kind": "vmo"});
     s["subnetInfo"]["vnetResourceGroup"] = json!("net-rg");
     s["cloudConfiguration"] = json!({"name": "AzurePublic"});
-    let d = decode(&s).expect("decodes");
+    let d = <AzureProviderSpec as ProviderSpec>::decode(&s).expect("decodes");
     assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     let nic = d.value.properties.network_profile.network_interfaces;
     assert_eq!(
@@ -187,5 +219,5 @@ fn every_field_of_the_references_api_decodes_without_a_warning() {
     // An array there is refused, as the reference's json.Unmarshal refuses it.
     let mut arr = valid_spec();
     arr["properties"]["networkProfile"] = json!({"networkInterfaces": [{"id": "n"}]});
-    assert!(decode(&arr).is_err());
+    assert!(<AzureProviderSpec as ProviderSpec>::decode(&arr).is_err());
 }

@@ -5,8 +5,8 @@ use super::{
     blank, non_empty, AzureProviderSpec, DataDisk, ImageReference, VmProperties, CLOUD_NAMES,
     DISK_CONTROLLER_TYPES, SECURITY_ENCRYPTION_TYPES, SECURITY_TYPES,
 };
-use crate::field::FieldError;
 use crate::names::{CLUSTER_TAG_PREFIX, ROLE_TAG_PREFIX};
+use mcm_driver::provider_spec::FieldError;
 use std::collections::BTreeMap;
 
 /// Every finding of the reference's validation, in its order.
@@ -80,7 +80,7 @@ fn validate_properties(p: &VmProperties, errs: &mut Vec<FieldError>) {
         ));
     }
     if os.disk_size_gb <= 0 {
-        errs.push(FieldError::invalid_num(
+        errs.push(FieldError::invalid(
             format!("{sp}.osDisk.diskSizeGB"),
             os.disk_size_gb,
             "OSDisk size must be positive and greater than 0",
@@ -130,13 +130,13 @@ fn validate_properties(p: &VmProperties, errs: &mut Vec<FieldError>) {
     {
         let path = format!("{P}.capacityReservation.capacityReservationGroupID");
         match crate::names::resource_type_of(id) {
-            None => errs.push(FieldError::invalid_str(
+            None => errs.push(FieldError::invalid(
                 path,
                 id,
                 "invalid Azure resource ID: invalid resource ID",
             )),
             Some(t) if !t.eq_ignore_ascii_case("CapacityReservationGroups") => {
-                errs.push(FieldError::invalid_str(
+                errs.push(FieldError::invalid(
                     path,
                     id,
                     format!(
@@ -179,7 +179,7 @@ fn validate_image_ref(r: &ImageReference, path: &str, errs: &mut Vec<FieldError>
     if let Some(urn) = r.urn.as_deref().filter(|_| r.urn_set()) {
         let parts: Vec<&str> = urn.split(':').collect();
         if parts.len() != 4 {
-            errs.push(FieldError::invalid_str(
+            errs.push(FieldError::invalid(
                 format!("{path}.urn"),
                 urn,
                 "invalid urn format, urn should be of the format publisher:offer:sku:version",
@@ -201,7 +201,7 @@ fn validate_data_disks(disks: &[DataDisk], path: &str, errs: &mut Vec<FieldError
     let mut luns: BTreeMap<i64, usize> = BTreeMap::new();
     for d in disks {
         if d.lun < 0 {
-            errs.push(FieldError::invalid_num(
+            errs.push(FieldError::invalid(
                 format!("{path}.lun"),
                 d.lun,
                 "lun must be a positive number",
@@ -210,7 +210,7 @@ fn validate_data_disks(disks: &[DataDisk], path: &str, errs: &mut Vec<FieldError
             *luns.entry(d.lun).or_default() += 1;
         }
         if d.disk_size_gb <= 0 {
-            errs.push(FieldError::invalid_num(
+            errs.push(FieldError::invalid(
                 format!("{path}.diskSizeGB"),
                 d.disk_size_gb,
                 "DataDisk size must be positive and greater than 0",
@@ -228,7 +228,7 @@ fn validate_data_disks(disks: &[DataDisk], path: &str, errs: &mut Vec<FieldError
     }
     for (lun, n) in luns {
         if n > 1 {
-            errs.push(FieldError::invalid_num(
+            errs.push(FieldError::invalid(
                 format!("{path}.lun"),
                 lun,
                 format!("DataDisk Lun '{lun}' duplicated {n} times, Lun must be unique"),

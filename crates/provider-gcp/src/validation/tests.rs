@@ -150,7 +150,10 @@ fn secret(keys: &[&str]) -> Secret {
 #[test]
 fn the_secret_needs_credentials_under_one_of_three_keys_and_user_data() {
     let msgs = |s: &Secret| -> Vec<String> {
-        validate_secret(s).iter().map(ToString::to_string).collect()
+        validate_secret(SecretData(s), SecretUse::Create)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     };
     assert_eq!(
         msgs(&secret(&[])),
@@ -170,9 +173,9 @@ fn the_secret_needs_credentials_under_one_of_three_keys_and_user_data() {
 
 #[test]
 fn findings_join_like_a_go_error_slice() {
-    let errs = validate_secret(&secret(&[]));
+    let errs = validate_secret(SecretData(&secret(&[])), SecretUse::Create);
     assert_eq!(
-        go_list(&errs),
+        Join::GoSlice.apply(&errs),
         "[secret serviceAccountJSON, serviceaccount.json or credentialsConfig is required field secret userData is required field]"
     );
 }

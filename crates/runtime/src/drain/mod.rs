@@ -27,16 +27,16 @@ pub mod tasks;
 
 use crate::config::Config;
 use crate::leader::{TenureEnded, TenureGate};
+use crate::metadata::MetaPatch;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
-use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use mcm_core::machine::DrainPlan;
 use mcm_driver::{Driver, GetVolumeIdsRequest};
-use serde_json::json;
 use std::time::Duration;
 use tokio::time::{sleep, Instant};
 use tracing::{debug, info, warn};
@@ -177,10 +177,10 @@ pub async fn cordon(
         .and_then(|s| s.unschedulable)
         .unwrap_or(false)
     {
-        let patch = json!({"spec": {"unschedulable": true}});
         tenure.check()?;
-        nodes
-            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        MetaPatch::new()
+            .unschedulable(true)
+            .send(&nodes, node)
             .await?;
     }
     let has_condition = n

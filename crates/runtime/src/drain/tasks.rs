@@ -16,8 +16,6 @@
 
 use crate::keys::ObjectKey;
 use futures::channel::mpsc;
-use kube::runtime::reflector::ObjectRef;
-use mcm_api::Machine;
 use mcm_core::machine::DrainPlan;
 use std::collections::HashMap;
 use std::future::Future;
@@ -64,8 +62,8 @@ struct Entry {
 /// The running drains of one controller, at most one per machine.
 pub struct DrainTasks {
     entries: Arc<Mutex<HashMap<ObjectKey, Entry>>>,
-    wake: mpsc::UnboundedSender<ObjectRef<Machine>>,
-    wakeups: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<Machine>>>>,
+    wake: mpsc::UnboundedSender<ObjectKey>,
+    wakeups: Mutex<Option<mpsc::UnboundedReceiver<ObjectKey>>>,
     gone_check: Duration,
 }
 
@@ -94,7 +92,7 @@ impl DrainTasks {
 
     /// The machines whose drain ended, as a stream (taken once, by the controller
     /// that reconciles them).
-    pub fn take_wakeups(&self) -> Option<mpsc::UnboundedReceiver<ObjectRef<Machine>>> {
+    pub fn take_wakeups(&self) -> Option<mpsc::UnboundedReceiver<ObjectKey>> {
         self.wakeups.lock().ok().and_then(|mut w| w.take())
     }
 
@@ -143,7 +141,7 @@ impl DrainTasks {
     pub fn start<F, W>(
         &self,
         key: &ObjectKey,
-        machine: ObjectRef<Machine>,
+        machine: ObjectKey,
         uid: &str,
         plan: DrainPlan,
         drain: F,
@@ -255,8 +253,8 @@ mod tests {
         }
     }
 
-    fn machine() -> ObjectRef<Machine> {
-        ObjectRef::new("m").within("ns")
+    fn machine() -> ObjectKey {
+        k("ns/m")
     }
 
     async fn settle() {

@@ -165,7 +165,7 @@ impl Elector {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => Ok(self.wrote(created)),
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Conflict),
+                Err(e) if crate::is_conflict(&e) => Ok(Attempt::Conflict),
                 Err(e) => Err(e),
             };
         };
@@ -197,7 +197,7 @@ impl Elector {
             .await
         {
             Ok(written) => Ok(self.wrote(written)),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Conflict),
+            Err(e) if crate::is_conflict(&e) => Ok(Attempt::Conflict),
             Err(e) => Err(e),
         }
     }

@@ -3,12 +3,13 @@
 //! step names and feeds the result back (see `docs/design/machine.md`, "Creation").
 
 use super::{Cluster, Reconciler, Step};
+use crate::metadata::MetaPatch;
 use crate::pacing::Admission;
 use crate::status::machine::MachineStatusChange;
 use crate::Error;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::ByteString;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use mcm_api::constants as c;
@@ -17,7 +18,6 @@ use mcm_core::machine::{
     self as decide, CreationFlow, CreationOutcome, CreationRetry, CreationStep, MachineView,
 };
 use mcm_driver::{CloudOp, Driver, MachineIdentity, MachineRequest};
-use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
 use tracing::{debug, info, warn};
@@ -264,12 +264,12 @@ impl Reconciler<'_> {
         if !decide::must_record_create_attempt(&self.machine) {
             return Ok(());
         }
-        let patch = json!({"metadata": {"annotations": {
-            decide::CLOUD_CREATE_ANNOTATION: decide::CLOUD_CREATE_ATTEMPTED,
-        }}});
-        self.machine = self
-            .api
-            .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+        self.machine = MetaPatch::new()
+            .annotation(
+                decide::CLOUD_CREATE_ANNOTATION,
+                decide::CLOUD_CREATE_ATTEMPTED,
+            )
+            .send(&self.api, &self.name())
             .await?;
         Ok(())
     }
@@ -303,29 +303,20 @@ impl Reconciler<'_> {
         ) else {
             return Ok(());
         };
-        let mut labels = serde_json::Map::new();
-        let mut annotations = serde_json::Map::new();
-        let mut spec = serde_json::Map::new();
+        let mut patch = MetaPatch::new();
         if let Some(node) = write.node_label {
-            labels.insert(c::NODE_LABEL.into(), json!(node));
+            patch = patch.label(c::NODE_LABEL, node);
         }
         if let Some(priority) = write.priority {
-            annotations.insert(c::PRIORITY_ANNOTATION.into(), json!(priority));
+            patch = patch.annotation(c::PRIORITY_ANNOTATION, priority);
         }
         if let Some(provider_id) = write.provider_id {
-            spec.insert("providerID".into(), json!(provider_id));
+            patch = patch.provider_id(provider_id);
         }
-        for (k, v) in write.applied.iter().flat_map(|a| a.annotations()) {
-            annotations.insert(k.into(), v.map_or(serde_json::Value::Null, Into::into));
+        if let Some(a) = &write.applied {
+            patch = patch.annotations(a.annotations());
         }
-        let patch = json!({
-            "metadata": {"labels": labels, "annotations": annotations},
-            "spec": spec,
-        });
-        self.machine = self
-            .api
-            .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        self.machine = patch.send(&self.api, &self.name()).await?;
         info!(provider_id = %id.provider_id, node = %id.node_name, "persisted providerID and node label");
         Ok(())
     }

@@ -116,10 +116,9 @@ impl Reconciler<'_> {
                     DeletionOutcome::Probed(provider.driver.get_machine_status(&req).await)
                 }
                 DeletionStep::LabelNode(node) => {
-                    let patch = json!({"metadata": {"labels": {c::NODE_LABEL: node}}});
-                    self.machine = self
-                        .api
-                        .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+                    self.machine = MetaPatch::new()
+                        .label(c::NODE_LABEL, node)
+                        .send(&self.api, &self.name())
                         .await?;
                     DeletionOutcome::NodeLabelled
                 }
@@ -236,7 +235,7 @@ impl Reconciler<'_> {
         // The reconcile started from the cache and staged writes do not
         // refresh the copy; the removal is guarded by the finalizer list
         // only, and retried once on a fresh copy if that list changed.
-        crate::finalizer::remove_retrying_stale(&self.api, &self.machine, c::MCM_FINALIZER).await?;
+        finalizer::remove_retrying_stale(&self.api, &self.machine, c::MCM_FINALIZER).await?;
         // The object is gone: what was staged need not be written, and a
         // reconcile of the cache's older copy must not act on it.
         self.discard_staged();
@@ -266,7 +265,7 @@ impl Reconciler<'_> {
         if let Err(e) = self.ctx.tenure.check() {
             return NodeDeletion::Failed(node, e.to_string());
         }
-        match crate::finalizer::remove_retrying_stale(&nodes, &obj, c::NODE_FINALIZER).await {
+        match finalizer::remove_retrying_stale(&nodes, &obj, c::NODE_FINALIZER).await {
             Err(e) => return NodeDeletion::FinalizerRemovalFailed(node, e.to_string()),
             Ok(Some(after))
                 if after.metadata.deletion_timestamp.is_some() && after.finalizers().is_empty() =>

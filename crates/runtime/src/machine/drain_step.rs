@@ -70,7 +70,7 @@ impl Reconciler<'_> {
         };
         self.ctx.drains.start(
             &self.key,
-            ObjectRef::from_obj(&self.machine),
+            ObjectKey::machine(&self.machine),
             uid,
             plan,
             work,

@@ -123,10 +123,12 @@ impl Reconciler<'_> {
     async fn joined(&mut self, now: chrono::DateTime<Utc>) -> Result<(), Error> {
         let view = self.view();
         let took = (now - view.created_or(now)).to_std().unwrap_or_default();
-        let patch = json!({"metadata": {"annotations": {c::MACHINE_JOIN_DURATION_ANNOTATION: decide::format_go_duration(took)}}});
-        self.machine = self
-            .api
-            .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+        self.machine = MetaPatch::new()
+            .annotation(
+                c::MACHINE_JOIN_DURATION_ANNOTATION,
+                decide::format_go_duration(took),
+            )
+            .send(&self.api, &self.name())
             .await?;
         if let Some(target) = &self.ctx.target {
             match self.ctx.take_issued_token(&self.key) {

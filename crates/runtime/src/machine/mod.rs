@@ -33,15 +33,17 @@ pub use delete::delete_orphan;
 pub use startup_taint::remove_startup_taint;
 
 use crate::caches::Triggers;
-use crate::keys::ObjectKey;
+use crate::keys::{Kind, ObjectKey};
+use crate::metadata::{finalizer, version_of, MetaPatch};
+use crate::routing::{error_policy, Route};
 use crate::status::machine::MachineStatusChange;
 use crate::{drain, Context, Error};
 use chrono::Utc;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -50,7 +52,6 @@ use mcm_api::{Machine, MachineClass, MachinePhase as Phase};
 use mcm_core::backoff::FailureKind;
 use mcm_core::machine::{self as decide, MachineView, NodeDeletion, RetryClass, VmRecord};
 use mcm_driver::{Driver, MachineRequest, Status};
-use serde_json::json;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,69 +80,46 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     let ns = ctx.config.namespace.clone();
     // Changes of Machines (filtered by their trigger hash), of classes (to
     // their machines) and of Nodes (to their machine), all from the
-    // process's shared caches.
+    // process's shared caches (design: runtime.md, "Routing events to controllers").
     let store = (*caches.machines).clone();
+    let route = Route::new(&ctx, store.clone());
     let mut machine_triggers = Triggers::new(triggers::machine);
     let machine_store = store.clone();
-    let queues = ctx.workqueues.clone();
-    let machine_events = caches.machines.subscribe().flat_map(move |change| {
-        if let crate::caches::Change::Deleted(m) = &change {
-            queues.forget("machine", &key_of(m));
-        }
-        let triggered = machine_triggers.filter(change, &machine_store);
-        for m in &triggered {
-            queues.queued("machine", &key_of(m));
-        }
-        futures::stream::iter(triggered)
+    let own = route.own(caches.machines.subscribe(), move |change| {
+        machine_triggers.filter(change, &machine_store)
     });
     let class_store = (*caches.classes).clone();
     let mut class_triggers = Triggers::new(triggers::class);
     let users = store.clone();
-    let node_machines = store.clone();
-    let queues = ctx.workqueues.clone();
-    let class_events = caches.classes.subscribe().flat_map(move |change| {
+    let class_events = route.mapped(caches.classes.subscribe(), move |change| {
         let changed = class_triggers.filter(change, &class_store);
-        let refs: Vec<ObjectRef<Machine>> = users
+        users
             .state()
-            .into_iter()
+            .iter()
             .filter(|m| changed.iter().any(|c| c.name_any() == m.spec.class.name))
-            .map(|m| {
-                queues.queued("machine", &key_of(&m));
-                ObjectRef::from_obj(&*m)
-            })
-            .collect();
-        futures::stream::iter(refs)
+            .map(|m| ObjectKey::machine(m))
+            .collect()
     });
-    let mut controller = Controller::for_shared_stream(machine_events, store)
-        .reconcile_on(class_events)
-        .with_config(
-            kube::runtime::controller::Config::default().concurrency(ctx.config.concurrent_syncs),
-        );
+    let mut controller = route
+        .controller(own, ctx.config.concurrent_syncs)
+        .reconcile_on(class_events);
     if let Some(nodes) = &caches.nodes {
         let node_store = (**nodes).clone();
         let mut node_triggers = Triggers::new(triggers::node);
-        let ns_for_nodes = ns.clone();
-        let queues = ctx.workqueues.clone();
-        let node_events = nodes.subscribe().flat_map(move |change| {
-            let refs: Vec<ObjectRef<Machine>> = node_triggers
+        let node_events = route.mapped(nodes.subscribe(), move |change| {
+            node_triggers
                 .filter(change, &node_store)
-                .into_iter()
+                .iter()
                 .filter_map(|node| {
                     let m = node.labels().get(c::MACHINE_NAME_NODE_LABEL)?;
-                    let r = ObjectRef::new(m).within(&ns_for_nodes);
-                    // A Node of no (more) Machine starts no reconcile: not waiting.
-                    if node_machines.get(&r).is_some() {
-                        queues.queued("machine", &format!("{ns_for_nodes}/{m}"));
-                    }
-                    Some(r)
+                    Some(ObjectKey::new(Kind::Machine, &ns, m))
                 })
-                .collect();
-            futures::stream::iter(refs)
+                .collect()
         });
         controller = controller.reconcile_on(node_events);
     }
     if let Some(drained) = ctx.drains.take_wakeups() {
-        controller = controller.reconcile_on(drained);
+        controller = controller.reconcile_on(route.keys(drained));
     }
     // Drains end with the controller (shutdown, or this future dropped when leadership is lost).
     let _abort_drains = AbortDrains(ctx.clone());
@@ -154,7 +132,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
     }
     controller
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile, error_policy::<Machine>, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
                 debug!(error = %e, "machine reconcile error");
@@ -182,18 +160,10 @@ impl Drop for AbortDrains {
     }
 }
 
-fn error_policy(m: Arc<Machine>, err: &Error, ctx: Arc<Context>) -> Action {
-    ctx.requeue_after_error("machine", &ObjectKey::machine(&m), err)
-}
-
-fn key_of(m: &Machine) -> String {
-    ObjectKey::machine(m).to_string()
-}
-
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default()))]
 pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _work = ctx.workqueues.work_on("machine", &key_of(&m));
+    let _work = ctx.workqueues.work_on("machine", &ObjectKey::machine(&m));
     if ctx.was_released(&ObjectKey::machine(&m), &m.uid().unwrap_or_default()) {
         debug!("finalizer already removed here; waiting for the cache to drop the machine");
         return Ok(Action::await_change());
@@ -358,20 +328,15 @@ impl<'a> Reconciler<'a> {
             // A fresh machine: record, with its finalizer, that no VM was
             // created for it yet, so that its deletion can finish without the
             // provider if its creation never reaches the cloud.
-            let mut finalizers = self.machine.finalizers().to_vec();
-            finalizers.push(c::MCM_FINALIZER.to_string());
-            let patch = json!({"metadata": {
-                "finalizers": finalizers,
-                "annotations": {decide::CLOUD_CREATE_ANNOTATION: decide::CLOUD_CREATE_NEVER},
-                "resourceVersion": self.machine.resource_version(),
-            }});
-            self.machine = self
-                .api
-                .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            let never = MetaPatch::new()
+                .annotation(decide::CLOUD_CREATE_ANNOTATION, decide::CLOUD_CREATE_NEVER);
+            let added = finalizer::add_with(&self.api, &self.machine, c::MCM_FINALIZER, never);
+            if let Some(m) = added.await? {
+                self.machine = m;
+            }
             return Ok(());
         }
-        if let Some(m) = crate::finalizer::add(&self.api, &self.machine, c::MCM_FINALIZER).await? {
+        if let Some(m) = finalizer::add(&self.api, &self.machine, c::MCM_FINALIZER).await? {
             self.machine = m;
         }
         Ok(())

@@ -101,10 +101,12 @@ impl Reconciler<'_> {
                 .await;
             }
             PreserveStep::AddScaleDownDisabled => {
-                self.patch_node_annotations(json!({
-                    c::CA_SCALE_DOWN_DISABLED_ANNOTATION: c::CA_SCALE_DOWN_DISABLED_VALUE,
-                    c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION: c::CA_SCALE_DOWN_DISABLED_VALUE,
-                }))
+                let v = c::CA_SCALE_DOWN_DISABLED_VALUE;
+                self.patch_node_annotations(
+                    MetaPatch::new()
+                        .annotation(c::CA_SCALE_DOWN_DISABLED_ANNOTATION, v)
+                        .annotation(c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION, v),
+                )
                 .await?;
             }
             PreserveStep::Taint => self.set_preserved_taint(true).await?,
@@ -117,30 +119,24 @@ impl Reconciler<'_> {
                     .await?;
             }
             PreserveStep::RemoveNodeAnnotations { ca, preserve } => {
-                let mut a = serde_json::Map::new();
+                let mut a = MetaPatch::new();
                 if ca {
-                    a.insert(c::CA_SCALE_DOWN_DISABLED_ANNOTATION.into(), json!(null));
-                    a.insert(
-                        c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION.into(),
-                        json!(null),
-                    );
+                    a = a
+                        .remove_annotation(c::CA_SCALE_DOWN_DISABLED_ANNOTATION)
+                        .remove_annotation(c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION);
                 }
                 if preserve {
-                    a.insert(c::PRESERVE_ANNOTATION.into(), json!(null));
+                    a = a.remove_annotation(c::PRESERVE_ANNOTATION);
                 }
-                self.patch_node_annotations(serde_json::Value::Object(a))
-                    .await?;
+                self.patch_node_annotations(a).await?;
             }
             PreserveStep::RemoveMachineAnnotations { mark_false } => {
-                let preserve = if mark_false {
-                    json!(c::PRESERVE_VALUE_FALSE)
-                } else {
-                    json!(null)
-                };
-                self.patch_machine_annotations(json!({
-                    c::PRESERVE_ANNOTATION: preserve,
-                    c::LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION: null,
-                }))
+                let preserve = mark_false.then_some(c::PRESERVE_VALUE_FALSE);
+                self.patch_machine_annotations(
+                    MetaPatch::new()
+                        .annotation_opt(c::PRESERVE_ANNOTATION, preserve)
+                        .remove_annotation(c::LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION),
+                )
                 .await?;
             }
             PreserveStep::ClearExpiry => {
@@ -158,11 +154,12 @@ impl Reconciler<'_> {
                 .await;
             }
             PreserveStep::RecordNodeValue(v) => {
-                let last = if v.is_empty() { json!(null) } else { json!(v) };
-                self.patch_machine_annotations(json!({
-                    c::PRESERVE_ANNOTATION: null,
-                    c::LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION: last,
-                }))
+                let last = (!v.is_empty()).then_some(v);
+                self.patch_machine_annotations(
+                    MetaPatch::new()
+                        .remove_annotation(c::PRESERVE_ANNOTATION)
+                        .annotation_opt(c::LAST_APPLIED_NODE_PRESERVE_VALUE_ANNOTATION, last),
+                )
                 .await?;
             }
         }
@@ -240,7 +237,7 @@ impl Reconciler<'_> {
         };
         self.ctx.drains.start(
             &key,
-            ObjectRef::from_obj(&self.machine),
+            ObjectKey::machine(&self.machine),
             &uid,
             plan,
             work,
@@ -254,12 +251,8 @@ impl Reconciler<'_> {
             .await
     }
 
-    async fn patch_machine_annotations(&mut self, a: serde_json::Value) -> Result<(), Error> {
-        let patch = json!({"metadata": {"annotations": a}});
-        self.machine = self
-            .api
-            .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+    async fn patch_machine_annotations(&mut self, a: MetaPatch) -> Result<(), Error> {
+        self.machine = a.send(&self.api, &self.name()).await?;
         Ok(())
     }
 
@@ -269,19 +262,12 @@ impl Reconciler<'_> {
         Some((Api::all(target), node))
     }
 
-    async fn patch_node_annotations(&self, a: serde_json::Value) -> Result<(), Error> {
+    async fn patch_node_annotations(&self, a: MetaPatch) -> Result<(), Error> {
         let Some((nodes, node)) = self.nodes_api() else {
             return Ok(());
         };
-        let patch = json!({"metadata": {"annotations": a}});
-        match nodes
-            .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        a.send_unless_gone(&nodes, &node).await?;
+        Ok(())
     }
 
     async fn set_node_condition(
@@ -328,12 +314,10 @@ impl Reconciler<'_> {
         } else {
             taints.retain(|t| !is_ours(t));
         }
-        let patch = json!({
-            "metadata": {"resourceVersion": n.resource_version()},
-            "spec": {"taints": taints},
-        });
-        nodes
-            .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+        MetaPatch::new()
+            .guarded_by(version_of(&n))
+            .taints(taints)
+            .send(&nodes, &node)
             .await?;
         info!(node, tainted = on, "preserved taint changed");
         Ok(())

@@ -35,23 +35,12 @@ pub async fn remove_startup_taint(
         .and_then(|s| s.taints.clone())
         .unwrap_or_default();
     let rest = st::without_startup_taint(key, &taints);
-    let patch = json!({
-        "metadata": {"resourceVersion": node.resource_version()},
-        "spec": {"taints": rest},
-    });
     let nodes: Api<Node> = Api::all(target.clone());
-    match nodes
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+    MetaPatch::new()
+        .guarded_by(version_of(node))
+        .taints(rest)
+        .send_unless_gone(&nodes, &node.name_any())
         .await
-    {
-        Ok(n) => Ok(Some(n)),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(e) => Err(e),
-    }
 }
 
 /// A short, stable name of a removal error (for the status text; the full

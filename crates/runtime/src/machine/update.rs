@@ -181,15 +181,9 @@ impl Reconciler<'_> {
 
     /// Writes the last-applied providerSpec annotations.
     pub(super) async fn record_applied_spec(&mut self, record: &AppliedSpec) -> Result<(), Error> {
-        let annotations: serde_json::Map<String, serde_json::Value> = record
-            .annotations()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.map_or(serde_json::Value::Null, Into::into)))
-            .collect();
-        let patch = json!({"metadata": {"annotations": annotations}});
-        self.machine = self
-            .api
-            .patch(&self.name(), &PatchParams::default(), &Patch::Merge(&patch))
+        self.machine = MetaPatch::new()
+            .annotations(record.annotations())
+            .send(&self.api, &self.name())
             .await?;
         Ok(())
     }

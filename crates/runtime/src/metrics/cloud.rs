@@ -1,8 +1,9 @@
-//! The cloud API series, written from [`mcm_driver::cloud_api`]: the
-//! providers report every call at their HTTP/SDK layer, and the observer
-//! here counts it. As in the reference (whose collectors are package-level
-//! globals), the families are shared by the whole process, so every
-//! [`super::Metrics`] registers the same series.
+//! The cloud API series, written from the drivers' [`CloudApi`] handles:
+//! the providers report every call at their HTTP/SDK layer, and the
+//! observer here counts it. The families belong to one [`super::Metrics`]
+//! (so to one Context): the Context adds their observer to the handle of
+//! every driver it runs (`Context::with_clients`), and two Contexts in one
+//! process share no series.
 //!
 //! The reference's AWS, GCP and Azure providers count a successful call in
 //! `mcm_cloud_api_requests_total` (and observe its duration) and a failed
@@ -12,13 +13,14 @@
 //! nothing).
 
 use super::CloudApiLabels;
+#[cfg(doc)]
+use mcm_driver::cloud_api::CloudApi;
 use mcm_driver::cloud_api::{CloudApiCall, CloudApiObserver};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
-use std::sync::{Arc, LazyLock, Once};
 
-/// The process's cloud API families.
+/// The cloud API families of one [`super::Metrics`]; clones share the series.
 #[derive(Clone)]
 pub struct CloudApiFamilies {
     /// `mcm_cloud_api_requests_total`.
@@ -29,52 +31,47 @@ pub struct CloudApiFamilies {
     pub duration: Family<CloudApiLabels, Histogram>,
 }
 
-static FAMILIES: LazyLock<CloudApiFamilies> = LazyLock::new(|| CloudApiFamilies {
-    requests: Family::default(),
-    failed: Family::default(),
-    duration: Family::new_with_constructor(super::histogram),
-});
-
-static INSTALL: Once = Once::new();
-
-/// The process's families; the first call adds their observer to
-/// [`mcm_driver::cloud_api`].
-pub fn families() -> CloudApiFamilies {
-    INSTALL.call_once(|| mcm_driver::cloud_api::add_observer(Arc::new(Observer)));
-    FAMILIES.clone()
+impl Default for CloudApiFamilies {
+    fn default() -> Self {
+        CloudApiFamilies {
+            requests: Family::default(),
+            failed: Family::default(),
+            duration: Family::new_with_constructor(super::histogram),
+        }
+    }
 }
 
-struct Observer;
-
-impl CloudApiObserver for Observer {
+impl CloudApiObserver for CloudApiFamilies {
     fn cloud_api_call(&self, call: &CloudApiCall<'_>) {
         let labels = CloudApiLabels {
             provider: call.provider.to_string(),
             service: call.service.to_string(),
         };
         if call.ok {
-            FAMILIES.requests.get_or_create(&labels).inc();
-            FAMILIES
-                .duration
+            self.requests.get_or_create(&labels).inc();
+            self.duration
                 .get_or_create(&labels)
                 .observe(call.duration.as_secs_f64());
         } else {
-            FAMILIES.failed.get_or_create(&labels).inc();
+            self.failed.get_or_create(&labels).inc();
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use mcm_driver::cloud_api::CloudApi;
     use prometheus_client::registry::Registry;
     use std::time::Duration;
 
     #[test]
     fn a_providers_calls_move_the_cloud_api_series() {
         let mut registry = Registry::default();
-        let _m = super::super::Metrics::new(&mut registry);
-        mcm_driver::cloud_api::record("unitcloud", "instance_get", Duration::from_millis(30), true);
-        mcm_driver::cloud_api::record("unitcloud", "instance_get", Duration::from_millis(5), false);
+        let m = super::super::Metrics::new(&mut registry);
+        let api = CloudApi::new();
+        api.add_observer(m.cloud_api_observer());
+        api.record("unitcloud", "instance_get", Duration::from_millis(30), true);
+        api.record("unitcloud", "instance_get", Duration::from_millis(5), false);
         let text = super::super::encode(&registry);
         let labels = "{provider=\"unitcloud\",service=\"instance_get\"}";
         assert!(
@@ -91,5 +88,20 @@ mod tests {
             )),
             "only successful calls are timed, as in the reference: {text}"
         );
+    }
+
+    #[test]
+    fn two_metrics_share_no_cloud_api_series() {
+        let (mut one, mut other) = (Registry::default(), Registry::default());
+        let (a, _b) = (
+            super::super::Metrics::new(&mut one),
+            super::super::Metrics::new(&mut other),
+        );
+        let api = CloudApi::new();
+        api.add_observer(a.cloud_api_observer());
+        api.record("twocloud", "instance_get", Duration::from_millis(1), true);
+        let series = "mcm_cloud_api_requests_total{provider=\"twocloud\"";
+        assert!(super::super::encode(&one).contains(series));
+        assert!(!super::super::encode(&other).contains(series));
     }
 }

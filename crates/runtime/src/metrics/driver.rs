@@ -173,6 +173,10 @@ impl Driver for Observed {
         self.inner.rate_limit_scope(req)
     }
 
+    fn cloud_api(&self) -> Option<mcm_driver::cloud_api::CloudApi> {
+        self.inner.cloud_api()
+    }
+
     async fn list_machines(&self, req: &ListMachinesRequest) -> DriverResult<ListMachinesResponse> {
         self.call("ListMachines", self.inner.list_machines(req))
             .await

@@ -254,7 +254,7 @@ fn histogram() -> Histogram {
 impl Metrics {
     /// Creates the metrics and registers them (with the `mcm` prefix) in `registry`.
     pub fn new(registry: &mut Registry) -> Self {
-        let cloud = cloud::families();
+        let cloud = cloud::CloudApiFamilies::default();
         let m = Metrics {
             items: Gauge::default(),
             phase: Family::default(),
@@ -367,6 +367,18 @@ impl Metrics {
             Described(m.driver_failed.clone()),
         );
         m
+    }
+
+    /// The observer that moves these metrics' cloud API series, for a
+    /// driver's [`mcm_driver::cloud_api::CloudApi`] handle.
+    pub fn cloud_api_observer(
+        &self,
+    ) -> std::sync::Arc<dyn mcm_driver::cloud_api::CloudApiObserver> {
+        std::sync::Arc::new(cloud::CloudApiFamilies {
+            requests: self.api_requests.clone(),
+            failed: self.api_requests_failed.clone(),
+            duration: self.api_request_duration.clone(),
+        })
     }
 
     /// Refills the per-machine series (`items`, phase, info, conditions) from
@@ -485,13 +497,6 @@ pub fn condition_value(status: &str) -> i64 {
         "False" => 0,
         _ => 2,
     }
-}
-
-/// Adds the process-wide families to `registry` (once per registry): the
-/// REST client series ([`rest`]). The workqueue series are the Context's
-/// ([`workqueue::register`]).
-pub fn register_shared(registry: &mut Registry) {
-    rest::register(registry);
 }
 
 /// Encodes a registry in the Prometheus text format (0.0.4, what the

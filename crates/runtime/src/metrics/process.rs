@@ -48,12 +48,10 @@ pub struct ProcessMetrics {
 }
 
 impl ProcessMetrics {
-    /// Creates and registers the process metrics, and the other
-    /// process-wide families ([`super::register_shared`]: the REST
-    /// client), once per registry as every process serves one.
+    /// Creates and registers the process metrics (the REST client series
+    /// are the Context's: [`super::rest::RestMetrics::register`]).
     pub fn new(registry: &mut Registry) -> Self {
         let m = ProcessMetrics::default();
-        super::register_shared(registry);
         registry.register(
             "process_cpu_seconds",
             "Total user and system CPU time spent in seconds.",

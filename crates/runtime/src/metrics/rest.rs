@@ -9,14 +9,15 @@
 //!   by `{value}`); watches are not timed, as in client-go.
 //!
 //! The kube clients write them through a tower layer (`mcm`'s
-//! `kubeclient`); the families are the process's, as in the reference.
+//! `kubeclient`) that holds a [`RestMetrics`]; the Context owns the same
+//! value (`Context::rest`, from [`crate::Clients`]), so the series are the
+//! Context's, not the process's: two Contexts in one process share none.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use std::sync::LazyLock;
 use std::time::Duration;
 
 /// `{code, method, host}`.
@@ -39,9 +40,20 @@ pub struct LatencyLabels {
     pub url: String,
 }
 
-struct RestFamilies {
+/// The REST client families; clones share the series.
+#[derive(Clone, Debug)]
+pub struct RestMetrics {
     results: Family<ResultLabels, Counter>,
     latency: Family<LatencyLabels, Histogram>,
+}
+
+impl Default for RestMetrics {
+    fn default() -> Self {
+        RestMetrics {
+            results: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+        }
+    }
 }
 
 fn latency_histogram() -> Histogram {
@@ -49,48 +61,43 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 10))
 }
 
-static FAMILIES: LazyLock<RestFamilies> = LazyLock::new(|| RestFamilies {
-    results: Family::default(),
-    latency: Family::new_with_constructor(latency_histogram),
-});
-
-/// Adds the REST client families to `registry`.
-pub fn register(registry: &mut Registry) {
-    registry.register(
-        "rest_client_requests",
-        "Number of HTTP requests, partitioned by status code, method, and host.",
-        super::Described(FAMILIES.results.clone()),
-    );
-    registry.register(
-        "rest_client_request_latency_seconds",
-        "Request latency in seconds. Broken down by verb and URL.",
-        super::Described(FAMILIES.latency.clone()),
-    );
-}
-
-/// Records one finished request to `uri` (`status` is `None` when no
-/// response came).
-pub fn record(method: &str, uri: &http::Uri, status: Option<u16>, took: Duration) {
-    let code = status.map_or_else(|| "<error>".to_string(), |s| s.to_string());
-    let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
-    FAMILIES
-        .results
-        .get_or_create(&ResultLabels {
-            code,
-            method: method.to_string(),
-            host,
-        })
-        .inc();
-    if is_watch(uri) {
-        return;
+impl RestMetrics {
+    /// Adds the REST client families to `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            super::Described(self.results.clone()),
+        );
+        registry.register(
+            "rest_client_request_latency_seconds",
+            "Request latency in seconds. Broken down by verb and URL.",
+            super::Described(self.latency.clone()),
+        );
     }
-    FAMILIES
-        .latency
-        .get_or_create(&LatencyLabels {
-            verb: method.to_string(),
-            url: url_template(uri),
-        })
-        .observe(took.as_secs_f64());
+
+    /// Records one finished request to `uri` (`status` is `None` when no
+    /// response came).
+    pub fn record(&self, method: &str, uri: &http::Uri, status: Option<u16>, took: Duration) {
+        let code = status.map_or_else(|| "<error>".to_string(), |s| s.to_string());
+        let host = uri.authority().map(|a| a.to_string()).unwrap_or_default();
+        self.results
+            .get_or_create(&ResultLabels {
+                code,
+                method: method.to_string(),
+                host,
+            })
+            .inc();
+        if is_watch(uri) {
+            return;
+        }
+        self.latency
+            .get_or_create(&LatencyLabels {
+                verb: method.to_string(),
+                url: url_template(uri),
+            })
+            .observe(took.as_secs_f64());
+    }
 }
 
 fn is_watch(uri: &http::Uri) -> bool {
@@ -194,13 +201,14 @@ mod tests {
     #[test]
     fn requests_are_counted_by_code_method_and_host_and_watches_are_not_timed() {
         let mut registry = Registry::default();
-        register(&mut registry);
+        let rest = RestMetrics::default();
+        rest.register(&mut registry);
         let host = "rest-test.invalid:443";
         let get = uri(&format!("https://{host}/api/v1/namespaces/ns/pods/p"));
         let watch = uri(&format!("https://{host}/api/v1/pods?watch=true"));
-        record("GET", &get, Some(200), Duration::from_millis(3));
-        record("GET", &watch, Some(200), Duration::from_secs(300));
-        record("POST", &get, None, Duration::from_millis(3));
+        rest.record("GET", &get, Some(200), Duration::from_millis(3));
+        rest.record("GET", &watch, Some(200), Duration::from_secs(300));
+        rest.record("POST", &get, None, Duration::from_millis(3));
         let text = super::super::encode(&registry);
         assert!(
             text.contains(&format!(
@@ -219,5 +227,18 @@ mod tests {
             !text.contains(&format!("url=\"https://{host}/api/v1/pods?watch")),
             "watches are not timed: {text}"
         );
+    }
+
+    #[test]
+    fn two_rest_metrics_share_no_series() {
+        let (mut one, mut other) = (Registry::default(), Registry::default());
+        let (a, b) = (RestMetrics::default(), RestMetrics::default());
+        a.register(&mut one);
+        b.register(&mut other);
+        let get = uri("https://rest-two.invalid:443/api/v1/pods");
+        a.record("GET", &get, Some(200), Duration::from_millis(1));
+        let series = "host=\"rest-two.invalid:443\"";
+        assert!(super::super::encode(&one).contains(series));
+        assert!(!super::super::encode(&other).contains(series));
     }
 }

@@ -29,6 +29,7 @@
 //! [`MANAGER_QUEUES`]). Queue names are the reference's
 //! (`machine`, `machineclass`, `machineset`, ...).
 
+use crate::keys::ObjectKey;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
@@ -68,7 +69,7 @@ struct Queue {
     waited: Histogram,
     running: Mutex<HashMap<u64, Instant>>,
     /// Items triggered and not yet started, with their first trigger.
-    pending: Mutex<HashMap<String, Instant>>,
+    pending: Mutex<HashMap<ObjectKey, Instant>>,
 }
 
 /// The most items remembered as waiting per queue (an item whose object is
@@ -156,20 +157,20 @@ impl WorkQueues {
 
     /// Records that item `key` of queue `name` was triggered now (a watched
     /// change routed to it); its reconcile's start observes the wait.
-    pub fn queued(&self, name: &'static str, key: &str) {
+    pub fn queued(&self, name: &'static str, key: &ObjectKey) {
         if let Some(q) = self.queue(name) {
             if let Ok(mut pending) = q.pending.lock() {
                 if pending.len() >= MAX_PENDING && !pending.contains_key(key) {
                     pending.clear();
                 }
-                pending.entry(key.to_string()).or_insert_with(Instant::now);
+                pending.entry(key.clone()).or_insert_with(Instant::now);
             }
         }
     }
 
     /// Like [`Self::work`] for item `key`: a trigger recorded by [`Self::queued`] is
     /// observed as the item's queue duration.
-    pub fn work_on(&self, name: &'static str, key: &str) -> Work {
+    pub fn work_on(&self, name: &'static str, key: &ObjectKey) -> Work {
         let w = self.work(name);
         if let Some(q) = &w.queue {
             let since = q.pending.lock().ok().and_then(|mut p| p.remove(key));
@@ -183,7 +184,7 @@ impl WorkQueues {
 
     /// Item `key` of queue `name` will not be reconciled (its object is gone):
     /// it no longer counts as waiting.
-    pub fn forget(&self, name: &'static str, key: &str) {
+    pub fn forget(&self, name: &'static str, key: &ObjectKey) {
         if let Some(q) = self.queue(name) {
             if let Ok(mut pending) = q.pending.lock() {
                 pending.remove(key);
@@ -347,6 +348,12 @@ impl Collector for Collected {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::Kind;
+
+    fn key(namespaced: &str) -> ObjectKey {
+        let (ns, name) = namespaced.split_once('/').expect("ns/name");
+        ObjectKey::new(Kind::Machine, ns, name)
+    }
 
     fn scrape(queues: &Arc<WorkQueues>) -> String {
         let mut registry = Registry::default();
@@ -396,13 +403,13 @@ mod tests {
     #[test]
     fn the_wait_from_the_first_trigger_to_the_reconcile_is_the_queue_duration() {
         let q = Arc::new(WorkQueues::default());
-        q.queued("wq-wait", "ns/a");
+        q.queued("wq-wait", &key("ns/a"));
         std::thread::sleep(std::time::Duration::from_millis(20));
         // A second trigger while waiting keeps the first one's time.
-        q.queued("wq-wait", "ns/a");
-        drop(q.work_on("wq-wait", "ns/a"));
+        q.queued("wq-wait", &key("ns/a"));
+        drop(q.work_on("wq-wait", &key("ns/a")));
         // A reconcile without a trigger (a requeue) observes nothing.
-        drop(q.work_on("wq-wait", "ns/b"));
+        drop(q.work_on("wq-wait", &key("ns/b")));
         let text = scrape(&q);
         assert_eq!(
             value(
@@ -465,28 +472,28 @@ mod tests {
     #[test]
     fn depth_counts_items_waiting_for_their_reconcile_not_those_running_or_forgotten() {
         let q = Arc::new(WorkQueues::default());
-        q.queued("wq-depth", "ns/a");
-        q.queued("wq-depth", "ns/a");
-        q.queued("wq-depth", "ns/b");
-        q.queued("wq-depth", "ns/c");
+        q.queued("wq-depth", &key("ns/a"));
+        q.queued("wq-depth", &key("ns/a"));
+        q.queued("wq-depth", &key("ns/b"));
+        q.queued("wq-depth", &key("ns/c"));
         // Triggered three items (one twice): three wait.
         assert_eq!(
             value(&scrape(&q), "mcm_workqueue_depth{name=\"wq-depth\"}"),
             3.0
         );
-        let running = q.work_on("wq-depth", "ns/a");
+        let running = q.work_on("wq-depth", &key("ns/a"));
         assert_eq!(
             value(&scrape(&q), "mcm_workqueue_depth{name=\"wq-depth\"}"),
             2.0
         );
         // ns/c's object was deleted before its reconcile.
-        q.forget("wq-depth", "ns/c");
+        q.forget("wq-depth", &key("ns/c"));
         assert_eq!(
             value(&scrape(&q), "mcm_workqueue_depth{name=\"wq-depth\"}"),
             1.0
         );
         drop(running);
-        drop(q.work_on("wq-depth", "ns/b"));
+        drop(q.work_on("wq-depth", &key("ns/b")));
         assert_eq!(
             value(&scrape(&q), "mcm_workqueue_depth{name=\"wq-depth\"}"),
             0.0

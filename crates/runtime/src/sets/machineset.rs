@@ -16,12 +16,13 @@ use super::{
     release, remove_finalizer, requeue, Ctx, Error,
 };
 use crate::keys::{Kind, ObjectKey};
+use crate::metadata::{version_of, MetaPatch};
 use crate::status::machine::MachineStatusChange;
 use crate::status::unless_gone;
 use chrono::Utc;
 use futures::future::join_all;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -40,7 +41,6 @@ use mcm_core::replicas::{
     ReplicaPlan, Seen, Selection,
 };
 use mcm_core::time::to_k8s;
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,15 +48,6 @@ use tracing::{debug, info, instrument, warn};
 
 /// How soon to look again while creations or deletions are not yet observed.
 const EXPECTATIONS_RECHECK: Duration = Duration::from_secs(5);
-
-/// The controller's error policy: conflicts retry soon, other errors back off per set.
-pub(crate) fn error_policy(ms: Arc<MachineSet>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    ctx.requeue_after_error(
-        "machineset",
-        &ctx.key(Kind::MachineSet, &ms.name_any()),
-        err,
-    )
-}
 
 /// Why a set cannot be acted upon, if it cannot.
 pub(crate) fn invalid_set(ms: &MachineSet) -> Option<String> {
@@ -112,7 +103,7 @@ pub(crate) async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Act
     let name = obj.name_any();
     let object_key = ctx.key(Kind::MachineSet, &name);
     let key = object_key.to_string();
-    let _work = ctx.workqueues.work_on("machineset", &key);
+    let _work = ctx.workqueues.work_on("machineset", &object_key);
     let action = reconcile_set(&name, &object_key, &key, &ctx).await?;
     ctx.reset_backoff(&object_key);
     Ok(action)
@@ -394,12 +385,12 @@ async fn auto_preserve(
     for (names, value, out) in [
         (
             std::mem::take(&mut plan.annotate),
-            json!(keys::PRESERVE_AUTO),
+            Some(keys::PRESERVE_AUTO),
             &mut done.annotate,
         ),
         (
             std::mem::take(&mut plan.unannotate),
-            serde_json::Value::Null,
+            None,
             &mut done.unannotate,
         ),
     ] {
@@ -407,16 +398,12 @@ async fn auto_preserve(
             let Some(m) = claimed.iter().find(|m| m.name_any() == n) else {
                 continue;
             };
-            let patch = json!({"metadata": {
-                "resourceVersion": m.resource_version(),
-                "annotations": { keys::PRESERVE: value }
-            }});
-            match api
-                .patch(&n, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
+            let write = MetaPatch::new()
+                .guarded_by(version_of(&**m))
+                .annotation_opt(keys::PRESERVE, value);
+            match write.send(&api, &n).await {
                 Ok(_) => {
-                    info!(machine = %n, auto_preserved = !value.is_null(), "auto-preservation annotation changed");
+                    info!(machine = %n, auto_preserved = value.is_some(), "auto-preservation annotation changed");
                     out.push(n);
                 }
                 Err(e) => {

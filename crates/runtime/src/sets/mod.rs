@@ -17,10 +17,11 @@
 //!   count drops or the unfreeze annotation is set.
 //!
 //! One watch per kind (Machines, MachineSets, MachineDeployments) fills the
-//! caches and routes every change (deletions included) to the controllers
-//! that care: a Machine to its MachineSet (orphans to every set whose
-//! selector matches) and to that set's MachineDeployment; a MachineSet to its
-//! deployment. Every reconcile re-reads its object from the API server; every
+//! shared caches; each controller's [`crate::routing::Route`] maps every
+//! change (deletions included) to the keys it concerns: a Machine to its
+//! MachineSet (orphans to every set whose selector matches) and to that
+//! set's MachineDeployment; a MachineSet to its deployment. Every reconcile
+//! reads its object from the cache; every
 //! write of a computed value carries a resourceVersion precondition, and a
 //! MachineSet does not act on its machine count while creations or
 //! deletions it made are not yet visible in the cache.
@@ -37,18 +38,19 @@ pub(crate) mod rollout_nodes;
 
 use crate::caches::{Change, Triggers};
 use crate::events::Recorder;
-use futures::channel::mpsc;
+use crate::keys::{Kind, ObjectKey};
+use crate::metadata::{finalizer, version_of, MetaPatch};
+use crate::routing::{error_policy, key_of, Reconciled, Route};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
+use kube::api::Api;
+use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use mcm_api::{Machine, MachineDeployment, MachineSet};
 use mcm_core::replicas::{controller_ref, selector_is_empty, selector_matches, Expectations};
 use serde::de::DeserializeOwned;
-use serde_json::json;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -93,15 +95,7 @@ impl Default for SetsConfig {
 /// The errors of the set controllers: the runtime's one error type.
 pub use crate::Error;
 
-/// The answer of an API call was NotFound.
-pub(crate) fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
-/// The answer of an API call was a conflict or AlreadyExists (HTTP 409).
-pub(crate) fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
+pub(crate) use crate::{is_conflict, is_not_found};
 
 /// The set controllers run on the process's one [`crate::Context`].
 pub(crate) type Ctx = crate::Context;
@@ -212,16 +206,7 @@ pub(crate) fn owner_reference<K: Resource<DynamicType = ()>>(owner: &K) -> Owner
 
 /// Whether the object carries the MCM finalizer.
 pub(crate) fn has_finalizer<K: Resource>(obj: &K) -> bool {
-    crate::finalizer::has(obj, mcm_api::constants::MCM_FINALIZER)
-}
-
-/// A merge patch of `metadata` guarded by the object's resourceVersion.
-fn guarded_metadata_patch<K: Resource>(obj: &K, metadata: serde_json::Value) -> serde_json::Value {
-    let mut meta = metadata;
-    if let (Some(m), Some(rv)) = (meta.as_object_mut(), obj.meta().resource_version.clone()) {
-        m.insert("resourceVersion".into(), json!(rv));
-    }
-    json!({ "metadata": meta })
+    finalizer::has(obj, mcm_api::constants::MCM_FINALIZER)
 }
 
 /// Adds the MCM finalizer (resourceVersion-guarded merge patch).
@@ -229,7 +214,7 @@ pub(crate) async fn add_finalizer<K>(api: &Api<K>, obj: &K) -> Result<K, Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    let updated = crate::finalizer::add(api, obj, mcm_api::constants::MCM_FINALIZER).await?;
+    let updated = finalizer::add(api, obj, mcm_api::constants::MCM_FINALIZER).await?;
     Ok(updated.unwrap_or_else(|| obj.clone()))
 }
 
@@ -238,7 +223,7 @@ pub(crate) async fn remove_finalizer<K>(api: &Api<K>, obj: &K) -> Result<(), Err
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    crate::finalizer::remove(api, obj, mcm_api::constants::MCM_FINALIZER).await?;
+    finalizer::remove(api, obj, mcm_api::constants::MCM_FINALIZER).await?;
     Ok(())
 }
 
@@ -258,13 +243,11 @@ where
         .filter(|r| r.controller != Some(true))
         .collect();
     refs.push(owner_reference(owner));
-    let patch = guarded_metadata_patch(obj, json!({ "ownerReferences": refs }));
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
+    MetaPatch::new()
+        .owner_references(refs)
+        .guarded_by(version_of(obj))
+        .send(api, &obj.name_any())
+        .await
 }
 
 /// Removes the ownerReference with `owner_uid` from `obj` (for real: the
@@ -282,31 +265,19 @@ where
         .into_iter()
         .filter(|r| r.uid != owner_uid)
         .collect();
-    let value = if refs.is_empty() {
-        serde_json::Value::Null
-    } else {
-        json!(refs)
-    };
-    let patch = guarded_metadata_patch(obj, json!({ "ownerReferences": value }));
-    match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        Err(e) => Err(e),
-    }
+    MetaPatch::new()
+        .owner_references(refs)
+        .guarded_by(version_of(obj))
+        .send_unless_gone(api, &obj.name_any())
+        .await?;
+    Ok(())
 }
 
 /// The MachineSets a Machine change concerns: its controller (kind
 /// MachineSet), or for an orphan every set whose non-empty selector matches.
-fn sets_for_machine(m: &Machine, sets: &Store<MachineSet>, ns: &str) -> Vec<ObjectRef<MachineSet>> {
+fn sets_for_machine(m: &Machine, sets: &Store<MachineSet>, ns: &str) -> Vec<ObjectKey> {
     match controller_ref(&m.metadata) {
-        Some(c) if c.kind == "MachineSet" => vec![ObjectRef::new(&c.name).within(ns)],
+        Some(c) if c.kind == "MachineSet" => vec![ObjectKey::new(Kind::MachineSet, ns, &c.name)],
         Some(_) => Vec::new(),
         None => {
             let labels = m.metadata.labels.clone().unwrap_or_default();
@@ -317,7 +288,7 @@ fn sets_for_machine(m: &Machine, sets: &Store<MachineSet>, ns: &str) -> Vec<Obje
                         !selector_is_empty(sel) && selector_matches(sel, &labels).unwrap_or(false)
                     })
                 })
-                .map(|s| ObjectRef::from_obj(&**s))
+                .map(|s| key_of(&**s))
                 .collect()
         }
     }
@@ -329,9 +300,11 @@ fn deployments_for_set(
     s: &MachineSet,
     deployments: &Store<MachineDeployment>,
     ns: &str,
-) -> Vec<ObjectRef<MachineDeployment>> {
+) -> Vec<ObjectKey> {
     match controller_ref(&s.metadata) {
-        Some(c) if c.kind == "MachineDeployment" => vec![ObjectRef::new(&c.name).within(ns)],
+        Some(c) if c.kind == "MachineDeployment" => {
+            vec![ObjectKey::new(Kind::MachineDeployment, ns, &c.name)]
+        }
         Some(_) => Vec::new(),
         None => {
             let labels = s.metadata.labels.clone().unwrap_or_default();
@@ -343,154 +316,113 @@ fn deployments_for_set(
                         !selector_is_empty(sel) && selector_matches(sel, &labels).unwrap_or(false)
                     })
                 })
-                .map(|d| ObjectRef::from_obj(&**d))
+                .map(|d| key_of(&**d))
                 .collect()
         }
     }
 }
 
 /// The deployment of a machine's set (machine → set → deployment by controller refs).
-fn deployments_for_machine(
-    m: &Machine,
-    sets: &Store<MachineSet>,
-    ns: &str,
-) -> Vec<ObjectRef<MachineDeployment>> {
+fn deployments_for_machine(m: &Machine, sets: &Store<MachineSet>, ns: &str) -> Vec<ObjectKey> {
     let Some(c) = controller_ref(&m.metadata).filter(|c| c.kind == "MachineSet") else {
         return Vec::new();
     };
     sets.get(&ObjectRef::new(&c.name).within(ns))
         .and_then(|s| controller_ref(&s.metadata))
         .filter(|d| d.kind == "MachineDeployment")
-        .map(|d| vec![ObjectRef::new(&d.name).within(ns)])
+        .map(|d| vec![ObjectKey::new(Kind::MachineDeployment, ns, &d.name)])
         .unwrap_or_default()
 }
 
-struct Routes {
-    set_objects: mpsc::UnboundedSender<Arc<MachineSet>>,
-    set_refs: mpsc::UnboundedSender<ObjectRef<MachineSet>>,
-    deployment_objects: mpsc::UnboundedSender<Arc<MachineDeployment>>,
-    deployment_refs: mpsc::UnboundedSender<ObjectRef<MachineDeployment>>,
-    queues: Arc<crate::metrics::workqueue::WorkQueues>,
-}
-
-/// The workqueue key of an object reference (`namespace/name`).
-fn ref_key<K: Resource<DynamicType = ()>>(r: &ObjectRef<K>) -> String {
-    format!("{}/{}", r.namespace.clone().unwrap_or_default(), r.name)
-}
-
-impl Routes {
-    fn set_refs(&self, refs: Vec<ObjectRef<MachineSet>>) {
-        for r in refs {
-            self.queues.queued("machineset", &ref_key(&r));
-            let _ = self.set_refs.unbounded_send(r);
-        }
-    }
-
-    fn deployment_refs(&self, refs: Vec<ObjectRef<MachineDeployment>>) {
-        for r in refs {
-            self.queues.queued("machinedeployment", &ref_key(&r));
-            let _ = self.deployment_refs.unbounded_send(r);
-        }
-    }
-
-    fn set_object(&self, s: Arc<MachineSet>) {
-        self.queues
-            .queued("machineset", &ref_key(&ObjectRef::from_obj(&*s)));
-        let _ = self.set_objects.unbounded_send(s);
-    }
-
-    fn deployment_object(&self, d: Arc<MachineDeployment>) {
-        self.queues
-            .queued("machinedeployment", &ref_key(&ObjectRef::from_obj(&*d)));
-        let _ = self.deployment_objects.unbounded_send(d);
-    }
-
-    fn all_sets(&self, sets: &Store<MachineSet>) {
-        for s in sets.state() {
-            self.set_object(s);
-        }
-    }
-
-    fn all_deployments(&self, deployments: &Store<MachineDeployment>) {
-        for d in deployments.state() {
-            self.deployment_object(d);
-        }
+/// The own objects a change of their cache reconciles: every applied one,
+/// and after a (re)list every one (it may have hidden deletions).
+fn applied_or_all<K: Reconciled>(route: &Route<K>) -> impl FnMut(Change<K>) -> Vec<Arc<K>> {
+    let route = route.clone();
+    move |change| match change {
+        Change::Applied(o) => vec![o],
+        Change::Deleted(_) => Vec::new(),
+        Change::Listed => route.all(),
     }
 }
 
-/// Routes the shared Machine changes to the sets and deployments they concern.
-async fn pump_machines(ctx: Arc<Ctx>, routes: Arc<Routes>) {
-    let mut changes = ctx.caches.machines.subscribe();
-    let ns = ctx.config.namespace.clone();
-    while let Some(change) = changes.next().await {
-        match change {
-            Change::Applied(m) | Change::Deleted(m) => {
-                routes.set_refs(sets_for_machine(&m, &ctx.caches.sets, &ns));
-                routes.deployment_refs(deployments_for_machine(&m, &ctx.caches.sets, &ns));
-                ctx.sets.safety_wakeup.notify_one();
-            }
-            Change::Listed => {
-                // A (re)list may have hidden deletions: look at everything again.
-                routes.all_sets(&ctx.caches.sets);
-                routes.all_deployments(&ctx.caches.deployments);
-                ctx.sets.safety_wakeup.notify_one();
-            }
-        }
-    }
+/// The MachineSet controller's work: its sets' changes, and the sets each
+/// Machine change concerns.
+fn set_controller(ctx: &Arc<Ctx>) -> kube::runtime::Controller<MachineSet> {
+    let route = Route::new(ctx, (*ctx.caches.sets).clone());
+    let own = route.own(ctx.caches.sets.subscribe(), applied_or_all(&route));
+    let (sets, ns, all) = (
+        (*ctx.caches.sets).clone(),
+        ctx.config.namespace.clone(),
+        route.clone(),
+    );
+    let machines = route.mapped(
+        ctx.caches.machines.subscribe(),
+        move |change| match change {
+            Change::Applied(m) | Change::Deleted(m) => sets_for_machine(&m, &sets, &ns),
+            Change::Listed => all.all_keys(),
+        },
+    );
+    route
+        .controller(own, ctx.config.concurrent_syncs)
+        .reconcile_on(machines)
 }
 
-/// Routes the shared MachineSet changes, and wakes the overshoot pass on a
-/// set whose fields the pass reads changed ([`overshoot::wakes_the_pass`]):
-/// a set's unfreeze annotation is acted on at once, not a period later.
-async fn pump_sets(ctx: Arc<Ctx>, routes: Arc<Routes>) {
-    let mut changes = ctx.caches.sets.subscribe();
-    let ns = ctx.config.namespace.clone();
-    let mut overshoot_fields = Triggers::new(overshoot::wakes_the_pass);
-    while let Some(change) = changes.next().await {
-        match change {
-            Change::Applied(s) => {
-                let moved = overshoot_fields.filter(Change::Applied(s.clone()), &ctx.caches.sets);
-                if !moved.is_empty() {
-                    ctx.sets.safety_wakeup.notify_one();
-                }
-                routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
-                routes.set_object(s);
-            }
-            Change::Deleted(s) => {
-                overshoot_fields.filter(Change::Deleted(s.clone()), &ctx.caches.sets);
-                ctx.sets.safety_wakeup.notify_one();
-                ctx.workqueues
-                    .forget("machineset", &ref_key(&ObjectRef::from_obj(&*s)));
-                routes.deployment_refs(deployments_for_set(&s, &ctx.caches.deployments, &ns));
-            }
-            Change::Listed => {
-                overshoot_fields.filter(Change::Listed, &ctx.caches.sets);
-                ctx.sets.safety_wakeup.notify_one();
-                debug!(
-                    sets = ctx.caches.sets.state().len(),
-                    "machineset cache filled"
-                );
-                routes.all_sets(&ctx.caches.sets);
-                routes.all_deployments(&ctx.caches.deployments);
-            }
-        }
-    }
+/// The MachineDeployment controller's work: its deployments' changes, the
+/// deployment of each changed MachineSet and of each changed Machine's set.
+fn deployment_controller(ctx: &Arc<Ctx>) -> kube::runtime::Controller<MachineDeployment> {
+    let route = Route::new(ctx, (*ctx.caches.deployments).clone());
+    let own = route.own(ctx.caches.deployments.subscribe(), applied_or_all(&route));
+    let (deployments, ns, all) = (
+        (*ctx.caches.deployments).clone(),
+        ctx.config.namespace.clone(),
+        route.clone(),
+    );
+    let sets = route.mapped(ctx.caches.sets.subscribe(), move |change| match change {
+        Change::Applied(s) | Change::Deleted(s) => deployments_for_set(&s, &deployments, &ns),
+        Change::Listed => all.all_keys(),
+    });
+    let (set_store, ns, all) = (
+        (*ctx.caches.sets).clone(),
+        ctx.config.namespace.clone(),
+        route.clone(),
+    );
+    let machines = route.mapped(
+        ctx.caches.machines.subscribe(),
+        move |change| match change {
+            Change::Applied(m) | Change::Deleted(m) => deployments_for_machine(&m, &set_store, &ns),
+            Change::Listed => all.all_keys(),
+        },
+    );
+    route
+        .controller(own, ctx.config.concurrent_syncs)
+        .reconcile_on(sets)
+        .reconcile_on(machines)
 }
 
-/// Routes the shared MachineDeployment changes.
-async fn pump_deployments(ctx: Arc<Ctx>, routes: Arc<Routes>) {
-    let mut changes = ctx.caches.deployments.subscribe();
-    while let Some(change) = changes.next().await {
-        match change {
-            Change::Applied(d) => {
-                routes.deployment_object(d);
-                ctx.sets.safety_wakeup.notify_one();
-            }
-            Change::Deleted(d) => ctx
-                .workqueues
-                .forget("machinedeployment", &ref_key(&ObjectRef::from_obj(&*d))),
-            Change::Listed => routes.all_deployments(&ctx.caches.deployments),
-        }
+/// Wakes the overshoot safety loop on every Machine change, every
+/// MachineDeployment applied (it counts machines per set and deployment),
+/// and every MachineSet change of what a pass reads of the set
+/// ([`overshoot::wakes_the_pass`]), its deletion or a re-list: a set's
+/// unfreeze annotation is acted on at once, not a period later.
+async fn wake_safety(ctx: Arc<Ctx>) {
+    let machines = ctx.caches.machines.subscribe().map(|_| ());
+    let deployments = ctx
+        .caches
+        .deployments
+        .subscribe()
+        .flat_map(|c| futures::stream::iter(matches!(c, Change::Applied(_)).then_some(())));
+    let (store, mut read_by_pass) = (
+        (*ctx.caches.sets).clone(),
+        Triggers::new(overshoot::wakes_the_pass),
+    );
+    let sets = ctx.caches.sets.subscribe().flat_map(move |c| {
+        let applied = matches!(c, Change::Applied(_));
+        let moved = !read_by_pass.filter(c, &store).is_empty();
+        futures::stream::iter((moved || !applied).then_some(()))
+    });
+    let mut changes = futures::stream::select(futures::stream::select(machines, deployments), sets);
+    while changes.next().await.is_some() {
+        ctx.sets.safety_wakeup.notify_one();
     }
 }
 
@@ -550,46 +482,32 @@ pub async fn run_with(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()> + Send +
         .declare(&crate::metrics::workqueue::MANAGER_QUEUES);
     let shutdown = shutdown.boxed().shared();
     let namespace = ctx.config.namespace.clone();
-    let (set_objects, set_objects_rx) = mpsc::unbounded();
-    let (set_refs, set_refs_rx) = mpsc::unbounded();
-    let (deployment_objects, deployment_objects_rx) = mpsc::unbounded();
-    let (deployment_refs, deployment_refs_rx) = mpsc::unbounded();
-    let routes = Arc::new(Routes {
-        set_objects,
-        set_refs,
-        deployment_objects,
-        deployment_refs,
-        queues: ctx.workqueues.clone(),
-    });
     info!(namespace = %namespace, "starting MachineSet and MachineDeployment controllers");
-    let controller_config = ControllerConfig::default().concurrency(ctx.config.concurrent_syncs);
-    let set_controller = Controller::for_shared_stream(set_objects_rx, (*ctx.caches.sets).clone())
-        .reconcile_on(set_refs_rx)
-        .with_config(controller_config.clone())
+    let set_controller = set_controller(&ctx)
         .graceful_shutdown_on(shutdown.clone())
-        .run(machineset::reconcile, machineset::error_policy, ctx.clone())
+        .run(
+            machineset::reconcile,
+            error_policy::<MachineSet>,
+            ctx.clone(),
+        )
         .for_each(|res| async move {
             if let Err(e) = res {
                 debug!(error = %e, "machineset reconcile");
             }
         });
-    let deployment_controller =
-        Controller::for_shared_stream(deployment_objects_rx, (*ctx.caches.deployments).clone())
-            .reconcile_on(deployment_refs_rx)
-            .with_config(controller_config)
-            .graceful_shutdown_on(shutdown.clone())
-            .run(deployment::reconcile, deployment::error_policy, ctx.clone())
-            .for_each(|res| async move {
-                if let Err(e) = res {
-                    debug!(error = %e, "machinedeployment reconcile");
-                }
-            });
+    let deployment_controller = deployment_controller(&ctx)
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            deployment::reconcile,
+            error_policy::<MachineDeployment>,
+            ctx.clone(),
+        )
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                debug!(error = %e, "machinedeployment reconcile");
+            }
+        });
     let safety_loop = overshoot::run(ctx.clone(), shutdown.clone());
-    let pumps = futures::future::join3(
-        pump_machines(ctx.clone(), routes.clone()),
-        pump_sets(ctx.clone(), routes.clone()),
-        pump_deployments(ctx.clone(), routes),
-    );
     let ready = ctx.clone();
     let work = async move {
         tokio::select! {
@@ -601,7 +519,7 @@ pub async fn run_with(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()> + Send +
     };
     tokio::select! {
         _ = work => {}
-        _ = pumps => {}
+        _ = wake_safety(ctx.clone()) => {}
     }
     info!(namespace = %namespace, "MachineSet and MachineDeployment controllers stopped");
 }

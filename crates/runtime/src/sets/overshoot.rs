@@ -21,8 +21,8 @@
 //! order, skipping an action whose prerequisite failed.
 
 use super::{publish, Ctx};
+use crate::metadata::MetaPatch;
 use chrono::Utc;
-use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::ResourceExt;
 use mcm_api::constants as c;
@@ -31,7 +31,6 @@ use mcm_core::deployment::{
     deployment_conditions_after_freeze, plan_overshoot, set_conditions_after_freeze, FreezeTarget,
     OvershootAction, OvershootInput, SetEvent,
 };
-use serde_json::json;
 use std::collections::hash_map::DefaultHasher;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
@@ -184,21 +183,12 @@ async fn write_freeze_label<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let labels = if frozen {
-        json!(c::FREEZE_LABEL_VALUE)
-    } else {
-        serde_json::Value::Null
-    };
-    let mut meta = json!({"labels": {c::FREEZE_LABEL: labels}});
+    let mut write =
+        MetaPatch::new().label_opt(c::FREEZE_LABEL, frozen.then_some(c::FREEZE_LABEL_VALUE));
     if !frozen {
-        meta["annotations"] = json!({c::UNFREEZE_ANNOTATION: null});
+        write = write.remove_annotation(c::UNFREEZE_ANNOTATION);
     }
-    api.patch(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({ "metadata": meta })),
-    )
-    .await
+    write.send(api, name).await
 }
 
 /// Freezes or unfreezes a deployment (condition, label, unfreeze annotation).

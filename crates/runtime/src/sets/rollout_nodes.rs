@@ -23,8 +23,9 @@
 //! on the next pass; they never stop the rollout itself.
 
 use super::Ctx;
+use crate::metadata::{version_of, MetaPatch};
 use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use mcm_api::constants as c;
@@ -34,7 +35,6 @@ use mcm_core::deployment::{
     ScaleDownDisabledChange, SetView, Strategy,
 };
 use mcm_core::replicas::controller_ref;
-use serde_json::json;
 use std::sync::Arc;
 use tracing::{debug, info, warn};
 
@@ -105,20 +105,16 @@ pub(crate) async fn reconcile(ctx: &Ctx, v: RolloutView<'_>) {
                     .sets
                     .autoscaler_scaledown_annotation_during_rollout =>
             {
-                json!(c::CA_SCALE_DOWN_DISABLED_VALUE)
+                Some(c::CA_SCALE_DOWN_DISABLED_VALUE)
             }
-            ScaleDownDisabledChange::Remove => serde_json::Value::Null,
+            ScaleDownDisabledChange::Remove => None,
             _ => continue,
         };
-        let patch = json!({"metadata": {"annotations": {
-            c::CA_SCALE_DOWN_DISABLED_ANNOTATION: value,
-            c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION: value,
-        }}});
-        match nodes
-            .patch(node_name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => info!(node = %node_name, machine = %m.name_any(), set = !value.is_null(),
+        let write = MetaPatch::new()
+            .annotation_opt(c::CA_SCALE_DOWN_DISABLED_ANNOTATION, value)
+            .annotation_opt(c::CA_SCALE_DOWN_DISABLED_BY_MCM_ANNOTATION, value);
+        match write.send(&nodes, node_name).await {
+            Ok(_) => info!(node = %node_name, machine = %m.name_any(), set = value.is_some(),
                            "cluster-autoscaler scale-down-disabled annotations"),
             Err(e) => {
                 warn!(node = %node_name, error = %e, "scale-down-disabled annotations not written")
@@ -161,16 +157,10 @@ async fn write_taints(
     node: &Node,
     taints: Vec<Taint>,
 ) -> Result<(), kube::Error> {
-    let patch = json!({
-        "metadata": {"resourceVersion": node.resource_version()},
-        "spec": {"taints": taints},
-    });
-    nodes
-        .patch(
-            &node.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+    MetaPatch::new()
+        .guarded_by(version_of(node))
+        .taints(taints)
+        .send(nodes, &node.name_any())
         .await
         .map(|_| ())
 }
@@ -231,16 +221,10 @@ async fn untaint_set(
 }
 
 async fn annotate_set(ctx: &Ctx, set: &MachineSet, value: Option<&str>) -> Result<(), kube::Error> {
-    let patch = json!({"metadata": {
-        "resourceVersion": set.resource_version(),
-        "annotations": {c::PREFER_NO_SCHEDULE_KEY: value},
-    }});
-    ctx.machine_sets()
-        .patch(
-            &set.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
+    MetaPatch::new()
+        .guarded_by(version_of(set))
+        .annotation_opt(c::PREFER_NO_SCHEDULE_KEY, value)
+        .send(&ctx.machine_sets(), &set.name_any())
         .await
         .map(|_| ())
 }

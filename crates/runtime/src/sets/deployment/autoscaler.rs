@@ -86,17 +86,16 @@ impl Pass<'_> {
             let Some(m) = store.get(&ObjectRef::new(&name).within(&ns)) else {
                 continue;
             };
-            let mut annotations = json!({ c::PRIORITY_ANNOTATION: "1" });
+            let mut write = MetaPatch::new()
+                .guarded_by(version_of(&*m))
+                .annotation(c::PRIORITY_ANNOTATION, "1");
             if m.annotations()
                 .get(c::MARKED_FOR_DELETION_TIME_ANNOTATION)
                 .is_none_or(|t| t.is_empty())
             {
-                annotations[c::MARKED_FOR_DELETION_TIME_ANNOTATION] = json!(time);
+                write = write.annotation(c::MARKED_FOR_DELETION_TIME_ANNOTATION, time);
             }
-            let patch = json!({"metadata": {"resourceVersion": m.resource_version(), "annotations": annotations}});
-            machines
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            write.send(&machines, &name).await?;
             info!(machine = %name, "machine marked for deletion by the cluster-autoscaler");
         }
         Ok(marked)

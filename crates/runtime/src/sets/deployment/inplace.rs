@@ -102,17 +102,10 @@ impl Pass<'_> {
         let disable = sets_to_disable_scale_up(&self.views, &self.part);
         for &i in &disable {
             let s = &self.sets[i];
-            let patch = json!({"metadata": {
-                "resourceVersion": s.resource_version(),
-                "labels": {c::SCALE_UP_DISABLED_LABEL: "true"},
-            }});
-            self.ctx
-                .machine_sets()
-                .patch(
-                    &s.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
+            MetaPatch::new()
+                .guarded_by(version_of(&**s))
+                .label(c::SCALE_UP_DISABLED_LABEL, "true")
+                .send(&self.ctx.machine_sets(), &s.name_any())
                 .await?;
             info!(machineset = %s.name_any(), "old MachineSet may no longer create machines (in-place rollout)");
         }
@@ -145,10 +138,9 @@ impl Pass<'_> {
         }
         if !sync.is_empty() {
             for name in &sync.strip_machine_labels {
-                let patch = json!({"metadata": {"labels": {c::NODE_UPDATE_RESULT_LABEL: null}}});
-                self.ctx
-                    .machines()
-                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                MetaPatch::new()
+                    .remove_label(c::NODE_UPDATE_RESULT_LABEL)
+                    .send(&self.ctx.machines(), name)
                     .await?;
             }
             for node in &sync.finish_nodes {
@@ -243,18 +235,12 @@ impl Pass<'_> {
         if node.labels().contains_key(label) {
             return Ok(());
         }
-        let patch = json!({"metadata": {
-            "resourceVersion": node.resource_version(),
-            "labels": {label: "true"},
-        }});
-        match nodes
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        MetaPatch::new()
+            .guarded_by(version_of(&*node))
+            .label(label, "true")
+            .send_unless_gone(nodes, name)
+            .await?;
+        Ok(())
     }
 
     /// An updated Node of the new set: the protocol labels and the failure
@@ -286,20 +272,15 @@ impl Pass<'_> {
                 ..Default::default()
             });
         }
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": node.resource_version(),
-                "labels": {
-                    c::NODE_CANDIDATE_FOR_UPDATE_LABEL: null,
-                    c::NODE_SELECTED_FOR_UPDATE_LABEL: null,
-                    c::NODE_UPDATE_RESULT_LABEL: null,
-                },
-                "annotations": {c::NODE_UPDATE_FAILED_REASON_ANNOTATION: null},
-            },
-            "spec": {"unschedulable": false, "taints": taints},
-        });
-        nodes
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        MetaPatch::new()
+            .guarded_by(version_of(&*node))
+            .remove_label(c::NODE_CANDIDATE_FOR_UPDATE_LABEL)
+            .remove_label(c::NODE_SELECTED_FOR_UPDATE_LABEL)
+            .remove_label(c::NODE_UPDATE_RESULT_LABEL)
+            .remove_annotation(c::NODE_UPDATE_FAILED_REASON_ANNOTATION)
+            .unschedulable(false)
+            .taints(taints)
+            .send(nodes, name)
             .await?;
         info!(node = %name, "in-place update finished: node uncordoned");
         Ok(())
@@ -328,34 +309,23 @@ impl Pass<'_> {
         };
         let labels =
             mcm_core::deployment::moved_machine_labels(m.labels(), &selector(from), &selector(to));
-        let mut label_patch = serde_json::Map::new();
+        let mut write = MetaPatch::new()
+            .guarded_by(version_of(&**m))
+            .owner_references(vec![owner_reference(&*self.sets[to])]);
         for k in m.labels().keys().filter(|k| !labels.contains_key(*k)) {
-            label_patch.insert(k.clone(), serde_json::Value::Null);
+            write = write.remove_label(k);
         }
         for (k, v) in &labels {
-            label_patch.insert(k.clone(), json!(v));
+            write = write.label(k, v.clone());
         }
-        let patch = json!({"metadata": {
-            "resourceVersion": m.resource_version(),
-            "ownerReferences": [owner_reference(&*self.sets[to])],
-            "labels": label_patch,
-        }});
-        self.ctx
-            .machines()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
+        write.send(&self.ctx.machines(), name).await?;
         info!(machine = %name, from = %self.sets[from].name_any(), to = %self.sets[to].name_any(),
               "updated in place: machine moved to the new MachineSet");
         if let Some(node) = m.labels().get(c::NODE_LABEL).filter(|n| !n.is_empty()) {
-            let patch = json!({"spec": {"unschedulable": false}});
-            match nodes
-                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(e.into()),
-            }
+            MetaPatch::new()
+                .unschedulable(false)
+                .send_unless_gone(nodes, node)
+                .await?;
         }
         Ok(())
     }

@@ -21,9 +21,10 @@ use super::{
     release, remove_finalizer, requeue, Ctx, Error,
 };
 use crate::keys::Kind;
+use crate::metadata::{version_of, MetaPatch};
 use chrono::{DateTime, SecondsFormat, Utc};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
@@ -47,7 +48,6 @@ use mcm_core::replicas::{
     Claimer, Selection,
 };
 use mcm_core::time::to_k8s;
-use serde_json::json;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,12 +69,6 @@ use status::mark_invalid;
 /// How soon to look again after a write whose watch event may be missed.
 const SHORTLY: Duration = Duration::from_secs(2);
 
-/// The controller's error policy: conflicts retry soon, other errors back off per deployment.
-pub(crate) fn error_policy(d: Arc<MachineDeployment>, err: &Error, ctx: Arc<Ctx>) -> Action {
-    let key = ctx.key(Kind::MachineDeployment, &d.name_any());
-    ctx.requeue_after_error("machinedeployment", &key, err)
-}
-
 /// Why a deployment cannot be acted upon, if it cannot.
 pub(crate) fn invalid_deployment(d: &MachineDeployment) -> Option<String> {
     let deleting = d.meta().deletion_timestamp.is_some();
@@ -92,9 +86,7 @@ pub(crate) fn invalid_deployment(d: &MachineDeployment) -> Option<String> {
 pub(crate) async fn reconcile(obj: Arc<MachineDeployment>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let name = obj.name_any();
     let key = ctx.key(Kind::MachineDeployment, &name);
-    let _work = ctx
-        .workqueues
-        .work_on("machinedeployment", &key.to_string());
+    let _work = ctx.workqueues.work_on("machinedeployment", &key);
     let action = reconcile_deployment(&name, &ctx).await?;
     ctx.reset_backoff(&key);
     Ok(action)

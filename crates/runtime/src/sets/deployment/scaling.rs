@@ -17,23 +17,12 @@ impl Pass<'_> {
         if from == size && !annotations_changed {
             return Ok(false);
         }
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": s.resource_version(),
-                "annotations": {
-                    c::DESIRED_REPLICAS_ANNOTATION: self.replicas().to_string(),
-                    c::MAX_REPLICAS_ANNOTATION: max.to_string(),
-                }
-            },
-            "spec": { "replicas": size }
-        });
-        self.ctx
-            .machine_sets()
-            .patch(
-                &s.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
+        MetaPatch::new()
+            .guarded_by(version_of(&**s))
+            .annotation(c::DESIRED_REPLICAS_ANNOTATION, self.replicas().to_string())
+            .annotation(c::MAX_REPLICAS_ANNOTATION, max.to_string())
+            .replicas(size)
+            .send(&self.ctx.machine_sets(), &s.name_any())
             .await?;
         if from != size {
             let direction = if from < size { "up" } else { "down" };

@@ -1,0 +1,217 @@
+//! Every write of an object's metadata (labels, annotations, finalizers,
+//! ownerReferences) and of the few spec fields the controllers own on
+//! objects they do not otherwise write (a Machine's `providerID`, a
+//! MachineSet's `replicas`, a Node's `taints` and `unschedulable`), as status
+//! writes go through `status/` (design: docs/design/runtime.md, "Metadata
+//! writes").
+//!
+//! A controller says what changes with a [`MetaPatch`]; the module builds
+//! the JSON merge patch (RFC 7386) and sends it. A key removed is written as
+//! `null`; a field left alone is absent. [`MetaPatch::guarded_by`] adds the
+//! resourceVersion the change was computed from, so that the API server
+//! refuses it (409) when the object moved on; a write that is right
+//! whatever the object holds now carries none. Finalizers have their own
+//! functions ([`finalizer`]): adding one is a guarded merge patch of the
+//! whole list, removing one a JSON patch guarded by the list itself.
+
+pub mod finalizer;
+#[cfg(test)]
+mod tests;
+
+use k8s_openapi::api::core::v1::Taint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, Patch, PatchParams};
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+/// One metadata write (and the spec fields listed in the module docs), as a
+/// value: built with the setters, sent with [`MetaPatch::send`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetaPatch {
+    labels: BTreeMap<String, Option<String>>,
+    annotations: BTreeMap<String, Option<String>>,
+    finalizers: Option<Vec<String>>,
+    owner_references: Option<Vec<OwnerReference>>,
+    resource_version: Option<String>,
+    spec: Map<String, Value>,
+}
+
+impl MetaPatch {
+    /// A write that changes nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets label `key` to `value`.
+    pub fn label(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.labels.insert(key.to_string(), Some(value.into()));
+        self
+    }
+
+    /// Removes label `key` (written as `null`).
+    pub fn remove_label(mut self, key: &str) -> Self {
+        self.labels.insert(key.to_string(), None);
+        self
+    }
+
+    /// Sets (`Some`) or removes (`None`) label `key`.
+    pub fn label_opt(mut self, key: &str, value: Option<impl Into<String>>) -> Self {
+        self.labels.insert(key.to_string(), value.map(Into::into));
+        self
+    }
+
+    /// Sets annotation `key` to `value`.
+    pub fn annotation(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.annotations.insert(key.to_string(), Some(value.into()));
+        self
+    }
+
+    /// Removes annotation `key` (written as `null`).
+    pub fn remove_annotation(mut self, key: &str) -> Self {
+        self.annotations.insert(key.to_string(), None);
+        self
+    }
+
+    /// Sets (`Some`) or removes (`None`) annotation `key`.
+    pub fn annotation_opt(mut self, key: &str, value: Option<impl Into<String>>) -> Self {
+        self.annotations
+            .insert(key.to_string(), value.map(Into::into));
+        self
+    }
+
+    /// Sets or removes every annotation of `changes`.
+    pub fn annotations<'a, V: Into<String>>(
+        mut self,
+        changes: impl IntoIterator<Item = (&'a str, Option<V>)>,
+    ) -> Self {
+        for (k, v) in changes {
+            self.annotations.insert(k.to_string(), v.map(Into::into));
+        }
+        self
+    }
+
+    /// Replaces the finalizer list (use [`finalizer::add`] /
+    /// [`finalizer::remove`] for one finalizer; this is for a write that
+    /// adds one together with other changes).
+    pub(crate) fn finalizers(mut self, finalizers: Vec<String>) -> Self {
+        self.finalizers = Some(finalizers);
+        self
+    }
+
+    /// Replaces the ownerReferences; an empty list removes the field
+    /// (written as `null`).
+    pub fn owner_references(mut self, refs: Vec<OwnerReference>) -> Self {
+        self.owner_references = Some(refs);
+        self
+    }
+
+    /// Guards the write by the resourceVersion it was computed from (no
+    /// guard for `None`): a changed object answers 409 Conflict.
+    pub fn guarded_by(mut self, resource_version: Option<String>) -> Self {
+        self.resource_version = resource_version;
+        self
+    }
+
+    /// Sets a Machine's `spec.providerID`.
+    pub fn provider_id(mut self, id: impl Into<String>) -> Self {
+        self.spec
+            .insert("providerID".into(), Value::String(id.into()));
+        self
+    }
+
+    /// Sets a MachineSet's `spec.replicas`.
+    pub fn replicas(mut self, replicas: i32) -> Self {
+        self.spec.insert("replicas".into(), json!(replicas));
+        self
+    }
+
+    /// Replaces a Node's `spec.taints`.
+    pub fn taints(mut self, taints: Vec<Taint>) -> Self {
+        self.spec.insert("taints".into(), json!(taints));
+        self
+    }
+
+    /// Sets a Node's `spec.unschedulable` (cordon, uncordon).
+    pub fn unschedulable(mut self, on: bool) -> Self {
+        self.spec.insert("unschedulable".into(), Value::Bool(on));
+        self
+    }
+
+    /// Whether the write changes nothing (a guard alone changes nothing).
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty()
+            && self.annotations.is_empty()
+            && self.finalizers.is_none()
+            && self.owner_references.is_none()
+            && self.spec.is_empty()
+    }
+
+    /// The merge-patch body.
+    pub fn body(&self) -> Value {
+        let keys = |m: &BTreeMap<String, Option<String>>| -> Value {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
+        };
+        let mut meta = Map::new();
+        if !self.labels.is_empty() {
+            meta.insert("labels".into(), keys(&self.labels));
+        }
+        if !self.annotations.is_empty() {
+            meta.insert("annotations".into(), keys(&self.annotations));
+        }
+        if let Some(f) = &self.finalizers {
+            meta.insert("finalizers".into(), json!(f));
+        }
+        if let Some(refs) = &self.owner_references {
+            let value = if refs.is_empty() {
+                Value::Null
+            } else {
+                json!(refs)
+            };
+            meta.insert("ownerReferences".into(), value);
+        }
+        if let Some(rv) = &self.resource_version {
+            meta.insert("resourceVersion".into(), json!(rv));
+        }
+        let mut body = Map::new();
+        if !meta.is_empty() {
+            body.insert("metadata".into(), Value::Object(meta));
+        }
+        if !self.spec.is_empty() {
+            body.insert("spec".into(), Value::Object(self.spec.clone()));
+        }
+        Value::Object(body)
+    }
+
+    /// Sends the write to object `name` and answers the object as written.
+    pub async fn send<K>(&self, api: &Api<K>, name: &str) -> Result<K, kube::Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&self.body()))
+            .await
+    }
+
+    /// [`MetaPatch::send`], where an object that is gone is no error (`None`).
+    pub async fn send_unless_gone<K>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+    ) -> Result<Option<K>, kube::Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        match self.send(api, name).await {
+            Ok(o) => Ok(Some(o)),
+            Err(e) if crate::is_not_found(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The resourceVersion of `obj`, for [`MetaPatch::guarded_by`].
+pub fn version_of<K: Resource>(obj: &K) -> Option<String> {
+    obj.meta().resource_version.clone()
+}
