@@ -17,6 +17,12 @@
 //! A watch starts when the first controller that needs it starts (while this
 //! replica leads: a standby opens no watch) and runs until the caches are
 //! dropped.
+//!
+//! Memory: every object is trimmed before it is stored ([`Trim`]): no
+//! `managedFields` (no controller reads them, and a write never sends them
+//! back, so the API server keeps its own), and a Node without its
+//! `status.images` list. The change handed to subscribers is the store's own
+//! `Arc`, not a second copy (design: runtime.md, "Shared caches").
 
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::StreamExt;
@@ -122,7 +128,10 @@ where
     K::DynamicType: Hash + Eq + Clone + Default + Send + Sync,
 {
     /// A cache of `api`'s objects; its watch starts with [`Shared::start`].
-    pub fn new(api: Api<K>) -> Self {
+    pub fn new(api: Api<K>) -> Self
+    where
+        K: Trim,
+    {
         let (store, writer) = reflector::store();
         let synced = Arc::new(AtomicBool::new(false));
         let hub = Arc::new(Hub {
@@ -193,6 +202,39 @@ where
     }
 }
 
+/// What a cache drops from each object before storing it.
+pub trait Trim {
+    /// Drops the fields no controller reads.
+    fn trim(&mut self);
+}
+
+/// Drops an object's `managedFields`.
+fn drop_managed_fields<K: Resource>(o: &mut K) {
+    o.meta_mut().managed_fields = None;
+}
+
+macro_rules! trim_managed_fields {
+    ($($k:ty),*) => {$(
+        impl Trim for $k {
+            fn trim(&mut self) {
+                drop_managed_fields(self);
+            }
+        }
+    )*};
+}
+trim_managed_fields!(Machine, MachineSet, MachineDeployment, MachineClass, Secret);
+
+impl Trim for Node {
+    /// Also the container images the kubelet lists (tens of entries on a
+    /// real Node): no controller reads them.
+    fn trim(&mut self) {
+        drop_managed_fields(self);
+        if let Some(status) = self.status.as_mut() {
+            status.images = None;
+        }
+    }
+}
+
 /// Runs one watch into the store and tells the subscribers.
 async fn fill<K>(
     api: Api<K>,
@@ -200,9 +242,17 @@ async fn fill<K>(
     synced: Arc<AtomicBool>,
     hub: Arc<Hub<K>>,
 ) where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Resource + Trim + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Hash + Eq + Clone + Default + Send + Sync,
 {
+    let reader = writer.as_reader();
+    // The store's own copy of an applied object: what subscribers get (no
+    // second copy per change).
+    let stored = |o: K| {
+        reader
+            .get(&ObjectRef::from_obj(&o))
+            .unwrap_or_else(|| Arc::new(o))
+    };
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     while let Some(event) = stream.next().await {
@@ -213,9 +263,15 @@ async fn fill<K>(
                 continue;
             }
         };
+        let event = event.modify(Trim::trim);
         writer.apply_watcher_event(&event);
         match event {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+            watcher::Event::Apply(o) => {
+                let o = stored(o);
+                hub.send(|| Change::Applied(o.clone()));
+            }
+            // A re-list's objects reach the store at its end (`InitDone`).
+            watcher::Event::InitApply(o) => {
                 let o = Arc::new(o);
                 hub.send(|| Change::Applied(o.clone()));
             }

@@ -96,3 +96,39 @@ fn every_subscriber_gets_every_change_and_dropped_ones_are_forgotten() {
     assert!(matches!(a_rx.try_recv(), Ok(Change::Listed)));
     assert_eq!(hub.subscribers.lock().unwrap().len(), 1);
 }
+
+#[test]
+fn cached_objects_keep_no_managed_fields_and_nodes_no_image_list() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    let mut node: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "n1", "labels": {"a": "b"}},
+        "status": {
+            "images": [{"names": ["registry.example/app:1"], "sizeBytes": 1}],
+            "conditions": [{"type": "Ready", "status": "True"}]
+        }
+    }))
+    .expect("node");
+    node.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+        manager: Some("kubelet".into()),
+        ..Default::default()
+    }]);
+    node.trim();
+    assert!(node.metadata.managed_fields.is_none());
+    let status = node.status.clone().unwrap_or_default();
+    assert!(status.images.is_none());
+    assert_eq!(
+        status.conditions.map(|c| c.len()),
+        Some(1),
+        "conditions kept"
+    );
+    assert_eq!(
+        node.metadata.labels.map(|l| l.len()),
+        Some(1),
+        "labels kept"
+    );
+
+    let mut m = Machine::new("m1", Default::default());
+    m.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+    m.trim();
+    assert!(m.metadata.managed_fields.is_none());
+}
