@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// A counter set to an absolute value read elsewhere (CPU seconds, bytes).
 #[derive(Debug, Clone, Default)]
-pub struct ValueCounter(Arc<AtomicU64>);
+pub(crate) struct ValueCounter(Arc<AtomicU64>);
 
 impl ValueCounter {
     fn set(&self, v: f64) {
@@ -153,18 +153,18 @@ impl ProcessMetrics {
 
 /// `{kind, binary}` of `mcm_misc_scrape_failure_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ScrapeFailureLabels {
+pub(crate) struct ScrapeFailureLabels {
     /// What could not be collected (`Machine-count`, `Machineset-count`, ...).
-    pub kind: String,
+    pub(crate) kind: String,
     /// `machine-controller-manager` or `machine-controller-manager-provider`.
-    pub binary: String,
+    pub(crate) binary: String,
 }
 
 /// `{code}` of `promhttp_metric_handler_requests_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CodeLabels {
+pub(crate) struct CodeLabels {
     /// HTTP status code of the scrape.
-    pub code: String,
+    pub(crate) code: String,
 }
 
 /// `mcm_misc_scrape_failure_total` and the scrape handler's own series
