@@ -76,7 +76,7 @@ pub enum Error {
 
 impl Error {
     /// An optimistic-concurrency conflict ([`is_conflict`]): retry soon, not with backoff.
-    pub fn is_conflict(&self) -> bool {
+    pub(crate) fn is_conflict(&self) -> bool {
         matches!(self, Error::Kube(e) if is_conflict(e))
     }
 }
@@ -86,11 +86,11 @@ impl Error {
 /// failed: someone wrote first) or, for a create, AlreadyExists. A
 /// reconcile that fails on it is retried soon and quietly by every
 /// controller's [`routing::error_policy`] ([`Context::requeue_after_error`]).
-pub fn is_conflict(e: &kube::Error) -> bool {
+pub(crate) fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 /// The API server answered 404 NotFound.
-pub fn is_not_found(e: &kube::Error) -> bool {
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }

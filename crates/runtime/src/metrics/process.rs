@@ -171,19 +171,20 @@ pub(crate) struct CodeLabels {
 /// (`promhttp_metric_handler_requests_total`, `..._in_flight`).
 #[derive(Default)]
 pub struct ScrapeMetrics {
-    failures: Family<ScrapeFailureLabels, Counter>,
     requests: Family<CodeLabels, Counter>,
     in_flight: Gauge,
 }
 
 impl ScrapeMetrics {
-    /// Creates and registers the scrape-failure counter.
+    /// Creates and registers the scrape-failure counter (no collection of
+    /// this process fails, so the family has no series) and the handler's
+    /// series.
     pub fn new(registry: &mut Registry) -> Self {
         let m = ScrapeMetrics::default();
         registry.sub_registry_with_prefix("mcm").register(
             "misc_scrape_failure",
             "Total count of scrape failures.",
-            super::Described(m.failures.clone()),
+            super::Described(Family::<ScrapeFailureLabels, Counter>::default()),
         );
         registry.register(
             "promhttp_metric_handler_requests",
@@ -212,16 +213,6 @@ impl ScrapeMetrics {
         self.requests
             .get_or_create(&CodeLabels {
                 code: code.to_string(),
-            })
-            .inc();
-    }
-
-    /// Counts a failed collection of `kind` by `binary`.
-    pub fn failed(&self, kind: &str, binary: &str) {
-        self.failures
-            .get_or_create(&ScrapeFailureLabels {
-                kind: kind.into(),
-                binary: binary.into(),
             })
             .inc();
     }
