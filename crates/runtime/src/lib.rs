@@ -5,7 +5,7 @@
 //! writes status, labels, finalizers and Events.
 //!
 //! - [`machine`]: the Machine controller (creation, initialization, health, deletion).
-//! - `drain`: cordon and drain of a Node before its VM is deleted.
+//! - [`drain`]: cordon and drain of a Node before its VM is deleted.
 //! - [`leader`]: Lease-based leader election, so two replicas never reconcile at once.
 //! - [`healthz`]: what `/healthz` and `/readyz` answer.
 //! - [`metrics`]: Prometheus metrics with the reference's names and labels.
