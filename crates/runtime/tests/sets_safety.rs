@@ -242,6 +242,92 @@ async fn unfreeze_annotation_unfreezes_a_frozen_deployment_and_its_set() {
     controllers.stop().await;
 }
 
+/// A MachineSet's own unfreeze annotation wakes the overshoot pass: with a
+/// ten-minute period, the set is unfrozen within half a minute. The set has
+/// no deployment, whose writes would wake the pass too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sets_unfreeze_annotation_is_acted_on_long_before_the_overshoot_period() {
+    let Some(env) = TestEnv::new("safety-set-annotation").await else {
+        return;
+    };
+    // 2 replicas without a deployment: 2 × 2 + safetyUp 2 = 6 freezes;
+    // never unfrozen by count (6 - 10 < 0). Passes run only when woken: the
+    // period, and the resync, are far beyond the test.
+    let controllers = start(
+        &env,
+        SetsConfig {
+            safety_down: 10,
+            overshooting_period: Duration::from_secs(600),
+            resync_period: Duration::from_secs(600),
+            ..config()
+        },
+    );
+    let fake = FakeMachineController::start(&env, Duration::ZERO);
+    let set: MachineSet = serde_json::from_value(json!({
+        "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "MachineSet",
+        "metadata": {"name": "bare"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"set": "bare"}},
+            "template": {
+                "metadata": {"labels": {"set": "bare"}},
+                "spec": {"class": {"kind": "MachineClass", "name": "class-v1"}}
+            }
+        }
+    }))
+    .unwrap_or_default();
+    let set = env
+        .api::<MachineSet>()
+        .create(&PostParams::default(), &set)
+        .await
+        .unwrap_or_else(|e| panic!("create set: {e}"));
+    must_eventually(WAIT, "the set's 2 machines run", || async {
+        (running(&machines(&env).await) == 2).then_some(())
+    })
+    .await;
+    // Machine changes wake the pass: the set freezes.
+    let intruders = machines_behind_the_back(&env, &set, 4).await;
+    let frozen = |want: bool| {
+        let env = &env;
+        async move {
+            must_eventually(WAIT, &format!("the set frozen={want}"), || async {
+                let s = env.api::<MachineSet>().get_opt("bare").await.ok()??;
+                (set_frozen(&s) == (want, want)).then_some(())
+            })
+            .await;
+        }
+    };
+    frozen(true).await;
+    // Below the limit again (5 < 6), still frozen; nothing else moves.
+    if let Some(first) = intruders.first() {
+        delete_machine(&env, first).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    frozen(true).await;
+
+    env.api::<MachineSet>()
+        .patch(
+            "bare",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {c::UNFREEZE_ANNOTATION: "True"}}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("annotate: {e}"));
+    must_eventually(
+        Duration::from_secs(30),
+        "the set is unfrozen and its annotation consumed",
+        || async {
+            let s = env.api::<MachineSet>().get_opt("bare").await.ok()??;
+            (set_frozen(&s) == (false, false)
+                && !s.annotations().contains_key(c::UNFREEZE_ANNOTATION))
+            .then_some(())
+        },
+    )
+    .await;
+    fake.stop().await;
+    controllers.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_down_with_lingering_terminating_machines_freezes_once_and_unfreezes_once() {
     let Some(env) = TestEnv::new("safety-linger").await else {

@@ -9,6 +9,11 @@
 //! reports an existing VM, and says for each failure how to retry and
 //! whether `lastKnownState` survives. See `docs/design/machine.md`,
 //! "Creation".
+//!
+//! Once the VM is known, every step carries its [`MachineIdentity`] and the
+//! runtime hands it back with the step's outcome: the stale-Node check, the
+//! persisted identity, InitializeMachine and the created phase all act on
+//! the identity the flow decided, never on a default.
 
 use super::update::AppliedSpec;
 use super::{markers, MachineView, OpState, OpType, Operation, Phase, Transition};
@@ -261,9 +266,10 @@ pub struct CreationFailure {
     pub retry: CreationRetry,
 }
 
-/// The next effect of the creation flow.
+/// The next effect of the creation flow; `T` is the target cluster's
+/// handle, carried by the step that reads a Node.
 #[derive(Debug, Clone, PartialEq)]
-pub enum CreationStep {
+pub enum CreationStep<T = ()> {
     /// Call GetMachineStatus: is there a VM for this machine already?
     Probe {
         /// Take the machine's create turn at the cloud pacer first (a
@@ -278,12 +284,14 @@ pub enum CreationStep {
         /// take it now.
         turn_held: bool,
     },
-    /// Read the Node named `node_name` and report its owner
-    /// ([`CreationOutcome::NodeOwner`]): the VM got the name of a Node
-    /// that may belong to another machine.
+    /// Read the Node named by the new VM's identity (`node_name`) in the
+    /// target cluster and report its owner ([`CreationOutcome::NodeOwner`]):
+    /// the VM got the name of a Node that may belong to another machine.
     CheckStaleNode {
-        /// The new VM's node name.
-        node_name: String,
+        /// The new VM's identity.
+        identity: MachineIdentity,
+        /// The target cluster the Node is in.
+        target: T,
     },
     /// Delete the VM just created, whose node name belongs to another machine.
     DeleteStaleVm {
@@ -294,16 +302,22 @@ pub enum CreationStep {
     /// (always before InitializeMachine, so a crash never loses the VM); what
     /// exactly is written is [`identity_write`]'s answer.
     PersistIdentity(MachineIdentity),
-    /// Call InitializeMachine.
+    /// Call InitializeMachine for the VM of this identity (persisted).
     Initialize {
         /// Why.
         reason: InitReason,
+        /// The VM's identity, handed back with the answer
+        /// ([`CreationOutcome::Initialized`]).
+        identity: MachineIdentity,
     },
     /// Write the created phase (Pending with a target cluster, else Available).
     MarkCreated {
         /// The status to write.
         transition: Transition,
-        /// Addresses to persist in `status.addresses` (only without a target cluster).
+        /// The VM's identity the phase is written for.
+        identity: MachineIdentity,
+        /// Addresses to persist in `status.addresses` (only without a target
+        /// cluster): the identity's, with its node name as the Hostname.
         addresses: Option<Vec<NodeAddress>>,
     },
     /// Record the failure and retry later.
@@ -325,38 +339,47 @@ pub enum CreationOutcome {
     /// (`node.machine.sapcloud.io/machine-name`); `None` when there is no
     /// such Node or it carries no owner. [`stale_node_of_other_machine`]
     /// judges it.
-    NodeOwner(Option<String>),
+    NodeOwner {
+        /// The identity of [`CreationStep::CheckStaleNode`].
+        identity: MachineIdentity,
+        /// The Node's owner.
+        owner: Option<String>,
+    },
     /// The stale VM's deletion answered.
     StaleVmDeleted(Result<(), Status>),
-    /// The identity is persisted.
-    Persisted,
+    /// The identity of [`CreationStep::PersistIdentity`] is persisted.
+    Persisted(MachineIdentity),
     /// InitializeMachine answered.
-    Initialized(Result<InitializeMachineResponse, Status>),
+    Initialized {
+        /// The identity of [`CreationStep::Initialize`].
+        identity: MachineIdentity,
+        /// The answer.
+        result: Result<InitializeMachineResponse, Status>,
+    },
     /// The created phase is written.
     Marked,
 }
 
-/// One reconcile's creation flow: what it learned so far.
+/// One reconcile's creation flow: the target cluster it was given and what
+/// it learned so far.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CreationFlow {
-    target_cluster: bool,
-    identity: Option<MachineIdentity>,
+pub struct CreationFlow<T = ()> {
+    /// The target cluster's handle; `None` in the mode without Nodes.
+    target: Option<T>,
     init: Option<InitReason>,
-    addresses: Vec<NodeAddress>,
     /// The create turn was taken before this flow's probe.
     create_turn: bool,
     /// How long a creation answered `ResourceExhausted` is held.
     exhausted_hold: std::time::Duration,
 }
 
-impl CreationFlow {
-    /// A new flow; `target_cluster` is false in the mode without Nodes.
-    pub fn new(target_cluster: bool) -> Self {
+impl<T: Clone> CreationFlow<T> {
+    /// A new flow with the target cluster's handle (`None` in the mode
+    /// without Nodes).
+    pub fn new(target: Option<T>) -> Self {
         CreationFlow {
-            target_cluster,
-            identity: None,
+            target,
             init: None,
-            addresses: Vec::new(),
             create_turn: false,
             exhausted_hold: crate::defaults::RESOURCE_EXHAUSTED_RETRY.value,
         }
@@ -380,7 +403,7 @@ impl CreationFlow {
         m: &MachineView,
         outcome: CreationOutcome,
         now: DateTime<Utc>,
-    ) -> CreationStep {
+    ) -> CreationStep<T> {
         match outcome {
             CreationOutcome::Start => self.probe(m),
             CreationOutcome::Probed(status) => {
@@ -411,26 +434,21 @@ impl CreationFlow {
                     node_name: resp.node_name,
                     addresses: resp.addresses,
                 };
-                let stale_check =
-                    self.target_cluster && !id.node_name.is_empty() && id.node_name != m.name;
-                let node_name = id.node_name.clone();
-                let step = self.identified(m, id);
-                if stale_check && matches!(step, CreationStep::PersistIdentity(_)) {
-                    CreationStep::CheckStaleNode { node_name }
-                } else {
-                    step
+                let stale_check = !id.node_name.is_empty() && id.node_name != m.name;
+                match (self.identified(m, id), self.target.clone()) {
+                    (CreationStep::PersistIdentity(identity), Some(target)) if stale_check => {
+                        CreationStep::CheckStaleNode { identity, target }
+                    }
+                    (step, _) => step,
                 }
             }
-            CreationOutcome::NodeOwner(owner) => {
-                match (
-                    self.identity.clone(),
-                    stale_node_of_other_machine(m, owner.as_deref()),
-                ) {
-                    (Some(id), true) => CreationStep::DeleteStaleVm {
-                        provider_id: id.provider_id,
-                    },
-                    (Some(id), false) => CreationStep::PersistIdentity(id),
-                    (None, _) => out_of_order(m, "a Node owner"),
+            CreationOutcome::NodeOwner { identity, owner } => {
+                if stale_node_of_other_machine(m, owner.as_deref()) {
+                    CreationStep::DeleteStaleVm {
+                        provider_id: identity.provider_id,
+                    }
+                } else {
+                    CreationStep::PersistIdentity(identity)
                 }
             }
             CreationOutcome::StaleVmDeleted(result) => {
@@ -449,11 +467,13 @@ impl CreationFlow {
                     retry: CreationRetry::Backoff(FailureKind::Normal),
                 }))
             }
-            CreationOutcome::Persisted => match self.init {
-                Some(reason) => CreationStep::Initialize { reason },
-                None => self.mark(m),
+            CreationOutcome::Persisted(identity) => match self.init {
+                Some(reason) => CreationStep::Initialize { reason, identity },
+                None => self.mark(m, identity, None),
             },
-            CreationOutcome::Initialized(Err(e)) if e.code != Code::Unimplemented => {
+            CreationOutcome::Initialized { result: Err(e), .. }
+                if e.code != Code::Unimplemented =>
+            {
                 CreationStep::Fail(Box::new(CreationFailure {
                     call: "InitializeMachine",
                     transition: Some(initialize_failed(m, &e, now)),
@@ -462,22 +482,21 @@ impl CreationFlow {
                     error: e,
                 }))
             }
-            CreationOutcome::Initialized(result) => {
-                if let Ok(resp) = result {
-                    if !resp.addresses.is_empty() {
-                        self.addresses = resp.addresses;
-                    }
-                }
+            CreationOutcome::Initialized { identity, result } => {
+                let addresses = result
+                    .ok()
+                    .map(|resp| resp.addresses)
+                    .filter(|a| !a.is_empty());
                 self.init = None;
-                self.mark(m)
+                self.mark(m, identity, addresses)
             }
             CreationOutcome::Marked => CreationStep::Done,
         }
     }
 
     /// The VM is known: check the identity is complete, then persist it.
-    fn identified(&mut self, m: &MachineView, id: MachineIdentity) -> CreationStep {
-        if id.provider_id.is_empty() || (self.target_cluster && id.node_name.is_empty()) {
+    fn identified(&mut self, m: &MachineView, id: MachineIdentity) -> CreationStep<T> {
+        if id.provider_id.is_empty() || (self.target.is_some() && id.node_name.is_empty()) {
             let error = Status::internal(format!(
                 "machine {:?}: nodeName ({:?}) or providerID ({:?}) is empty after creation flow",
                 m.name, id.node_name, id.provider_id
@@ -490,13 +509,11 @@ impl CreationFlow {
                 retry: CreationRetry::Backoff(FailureKind::Normal),
             }));
         }
-        self.addresses = id.addresses.clone();
-        self.identity = Some(id.clone());
         CreationStep::PersistIdentity(id)
     }
 
     /// The probe; a machine without a providerID takes its create turn first.
-    fn probe(&mut self, m: &MachineView) -> CreationStep {
+    fn probe(&mut self, m: &MachineView) -> CreationStep<T> {
         let take_create_turn = m.provider_id.is_empty() && !self.create_turn;
         self.create_turn |= take_create_turn;
         CreationStep::Probe { take_create_turn }
@@ -514,7 +531,7 @@ impl CreationFlow {
         call: &'static str,
         error: Status,
         now: DateTime<Utc>,
-    ) -> CreationStep {
+    ) -> CreationStep<T> {
         let exhausted = error.code == Code::ResourceExhausted;
         let keep = exhausted || error.code.is_transient();
         CreationStep::Fail(Box::new(CreationFailure {
@@ -530,22 +547,27 @@ impl CreationFlow {
         }))
     }
 
-    /// The created phase, written only while the machine has none yet or is in
-    /// CrashLoopBackOff (an adopted Pending/Running machine keeps its phase).
-    fn mark(&self, m: &MachineView) -> CreationStep {
+    /// The created phase of the VM of `identity`, written only while the
+    /// machine has none yet or is in CrashLoopBackOff (an adopted
+    /// Pending/Running machine keeps its phase). Without a target cluster
+    /// the addresses are persisted: InitializeMachine's when it reported
+    /// some (`initialized`), else the identity's.
+    fn mark(
+        &self,
+        m: &MachineView,
+        identity: MachineIdentity,
+        initialized: Option<Vec<NodeAddress>>,
+    ) -> CreationStep<T> {
         if !matches!(m.phase, Phase::Empty | Phase::CrashLoopBackOff) {
             return CreationStep::Done;
         }
-        let addresses = (!self.target_cluster).then(|| {
-            let node = self
-                .identity
-                .as_ref()
-                .map(|i| i.node_name.as_str())
-                .unwrap_or_default();
-            sorted_addresses(node, self.addresses.clone())
+        let addresses = self.target.is_none().then(|| {
+            let known = initialized.unwrap_or_else(|| identity.addresses.clone());
+            sorted_addresses(&identity.node_name, known)
         });
         CreationStep::MarkCreated {
-            transition: created(self.target_cluster),
+            transition: created(self.target.is_some()),
+            identity,
             addresses,
         }
     }
@@ -560,21 +582,6 @@ fn paused_or_backoff(error: &Status) -> CreationRetry {
     } else {
         CreationRetry::Backoff(FailureKind::Normal)
     }
-}
-
-/// An outcome the flow did not ask for (a runtime that performs steps out
-/// of order): nothing is written, and the next reconcile starts over.
-fn out_of_order(m: &MachineView, what: &str) -> CreationStep {
-    CreationStep::Fail(Box::new(CreationFailure {
-        call: "GetMachineStatus",
-        error: Status::internal(format!(
-            "machine {:?}: the creation flow was given {what} it did not ask for",
-            m.name
-        )),
-        transition: None,
-        keep_last_known_state: true,
-        retry: CreationRetry::Backoff(FailureKind::Normal),
-    }))
 }
 
 /// Whether the Node that carries the new VM's node name belongs to another

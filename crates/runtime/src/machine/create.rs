@@ -2,7 +2,7 @@
 //! [`mcm_core::machine::CreationFlow`]; this file performs the one effect each
 //! step names and feeds the result back (see `docs/design/machine.md`, "Creation").
 
-use super::{Reconciler, Step};
+use super::{Cluster, Reconciler, Step};
 use crate::metadata::MetaPatch;
 use crate::pacing::Admission;
 use crate::status::machine::MachineStatusChange;
@@ -80,7 +80,7 @@ impl Reconciler<'_> {
             machine_class: class,
             secret,
         };
-        let mut flow = CreationFlow::new(self.target())
+        let mut flow = CreationFlow::new(self.cluster())
             .with_resource_exhausted_retry(self.ctx.config.resource_exhausted_retry);
         let mut outcome = CreationOutcome::Start;
         for _ in 0..MAX_STEPS {
@@ -139,9 +139,10 @@ impl Reconciler<'_> {
                     }
                     CreationOutcome::Created(result)
                 }
-                CreationStep::CheckStaleNode { node_name } => {
-                    CreationOutcome::NodeOwner(self.node_owner(&node_name).await?)
-                }
+                CreationStep::CheckStaleNode { identity, target } => CreationOutcome::NodeOwner {
+                    owner: self.node_owner(target, &identity.node_name).await?,
+                    identity,
+                },
                 CreationStep::DeleteStaleVm { provider_id } => {
                     warn!(%provider_id, "a node with the new VM's name belongs to another machine; deleting the VM");
                     let mut doomed = req.clone();
@@ -153,9 +154,9 @@ impl Reconciler<'_> {
                 CreationStep::PersistIdentity(id) => {
                     let class = req.machine_class.clone();
                     self.persist_identity(&id, &class).await?;
-                    CreationOutcome::Persisted
+                    CreationOutcome::Persisted(id)
                 }
-                CreationStep::Initialize { reason } => {
+                CreationStep::Initialize { reason, identity } => {
                     if let Some(wait) = self
                         .pace(&*driver, &provider, &req, CloudOp::Initialize)
                         .await
@@ -175,14 +176,17 @@ impl Reconciler<'_> {
                             started.elapsed(),
                         );
                     }
-                    CreationOutcome::Initialized(result)
+                    CreationOutcome::Initialized { identity, result }
                 }
                 CreationStep::MarkCreated {
                     transition,
+                    identity,
                     addresses,
                 } => {
                     self.write(MachineStatusChange::of(&transition).with_addresses(addresses))
                         .await?;
+                    debug!(provider_id = %identity.provider_id, node = %identity.node_name,
+                        phase = ?transition.phase, "created phase written");
                     CreationOutcome::Marked
                 }
                 CreationStep::Fail(failure) => {
@@ -272,11 +276,8 @@ impl Reconciler<'_> {
 
     /// The owner label of the Node of that name (`None`: no such Node, or
     /// no label); whether it is another machine's is the flow's question.
-    async fn node_owner(&self, node_name: &str) -> Result<Option<String>, Error> {
-        let Some(target) = &self.ctx.target else {
-            return Ok(None);
-        };
-        let nodes: Api<Node> = Api::all(target.clone());
+    async fn node_owner(&self, target: Cluster, node_name: &str) -> Result<Option<String>, Error> {
+        let nodes: Api<Node> = Api::all(target.0);
         Ok(nodes
             .get_opt(node_name)
             .await?

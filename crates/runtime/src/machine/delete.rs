@@ -1,6 +1,7 @@
 //! The deletion flow's effects, one per step (decisions in
 //! `mcm_core::machine::DeletionFlow`; whether DeleteMachine runs:
-//! `mcm_core::machine::vm_deletion`).
+//! `mcm_core::machine::vm_deletion`). A step carries the provider, target
+//! cluster and Node its effect needs, so every step is performed as asked.
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
@@ -8,6 +9,36 @@ use mcm_core::machine::{
     DeletionFlow, DeletionOutcome, DeletionRecord, DeletionStep, Inputs, Retry, Write,
 };
 use mcm_driver::CloudOp;
+use std::fmt;
+
+/// The machine's usable provider inputs: the handle the deletion flow hands
+/// back in the steps that call the provider.
+pub(super) struct Provider {
+    class: MachineClass,
+    secret: Secret,
+    driver: Arc<dyn Driver>,
+}
+
+impl Provider {
+    /// A request about `machine` as it is now.
+    fn request(&self, machine: &Machine) -> MachineRequest {
+        MachineRequest {
+            machine: machine.clone(),
+            machine_class: self.class.clone(),
+            secret: self.secret.clone(),
+        }
+    }
+}
+
+/// Names the class only: the Secret's data is never logged.
+impl fmt::Debug for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Provider")
+            .field("class", &self.class.name_any())
+            .field("provider", &self.class.provider)
+            .finish_non_exhaustive()
+    }
+}
 
 impl Reconciler<'_> {
     // ------------------------------------------------------------------
@@ -32,20 +63,25 @@ impl Reconciler<'_> {
             .await;
         // What the last reconcile staged while it waited for its turn.
         self.resume_carried();
-        let (inputs, provider) = match self.inputs().await? {
-            Ok(x) => (Inputs::Usable, Some(x)),
-            Err(retry_after) => (Inputs::Unusable { retry_after }, None),
+        let inputs = match self.inputs().await? {
+            Ok((class, secret, driver)) => Inputs::Usable(Arc::new(Provider {
+                class,
+                secret,
+                driver,
+            })),
+            Err(retry_after) => Inputs::Unusable { retry_after },
         };
         let record = VmRecord::of(&self.machine);
         debug!(
-            decision = decide::vm_deletion(record, inputs, None).as_str(),
+            decision = decide::vm_deletion(record, &inputs, None).as_str(),
             "whether DeleteMachine runs"
         );
+        let target = self.cluster();
         // Records are staged or written as the flow says; what is staged
         // is written once when the reconcile stops, or carried to the next
         // one when it stops for the cloud's turn ([`super::staged`]).
         let result = self
-            .deletion_flow(DeletionOutcome::Start { inputs, record }, provider)
+            .deletion_flow(DeletionFlow::new(target, inputs, record))
             .await;
         let flushed = self.flush().await;
         result.and_then(|action| flushed.map(|()| action))
@@ -55,16 +91,9 @@ impl Reconciler<'_> {
     /// or the finalizer is gone.
     async fn deletion_flow(
         &mut self,
-        start: DeletionOutcome,
-        provider: Option<(MachineClass, Secret, Arc<dyn Driver>)>,
+        mut flow: DeletionFlow<Arc<Provider>, Cluster>,
     ) -> Result<Action, Error> {
-        let mut flow = DeletionFlow::new(self.target());
-        let mut outcome = start;
-        let mut req = provider.as_ref().map(|(class, secret, _)| MachineRequest {
-            machine: self.machine.clone(),
-            machine_class: class.clone(),
-            secret: secret.clone(),
-        });
+        let mut outcome = DeletionOutcome::Start;
         loop {
             let view = self.view();
             let step = flow.next(&view, outcome, Utc::now());
@@ -85,13 +114,9 @@ impl Reconciler<'_> {
                             .map(|n| n.name_any()),
                     )
                 }
-                DeletionStep::Probe => {
-                    let (Some(req), Some((_, _, driver))) = (req.as_mut(), provider.as_ref())
-                    else {
-                        return Ok(Action::requeue(self.ctx.config.short_retry));
-                    };
-                    req.machine = self.machine.clone();
-                    DeletionOutcome::Probed(driver.get_machine_status(req).await)
+                DeletionStep::Probe(provider) => {
+                    let req = provider.request(&self.machine);
+                    DeletionOutcome::Probed(provider.driver.get_machine_status(&req).await)
                 }
                 DeletionStep::LabelNode(node) => {
                     self.machine = MetaPatch::new()
@@ -101,54 +126,40 @@ impl Reconciler<'_> {
                     DeletionOutcome::NodeLabelled
                 }
                 DeletionStep::CheckDrain => DeletionOutcome::Drain(self.drain_progress()),
-                DeletionStep::StartDrain(plan) => {
-                    let (Some(target), Some(node), Some((_, _, driver))) = (
-                        self.ctx.target.clone(),
-                        view.node.clone(),
-                        provider.as_ref(),
-                    ) else {
-                        return Ok(Action::requeue(self.ctx.config.short_retry));
-                    };
+                DeletionStep::StartDrain {
+                    plan,
+                    node,
+                    target,
+                    provider,
+                } => {
                     let uid = self.machine.uid().unwrap_or_default();
-                    self.start_drain(plan, target, node, driver.clone(), &uid);
+                    self.start_drain(plan, target.0, node, provider.driver.clone(), &uid);
                     DeletionOutcome::DrainStarted
                 }
-                DeletionStep::CheckNodeVolumes => {
-                    let (Some(target), Some(node)) = (&self.ctx.target, &view.node) else {
-                        return Ok(Action::requeue(self.ctx.config.short_retry));
-                    };
-                    let nodes: Api<Node> = Api::all(target.clone());
-                    let found = drain::cached_or_fetched(&nodes, &self.ctx.nodes, node).await?;
+                DeletionStep::CheckNodeVolumes { node, target } => {
+                    let nodes: Api<Node> = Api::all(target.0);
+                    let found = drain::cached_or_fetched(&nodes, &self.ctx.nodes, &node).await?;
                     DeletionOutcome::NodeVolumes(decide::NodeVolumes::of(found.as_ref()))
                 }
-                DeletionStep::ListAttachments => {
-                    let Some(target) = &self.ctx.target else {
-                        return Ok(Action::requeue(self.ctx.config.short_retry));
-                    };
-                    let vas: Api<VolumeAttachment> = Api::all(target.clone());
+                DeletionStep::ListAttachments(target) => {
+                    let vas: Api<VolumeAttachment> = Api::all(target.0);
                     let listed = vas.list(&ListParams::default()).await?.items;
                     DeletionOutcome::Attachments(
                         listed.iter().map(decide::AttachmentView::of).collect(),
                     )
                 }
-                DeletionStep::DeleteAttachments(names) => {
-                    if let Some(target) = &self.ctx.target {
-                        let vas: Api<VolumeAttachment> = Api::all(target.clone());
-                        for name in &names {
-                            if let Err(e) = vas.delete(name, &DeleteParams::default()).await {
-                                debug!(error = %e, "deleting VolumeAttachment");
-                            }
+                DeletionStep::DeleteAttachments { names, target } => {
+                    let vas: Api<VolumeAttachment> = Api::all(target.0);
+                    for name in &names {
+                        if let Err(e) = vas.delete(name, &DeleteParams::default()).await {
+                            debug!(error = %e, "deleting VolumeAttachment");
                         }
                     }
                     DeletionOutcome::AttachmentsDeleted
                 }
-                DeletionStep::DeleteVm => {
-                    let (Some(req), Some((class, _, driver))) = (req.as_mut(), provider.as_ref())
-                    else {
-                        return Ok(Action::requeue(self.ctx.config.short_retry));
-                    };
-                    req.machine = self.machine.clone();
-                    let provider_name = &class.provider;
+                DeletionStep::DeleteVm(provider) => {
+                    let req = &provider.request(&self.machine);
+                    let (driver, provider_name) = (&provider.driver, &provider.class.provider);
                     match self
                         .pace(&**driver, provider_name, req, CloudOp::Delete)
                         .await
@@ -178,8 +189,8 @@ impl Reconciler<'_> {
                         }
                     }
                 }
-                DeletionStep::DeleteNode => {
-                    DeletionOutcome::NodeDeleted(self.delete_node(&view).await?)
+                DeletionStep::DeleteNode { node, target } => {
+                    DeletionOutcome::NodeDeleted(self.delete_node(target, node).await)
                 }
                 DeletionStep::RemoveFinalizer => {
                     self.remove_machine_finalizer().await?;
@@ -251,45 +262,37 @@ impl Reconciler<'_> {
     /// (a GET only when the cache does not have it); a Node that is already
     /// being deleted (its kubelet went with the VM) is gone once our
     /// finalizer is removed, so no DELETE follows.
-    async fn delete_node(&self, view: &MachineView) -> Result<NodeDeletion, Error> {
-        let (Some(target), Some(node)) = (&self.ctx.target, &view.node) else {
-            return Ok(NodeDeletion::NoLabel);
-        };
-        let nodes: Api<Node> = Api::all(target.clone());
-        let obj = match drain::cached_or_fetched(&nodes, &self.ctx.nodes, node).await {
+    async fn delete_node(&self, target: Cluster, node: String) -> NodeDeletion {
+        let nodes: Api<Node> = Api::all(target.0);
+        let obj = match drain::cached_or_fetched(&nodes, &self.ctx.nodes, &node).await {
             Ok(Some(obj)) => obj,
-            Ok(None) => return Ok(NodeDeletion::NotFound(node.clone())),
-            Err(e) => return Ok(NodeDeletion::ReadFailed(node.clone(), e.to_string())),
+            Ok(None) => return NodeDeletion::NotFound(node),
+            Err(e) => return NodeDeletion::ReadFailed(node, e.to_string()),
         };
         // A Node deletion is a drain request: only within this half's tenure.
         if let Err(e) = self.ctx.tenure.check() {
-            return Ok(NodeDeletion::Failed(node.clone(), e.to_string()));
+            return NodeDeletion::Failed(node, e.to_string());
         }
         match finalizer::remove_retrying_stale(&nodes, &obj, c::NODE_FINALIZER).await {
-            Err(e) => {
-                return Ok(NodeDeletion::FinalizerRemovalFailed(
-                    node.clone(),
-                    e.to_string(),
-                ))
-            }
+            Err(e) => return NodeDeletion::FinalizerRemovalFailed(node, e.to_string()),
             Ok(Some(after))
                 if after.metadata.deletion_timestamp.is_some() && after.finalizers().is_empty() =>
             {
-                return Ok(NodeDeletion::Deleted(node.clone()));
+                return NodeDeletion::Deleted(node);
             }
             Ok(None)
                 if obj.metadata.deletion_timestamp.is_some()
                     && obj.finalizers().iter().all(|f| f == c::NODE_FINALIZER) =>
             {
                 // Already deleted, and nothing but ours held it: gone.
-                return Ok(NodeDeletion::Deleted(node.clone()));
+                return NodeDeletion::Deleted(node);
             }
             Ok(_) => {}
         }
-        match nodes.delete(node, &DeleteParams::default()).await {
-            Ok(_) => Ok(NodeDeletion::Deleted(node.clone())),
-            Err(kube::Error::Api(e)) if e.code == 404 => Ok(NodeDeletion::NotFound(node.clone())),
-            Err(e) => Ok(NodeDeletion::Failed(node.clone(), e.to_string())),
+        match nodes.delete(&node, &DeleteParams::default()).await {
+            Ok(_) => NodeDeletion::Deleted(node),
+            Err(kube::Error::Api(e)) if e.code == 404 => NodeDeletion::NotFound(node),
+            Err(e) => NodeDeletion::Failed(node, e.to_string()),
         }
     }
 }

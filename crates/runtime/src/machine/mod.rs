@@ -56,6 +56,17 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, info, instrument, warn};
 
+/// The target cluster's client, as the creation and deletion flows carry it
+/// in their steps (they only hand out the one they were given).
+#[derive(Clone)]
+struct Cluster(kube::Client);
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("target cluster")
+    }
+}
+
 /// Runs the Machine controller until `shutdown` completes.
 ///
 /// A Machine is reconciled when something the controller acts on changes
@@ -218,6 +229,12 @@ impl<'a> Reconciler<'a> {
 
     fn target(&self) -> bool {
         self.ctx.target.is_some()
+    }
+
+    /// The target cluster's handle for the flows, which hand it back in
+    /// the steps that act on Nodes (`None` in the mode without Nodes).
+    fn cluster(&self) -> Option<Cluster> {
+        self.ctx.target.clone().map(Cluster)
     }
 
     // ------------------------------------------------------------------

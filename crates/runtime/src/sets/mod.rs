@@ -36,7 +36,7 @@ pub(crate) mod machineset;
 pub(crate) mod overshoot;
 pub(crate) mod rollout_nodes;
 
-use crate::caches::Change;
+use crate::caches::{Change, Triggers};
 use crate::events::Recorder;
 use crate::keys::{Kind, ObjectKey};
 use crate::metadata::{finalizer, version_of, MetaPatch};
@@ -399,8 +399,11 @@ fn deployment_controller(ctx: &Arc<Ctx>) -> kube::runtime::Controller<MachineDep
         .reconcile_on(machines)
 }
 
-/// Wakes the overshoot safety loop on every Machine change and every
-/// MachineDeployment applied (it counts machines per set and deployment).
+/// Wakes the overshoot safety loop on every Machine change, every
+/// MachineDeployment applied (it counts machines per set and deployment),
+/// and every MachineSet change of what a pass reads of the set
+/// ([`overshoot::wakes_the_pass`]), its deletion or a re-list: a set's
+/// unfreeze annotation is acted on at once, not a period later.
 async fn wake_safety(ctx: Arc<Ctx>) {
     let machines = ctx.caches.machines.subscribe().map(|_| ());
     let deployments = ctx
@@ -408,7 +411,16 @@ async fn wake_safety(ctx: Arc<Ctx>) {
         .deployments
         .subscribe()
         .flat_map(|c| futures::stream::iter(matches!(c, Change::Applied(_)).then_some(())));
-    let mut changes = futures::stream::select(machines, deployments);
+    let (store, mut read_by_pass) = (
+        (*ctx.caches.sets).clone(),
+        Triggers::new(overshoot::wakes_the_pass),
+    );
+    let sets = ctx.caches.sets.subscribe().flat_map(move |c| {
+        let applied = matches!(c, Change::Applied(_));
+        let moved = !read_by_pass.filter(c, &store).is_empty();
+        futures::stream::iter((moved || !applied).then_some(()))
+    });
+    let mut changes = futures::stream::select(futures::stream::select(machines, deployments), sets);
     while changes.next().await.is_some() {
         ctx.sets.safety_wakeup.notify_one();
     }

@@ -1,7 +1,8 @@
 //! The overshoot safety loop (design: sets-and-deployments.md, "Overshoot safety").
 //!
-//! Every `overshooting_period`, and soon after any Machine, MachineSet or
-//! MachineDeployment change, each MachineSet's machines are counted (machines
+//! Every `overshooting_period`, and soon after any Machine or
+//! MachineDeployment change and any MachineSet change of what a pass reads
+//! ([`wakes_the_pass`]), each MachineSet's machines are counted (machines
 //! with the set's template labels and any ownerReference named like the set,
 //! terminating ones included). A set at or above its limit is frozen (label
 //! `freeze=True` and condition `Frozen`, on the set and its deployment): it
@@ -30,13 +31,28 @@ use mcm_core::deployment::{
     deployment_conditions_after_freeze, plan_overshoot, set_conditions_after_freeze, FreezeTarget,
     OvershootAction, OvershootInput, SetEvent,
 };
+use std::collections::hash_map::DefaultHasher;
 use std::future::Future;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::{debug, info, warn};
 
 /// Bursts of changes are handled by one pass after this pause.
 const COALESCE: Duration = Duration::from_millis(200);
+
+/// The fingerprint of what a pass reads of a MachineSet besides its
+/// machines: its labels (the freeze label), annotations (the unfreeze
+/// annotation), replicas and template labels (the limit and the count). A
+/// set whose fingerprint moved wakes the pass; its status writes do not.
+pub(crate) fn wakes_the_pass(s: &MachineSet) -> Option<u64> {
+    let mut h = DefaultHasher::new();
+    s.metadata.labels.hash(&mut h);
+    s.metadata.annotations.hash(&mut h);
+    s.spec.replicas.hash(&mut h);
+    s.spec.template.metadata.labels.hash(&mut h);
+    Some(h.finish())
+}
 
 /// Runs the loop until `shutdown` completes (the caches must be filled).
 pub(crate) async fn run(ctx: Arc<Ctx>, shutdown: impl Future<Output = ()>) {
@@ -207,3 +223,7 @@ async fn deployment_state(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "overshoot_tests.rs"]
+mod tests;

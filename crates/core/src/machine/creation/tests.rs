@@ -19,6 +19,19 @@ fn identity(pid: &str, node: &str) -> MachineIdentity {
     }
 }
 
+/// A flow with (`true`) or without a target cluster.
+fn new_flow(target: bool) -> CreationFlow {
+    CreationFlow::new(target.then_some(()))
+}
+
+/// An identity without addresses.
+fn bare(pid: &str, node: &str) -> MachineIdentity {
+    MachineIdentity {
+        addresses: Vec::new(),
+        ..identity(pid, node)
+    }
+}
+
 fn created_resp(pid: &str, node: &str) -> CreateMachineResponse {
     let id = identity(pid, node);
     CreateMachineResponse {
@@ -38,7 +51,7 @@ fn failure(step: CreationStep) -> CreationFailure {
 
 #[test]
 fn a_flow_starts_with_a_probe_never_with_a_create() {
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     assert_eq!(
         f.next(&view(Phase::Empty), CreationOutcome::Start, t0()),
         CreationStep::Probe {
@@ -49,7 +62,7 @@ fn a_flow_starts_with_a_probe_never_with_a_create() {
 
 #[test]
 fn no_vm_and_no_provider_id_creates() {
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     let step = f.next(
         &view(Phase::Empty),
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -61,7 +74,7 @@ fn no_vm_and_no_provider_id_creates() {
 
 #[test]
 fn a_machine_without_a_provider_id_takes_its_create_turn_before_the_probe_and_keeps_it() {
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     let m = view(Phase::Empty);
     assert_eq!(
         f.next(&m, CreationOutcome::Start, t0()),
@@ -81,7 +94,7 @@ fn a_machine_without_a_provider_id_takes_its_create_turn_before_the_probe_and_ke
 
 #[test]
 fn a_machine_with_a_provider_id_probes_without_taking_a_create_turn() {
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     let m = MachineView {
         provider_id: "aws:///r/i-1".into(),
         ..view(Phase::CrashLoopBackOff)
@@ -97,7 +110,7 @@ fn a_machine_with_a_provider_id_probes_without_taking_a_create_turn() {
 #[test]
 fn a_fresh_vm_is_persisted_before_it_is_initialized() {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -110,9 +123,10 @@ fn a_fresh_vm_is_persisted_before_it_is_initialized() {
     );
     assert_eq!(step, CreationStep::PersistIdentity(identity("p1", "m1")));
     assert_eq!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0()),
         CreationStep::Initialize {
-            reason: InitReason::FreshVm
+            reason: InitReason::FreshVm,
+            identity: identity("p1", "m1")
         }
     );
 }
@@ -120,7 +134,7 @@ fn a_fresh_vm_is_persisted_before_it_is_initialized() {
 #[test]
 fn an_existing_initialized_vm_is_adopted_without_initialization() {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     let resp = GetMachineStatusResponse {
         provider_id: "p1".into(),
         node_name: "m1".into(),
@@ -130,7 +144,7 @@ fn an_existing_initialized_vm_is_adopted_without_initialization() {
     assert_eq!(step, CreationStep::PersistIdentity(identity("p1", "m1")));
     assert_eq!(f.init_reason(), None);
     assert!(matches!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0()),
         CreationStep::MarkCreated { .. }
     ));
 }
@@ -138,7 +152,7 @@ fn an_existing_initialized_vm_is_adopted_without_initialization() {
 #[test]
 fn an_uninitialized_vm_is_initialized_never_created_again() {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     let step = f.next(
         &m,
         CreationOutcome::Probed(Err(Status::uninitialized("not yet", identity("p1", "m1")))),
@@ -146,9 +160,10 @@ fn an_uninitialized_vm_is_initialized_never_created_again() {
     );
     assert_eq!(step, CreationStep::PersistIdentity(identity("p1", "m1")));
     assert_eq!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0()),
         CreationStep::Initialize {
-            reason: InitReason::ProviderSaysUninitialized
+            reason: InitReason::ProviderSaysUninitialized,
+            identity: identity("p1", "m1")
         }
     );
 }
@@ -163,7 +178,7 @@ fn a_failed_previous_initialization_is_retried_on_a_kept_vm() {
         OpState::Failed,
         OpType::Create,
     ));
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     let step = f.next(
         &m,
         CreationOutcome::Probed(Err(Status::unimplemented("n/a"))),
@@ -171,9 +186,10 @@ fn a_failed_previous_initialization_is_retried_on_a_kept_vm() {
     );
     assert!(matches!(step, CreationStep::PersistIdentity(ref id) if id.provider_id == "p1"));
     assert_eq!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(bare("p1", "m1")), t0()),
         CreationStep::Initialize {
-            reason: InitReason::PreviousAttemptFailed
+            reason: InitReason::PreviousAttemptFailed,
+            identity: bare("p1", "m1")
         }
     );
 }
@@ -181,7 +197,7 @@ fn a_failed_previous_initialization_is_retried_on_a_kept_vm() {
 #[test]
 fn a_probe_error_fails_and_clears_last_known_state() {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     let fl = failure(f.next(
         &m,
         CreationOutcome::Probed(Err(Status::new(Code::PermissionDenied, "denied"))),
@@ -199,7 +215,7 @@ fn a_probe_error_fails_and_clears_last_known_state() {
 fn a_create_answered_resource_exhausted_keeps_last_known_state_and_waits_the_resource_exhausted_retry(
 ) {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -219,7 +235,7 @@ fn a_create_answered_resource_exhausted_keeps_last_known_state_and_waits_the_res
 fn a_create_answered_resource_exhausted_is_held_for_the_configured_resource_exhausted_retry() {
     let m = view(Phase::Empty);
     let hold = std::time::Duration::from_secs(42);
-    let mut f = CreationFlow::new(true).with_resource_exhausted_retry(hold);
+    let mut f = new_flow(true).with_resource_exhausted_retry(hold);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -243,7 +259,7 @@ fn a_create_throttled_by_the_clouds_request_rate_is_paused_by_the_pacer_not_held
         "Throttling.User: Request was denied due to user flow control.",
     ] {
         let m = view(Phase::Empty);
-        let mut f = CreationFlow::new(true);
+        let mut f = new_flow(true);
         f.next(
             &m,
             CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -283,7 +299,7 @@ fn a_probe_answered_resource_exhausted_waits_the_resource_exhausted_retry_too() 
     // The reference hands any probe error but NotFound/Unimplemented/
     // Uninitialized to machineCreateErrorHandler, which reads the code.
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     let fl = failure(f.next(
         &m,
         CreationOutcome::Probed(Err(Status::new(Code::ResourceExhausted, "quota"))),
@@ -297,17 +313,20 @@ fn a_probe_answered_resource_exhausted_waits_the_resource_exhausted_retry_too() 
 fn an_initialization_answered_resource_exhausted_is_paused_not_held() {
     // InitializeMachine errors are retried soon in the reference (ShortRetry).
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::uninitialized("not yet", identity("p1", "m1")))),
         t0(),
     );
-    let step = f.next(&m, CreationOutcome::Persisted, t0());
+    let step = f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0());
     assert!(matches!(step, CreationStep::Initialize { .. }), "{step:?}");
     let fl = failure(f.next(
         &m,
-        CreationOutcome::Initialized(Err(Status::new(Code::ResourceExhausted, "slow down"))),
+        CreationOutcome::Initialized {
+            identity: identity("p1", "m1"),
+            result: Err(Status::new(Code::ResourceExhausted, "slow down")),
+        },
         t0(),
     ));
     assert_eq!(fl.call, "InitializeMachine");
@@ -330,7 +349,7 @@ fn resource_exhausted_retry_is_the_flag_or_the_long_retry_for_zero() {
 #[test]
 fn a_create_failure_after_the_creation_timeout_fails_the_machine() {
     let m = view(Phase::CrashLoopBackOff);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -347,7 +366,7 @@ fn a_create_failure_after_the_creation_timeout_fails_the_machine() {
 #[test]
 fn an_incomplete_identity_is_retried_without_writing_status() {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -361,7 +380,7 @@ fn an_incomplete_identity_is_retried_without_writing_status() {
     assert_eq!(fl.transition, None);
     assert_eq!(fl.error.code, Code::Internal);
     // Without a target cluster an empty node name is fine.
-    let mut f = CreationFlow::new(false);
+    let mut f = new_flow(false);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -380,7 +399,7 @@ fn an_incomplete_identity_is_retried_without_writing_status() {
 #[test]
 fn a_vm_whose_node_name_differs_is_checked_for_a_stale_node() {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -393,11 +412,19 @@ fn a_vm_whose_node_name_differs_is_checked_for_a_stale_node() {
             t0()
         ),
         CreationStep::CheckStaleNode {
-            node_name: "ip-10-0-0-1".into()
+            identity: identity("p1", "ip-10-0-0-1"),
+            target: ()
         }
     );
     assert_eq!(
-        f.next(&m, CreationOutcome::NodeOwner(None), t0()),
+        f.next(
+            &m,
+            CreationOutcome::NodeOwner {
+                identity: identity("p1", "ip-10-0-0-1"),
+                owner: None
+            },
+            t0()
+        ),
         CreationStep::PersistIdentity(identity("p1", "ip-10-0-0-1"))
     );
 }
@@ -405,7 +432,7 @@ fn a_vm_whose_node_name_differs_is_checked_for_a_stale_node() {
 #[test]
 fn a_stale_node_of_another_machine_deletes_the_new_vm_and_fails() {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -417,7 +444,14 @@ fn a_stale_node_of_another_machine_deletes_the_new_vm_and_fails() {
         t0(),
     );
     assert_eq!(
-        f.next(&m, CreationOutcome::NodeOwner(Some("m-old".into())), t0()),
+        f.next(
+            &m,
+            CreationOutcome::NodeOwner {
+                identity: identity("p1", "old-node"),
+                owner: Some("m-old".into())
+            },
+            t0()
+        ),
         CreationStep::DeleteStaleVm {
             provider_id: "p1".into()
         }
@@ -429,7 +463,7 @@ fn a_stale_node_of_another_machine_deletes_the_new_vm_and_fails() {
 #[test]
 fn a_node_that_names_this_machine_is_no_stale_node() {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -441,18 +475,16 @@ fn a_node_that_names_this_machine_is_no_stale_node() {
         t0(),
     );
     assert_eq!(
-        f.next(&m, CreationOutcome::NodeOwner(Some("m1".into())), t0()),
+        f.next(
+            &m,
+            CreationOutcome::NodeOwner {
+                identity: identity("p1", "ip-10-0-0-1"),
+                owner: Some("m1".into())
+            },
+            t0()
+        ),
         CreationStep::PersistIdentity(identity("p1", "ip-10-0-0-1"))
     );
-}
-
-#[test]
-fn a_node_owner_the_flow_did_not_ask_for_writes_nothing_and_backs_off() {
-    let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
-    let fl = failure(f.next(&m, CreationOutcome::NodeOwner(Some("other".into())), t0()));
-    assert_eq!(fl.transition, None);
-    assert_eq!(fl.retry, CreationRetry::Backoff(FailureKind::Normal));
 }
 
 #[test]
@@ -466,7 +498,7 @@ fn only_an_owner_label_naming_another_machine_makes_a_node_stale() {
 #[test]
 fn initialization_unimplemented_counts_as_done_and_marks_pending() {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -477,16 +509,20 @@ fn initialization_unimplemented_counts_as_done_and_marks_pending() {
         CreationOutcome::Created(Ok(created_resp("p1", "m1"))),
         t0(),
     );
-    f.next(&m, CreationOutcome::Persisted, t0());
+    f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0());
     let step = f.next(
         &m,
-        CreationOutcome::Initialized(Err(Status::unimplemented("n/a"))),
+        CreationOutcome::Initialized {
+            identity: identity("p1", "m1"),
+            result: Err(Status::unimplemented("n/a")),
+        },
         t0(),
     );
     assert_eq!(
         step,
         CreationStep::MarkCreated {
             transition: created(true),
+            identity: identity("p1", "m1"),
             addresses: None
         }
     );
@@ -499,7 +535,7 @@ fn initialization_unimplemented_counts_as_done_and_marks_pending() {
 #[test]
 fn without_a_target_cluster_the_machine_becomes_available_with_initialized_addresses() {
     let m = view(Phase::Empty);
-    let mut f = CreationFlow::new(false);
+    let mut f = new_flow(false);
     f.next(
         &m,
         CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -510,23 +546,27 @@ fn without_a_target_cluster_the_machine_becomes_available_with_initialized_addre
         CreationOutcome::Created(Ok(created_resp("p1", "m1"))),
         t0(),
     );
-    f.next(&m, CreationOutcome::Persisted, t0());
+    f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), t0());
     let v6 = NodeAddress {
         type_: "InternalIP".into(),
         address: "fd00::1".into(),
     };
     let step = f.next(
         &m,
-        CreationOutcome::Initialized(Ok(InitializeMachineResponse {
-            provider_id: "p1".into(),
-            node_name: "m1".into(),
-            addresses: vec![v6.clone()],
-        })),
+        CreationOutcome::Initialized {
+            identity: identity("p1", "m1"),
+            result: Ok(InitializeMachineResponse {
+                provider_id: "p1".into(),
+                node_name: "m1".into(),
+                addresses: vec![v6.clone()],
+            }),
+        },
         t0(),
     );
     let CreationStep::MarkCreated {
         transition,
         addresses: Some(addresses),
+        ..
     } = step
     else {
         panic!("expected MarkCreated with addresses, got {step:?}");
@@ -540,7 +580,7 @@ fn without_a_target_cluster_the_machine_becomes_available_with_initialized_addre
 fn a_failed_initialization_is_crash_loop_then_failed_after_the_timeout() {
     let m = view(Phase::Empty);
     for (now, phase) in [(at(1), Phase::CrashLoopBackOff), (at(25), Phase::Failed)] {
-        let mut f = CreationFlow::new(true);
+        let mut f = new_flow(true);
         f.next(
             &m,
             CreationOutcome::Probed(Err(Status::not_found("none"))),
@@ -551,10 +591,13 @@ fn a_failed_initialization_is_crash_loop_then_failed_after_the_timeout() {
             CreationOutcome::Created(Ok(created_resp("p1", "m1"))),
             now,
         );
-        f.next(&m, CreationOutcome::Persisted, now);
+        f.next(&m, CreationOutcome::Persisted(identity("p1", "m1")), now);
         let fl = failure(f.next(
             &m,
-            CreationOutcome::Initialized(Err(Status::internal("eni"))),
+            CreationOutcome::Initialized {
+                identity: identity("p1", "m1"),
+                result: Err(Status::internal("eni")),
+            },
             now,
         ));
         assert_eq!(fl.call, "InitializeMachine");
@@ -572,7 +615,7 @@ fn a_failed_initialization_is_crash_loop_then_failed_after_the_timeout() {
 fn an_adopted_machine_that_already_has_a_phase_keeps_it() {
     let mut m = view(Phase::Running);
     m.provider_id = "p1".into();
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Ok(GetMachineStatusResponse {
@@ -583,7 +626,7 @@ fn an_adopted_machine_that_already_has_a_phase_keeps_it() {
         t0(),
     );
     assert_eq!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(bare("p1", "m1")), t0()),
         CreationStep::Done
     );
 }
@@ -673,7 +716,7 @@ fn the_spec_the_vm_was_created_with_is_recorded_only_when_none_is_recorded_yet()
 // The probe's answers (`plan_creation`) as the flow acts on them.
 
 fn after_probe(m: &MachineView, answer: Result<GetMachineStatusResponse, Status>) -> CreationStep {
-    CreationFlow::new(true).next(m, CreationOutcome::Probed(answer), t0())
+    new_flow(true).next(m, CreationOutcome::Probed(answer), t0())
 }
 
 #[test]
@@ -705,7 +748,7 @@ fn uninitialized_without_identity_uses_the_recorded_provider_id_instead_of_panic
         node: Some("n1".into()),
         ..view(Phase::CrashLoopBackOff)
     };
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     let step = f.next(
         &m,
         CreationOutcome::Probed(Err(Status::new(Code::Uninitialized, "nil response"))),
@@ -738,7 +781,7 @@ fn a_failed_initialization_is_retried_even_if_status_says_ok() {
             OpType::Create,
         )
     };
-    let mut f = CreationFlow::new(true);
+    let mut f = new_flow(true);
     f.next(
         &m,
         CreationOutcome::Probed(Ok(GetMachineStatusResponse {
@@ -750,9 +793,65 @@ fn a_failed_initialization_is_retried_even_if_status_says_ok() {
     );
     assert_eq!(f.init_reason(), Some(InitReason::PreviousAttemptFailed));
     assert!(matches!(
-        f.next(&m, CreationOutcome::Persisted, t0()),
+        f.next(&m, CreationOutcome::Persisted(bare("p1", "n1")), t0()),
         CreationStep::Initialize {
-            reason: InitReason::PreviousAttemptFailed
+            reason: InitReason::PreviousAttemptFailed,
+            ..
         }
     ));
+}
+
+#[test]
+fn the_created_phase_carries_the_persisted_identity_and_names_its_node_as_the_hostname() {
+    // Without a target cluster the addresses are persisted: the Hostname is
+    // the node name of the identity handed back, never a default.
+    let m = view(Phase::Empty);
+    let mut f = new_flow(false);
+    let step = f.next(
+        &m,
+        CreationOutcome::Probed(Ok(GetMachineStatusResponse {
+            provider_id: "p1".into(),
+            node_name: "host-1".into(),
+            addresses: identity("p1", "host-1").addresses,
+        })),
+        t0(),
+    );
+    let CreationStep::PersistIdentity(id) = step else {
+        panic!("expected PersistIdentity, got {step:?}");
+    };
+    let step = f.next(&m, CreationOutcome::Persisted(id.clone()), t0());
+    let CreationStep::MarkCreated {
+        identity: marked,
+        addresses: Some(addresses),
+        ..
+    } = step
+    else {
+        panic!("expected MarkCreated with addresses, got {step:?}");
+    };
+    assert_eq!(marked, id);
+    assert!(addresses
+        .iter()
+        .any(|a| a.type_ == "Hostname" && a.address == "host-1"));
+    assert!(addresses.iter().any(|a| a.address == "10.0.0.1"));
+}
+
+#[test]
+fn without_a_target_cluster_a_new_vm_is_never_checked_for_a_stale_node() {
+    // The check reads a Node of the target cluster: without one the flow
+    // has no cluster to hand out and goes straight to persisting.
+    let m = view(Phase::Empty);
+    let mut f = new_flow(false);
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
+    assert_eq!(
+        f.next(
+            &m,
+            CreationOutcome::Created(Ok(created_resp("p1", "ip-10-0-0-1"))),
+            t0()
+        ),
+        CreationStep::PersistIdentity(identity("p1", "ip-10-0-0-1"))
+    );
 }

@@ -12,6 +12,12 @@
 //! answered by [`vm_deletion`] alone. A reconcile of a terminating machine
 //! always ends in [`DeletionStep::Wait`] unless the finalizer was removed
 //! (upstream #1157). See `docs/design/machine.md`, "Deletion".
+//!
+//! A step carries what its effect needs: the provider handle `P` of usable
+//! [`Inputs`] (for GetMachineStatus, DeleteMachine and the drain), the
+//! target cluster's handle `T` and the Node's name. The flow holds them from
+//! [`DeletionFlow::new`] on and asks for no effect it lacks the means for,
+//! so the runtime's match over [`DeletionStep`] has no fallback.
 
 use super::super::{
     after_delete_node, after_delete_vm, after_drain, after_get_vm_status, after_node_volumes,
@@ -24,17 +30,28 @@ use mcm_api::MachineState as OpState;
 use mcm_driver::{Code, DeleteMachineResponse, GetMachineStatusResponse, Status};
 use std::time::Duration;
 
-/// Whether the machine's class, Secret and driver are usable for this reconcile.
+/// Whether the machine's class, Secret and driver are usable for this
+/// reconcile; `P` is the runtime's handle to call the provider with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Inputs {
-    /// The provider can be called.
-    Usable,
+pub enum Inputs<P = ()> {
+    /// The provider can be called, with this.
+    Usable(P),
     /// They are not (the problem is recorded already); the input check asks
     /// to look again after `retry_after`.
     Unusable {
         /// The input check's retry delay.
         retry_after: Duration,
     },
+}
+
+impl<P> Inputs<P> {
+    /// The provider handle, when the inputs are usable.
+    pub fn usable(&self) -> Option<&P> {
+        match self {
+            Inputs::Usable(p) => Some(p),
+            Inputs::Unusable { .. } => None,
+        }
+    }
 }
 
 /// Why DeleteMachine runs for a machine being deleted.
@@ -77,9 +94,9 @@ impl VmDeletion {
 /// place that answers it (as [`initialization_reason`](crate::machine::initialization_reason)
 /// does for InitializeMachine). `probe` is the GetMachineStatus answer of
 /// the GetVmStatus step when one was made.
-pub fn vm_deletion(
+pub fn vm_deletion<P>(
     record: VmRecord,
-    inputs: Inputs,
+    inputs: &Inputs<P>,
     probe: Option<&Result<GetMachineStatusResponse, Status>>,
 ) -> VmDeletion {
     let refused = match probe {
@@ -92,9 +109,9 @@ pub fn vm_deletion(
     match (inputs, refused, record.no_vm_possible()) {
         (Inputs::Unusable { .. }, _, true) => VmDeletion::SkippedInputsUnusable,
         (Inputs::Unusable { .. }, _, false) => VmDeletion::Blocked(record),
-        (Inputs::Usable, true, true) => VmDeletion::SkippedProviderRefused,
-        (Inputs::Usable, true, false) => VmDeletion::Blocked(record),
-        (Inputs::Usable, false, _) => VmDeletion::Runs(record),
+        (Inputs::Usable(_), true, true) => VmDeletion::SkippedProviderRefused,
+        (Inputs::Usable(_), true, false) => VmDeletion::Blocked(record),
+        (Inputs::Usable(_), false, _) => VmDeletion::Runs(record),
     }
 }
 
@@ -216,32 +233,59 @@ pub fn live_attachments(node: &str, all: &[AttachmentView]) -> Vec<String> {
         .collect()
 }
 
-/// The next effect of the deletion flow.
+/// The next effect of the deletion flow: `P` is the provider handle of
+/// usable [`Inputs`], `T` the target cluster's handle; a step that needs one
+/// carries it, and the Node's name where it acts on the Node.
 #[derive(Debug, Clone, PartialEq)]
-pub enum DeletionStep {
+pub enum DeletionStep<P = (), T = ()> {
     /// Record a status change (and its Event).
     Record(Box<DeletionRecord>),
     /// Find, in the Node cache, a Node labelled with this machine's name.
     FindNode,
-    /// Call GetMachineStatus (no Node names the machine).
-    Probe,
+    /// Call GetMachineStatus with this provider (no Node names the machine).
+    Probe(P),
     /// Set the machine's `node` label to this Node name.
     LabelNode(String),
     /// Report what the machine's drain task is doing.
     CheckDrain,
-    /// Start a drain task with this plan.
-    StartDrain(DrainPlan),
-    /// Look the machine's Node up in the Node cache: does it report
-    /// attached volumes ([`NodeVolumes`])?
-    CheckNodeVolumes,
-    /// List the VolumeAttachments (report them all; [`live_attachments`] filters).
-    ListAttachments,
-    /// Delete these VolumeAttachments.
-    DeleteAttachments(Vec<String>),
-    /// Call DeleteMachine (after the cloud pacer's turn).
-    DeleteVm,
+    /// Start a drain task of this Node with this plan.
+    StartDrain {
+        /// The drain's plan.
+        plan: DrainPlan,
+        /// The machine's Node.
+        node: String,
+        /// The target cluster the Node is in.
+        target: T,
+        /// The provider (for the volume IDs of the drained pods).
+        provider: P,
+    },
+    /// Look this Node up (the Node cache first): does it report attached
+    /// volumes ([`NodeVolumes`])?
+    CheckNodeVolumes {
+        /// The machine's Node.
+        node: String,
+        /// The target cluster the Node is in.
+        target: T,
+    },
+    /// List the target cluster's VolumeAttachments (report them all;
+    /// [`live_attachments`] filters).
+    ListAttachments(T),
+    /// Delete these VolumeAttachments of the target cluster.
+    DeleteAttachments {
+        /// Their names.
+        names: Vec<String>,
+        /// The target cluster they are in.
+        target: T,
+    },
+    /// Call DeleteMachine with this provider (after the cloud pacer's turn).
+    DeleteVm(P),
     /// Delete the machine's Node.
-    DeleteNode,
+    DeleteNode {
+        /// The machine's Node.
+        node: String,
+        /// The target cluster the Node is in.
+        target: T,
+    },
     /// Remove the MCM finalizer: the machine is gone.
     RemoveFinalizer,
     /// Stop this reconcile and reconcile the machine again after this.
@@ -254,12 +298,7 @@ pub enum DeletionStep {
 #[derive(Debug, Clone, PartialEq)]
 pub enum DeletionOutcome {
     /// Nothing ran yet.
-    Start {
-        /// Whether the provider can be called.
-        inputs: Inputs,
-        /// What the machine records about its VM.
-        record: VmRecord,
-    },
+    Start,
     /// The record is staged or written (the view shows it).
     Recorded,
     /// The Node cache lookup: the name of a Node labelled with the machine's name.
@@ -292,11 +331,13 @@ pub enum DeletionOutcome {
 /// GetVmStatus may restart once): a bound, never reached by a sound flow.
 const MAX_STAGES: u8 = 12;
 
-/// One reconcile's deletion flow: what it learned so far.
+/// One reconcile's deletion flow: the means it was given and what it
+/// learned so far.
 #[derive(Debug, Clone, PartialEq)]
-pub struct DeletionFlow {
-    target_cluster: bool,
-    inputs: Inputs,
+pub struct DeletionFlow<P = (), T = ()> {
+    /// The target cluster; `None` in the mode without Nodes.
+    target: Option<T>,
+    inputs: Inputs<P>,
     record: VmRecord,
     /// The GetMachineStatus answer kept while the node label is written.
     probe: Option<Result<GetMachineStatusResponse, Status>>,
@@ -306,13 +347,15 @@ pub struct DeletionFlow {
     stages: u8,
 }
 
-impl DeletionFlow {
-    /// A new flow; `target_cluster` is false in the mode without Nodes.
-    pub fn new(target_cluster: bool) -> Self {
+impl<P: Clone, T: Clone> DeletionFlow<P, T> {
+    /// A new flow: the target cluster (`None` in the mode without Nodes),
+    /// whether the provider can be called, and what the machine records
+    /// about its VM.
+    pub fn new(target: Option<T>, inputs: Inputs<P>, record: VmRecord) -> Self {
         DeletionFlow {
-            target_cluster,
-            inputs: Inputs::Usable,
-            record: VmRecord::Unknown,
+            target,
+            inputs,
+            record,
             probe: None,
             after_record: None,
             stages: 0,
@@ -325,24 +368,26 @@ impl DeletionFlow {
         m: &MachineView,
         outcome: DeletionOutcome,
         now: DateTime<Utc>,
-    ) -> DeletionStep {
+    ) -> DeletionStep<P, T> {
         match outcome {
-            DeletionOutcome::Start { inputs, record } => {
-                self.inputs = inputs;
-                self.record = record;
-                match (inputs, vm_deletion(record, inputs, None)) {
-                    (Inputs::Unusable { retry_after }, VmDeletion::Blocked(_)) => {
-                        DeletionStep::Wait(Retry::After(retry_after))
-                    }
-                    _ => self.stage(m, now),
+            DeletionOutcome::Start => {
+                let blocked = vm_deletion(self.record, &self.inputs, None);
+                if let (Inputs::Unusable { retry_after }, VmDeletion::Blocked(_)) =
+                    (&self.inputs, blocked)
+                {
+                    return DeletionStep::Wait(Retry::After(*retry_after));
                 }
+                self.stage(m, now)
             }
             DeletionOutcome::Recorded => match self.after_record.take() {
                 Some(retry) => DeletionStep::Wait(retry),
                 None => self.stage(m, now),
             },
             DeletionOutcome::NodeFound(Some(node)) => DeletionStep::LabelNode(node),
-            DeletionOutcome::NodeFound(None) => DeletionStep::Probe,
+            DeletionOutcome::NodeFound(None) => match self.inputs.usable() {
+                Some(p) => DeletionStep::Probe(p.clone()),
+                None => skip_without_provider(),
+            },
             DeletionOutcome::Probed(result) => {
                 let node = match &result {
                     Ok(resp) => Some(resp.node_name.clone()),
@@ -363,19 +408,24 @@ impl DeletionFlow {
             DeletionOutcome::Drain(progress) => self.drain(m, progress, now),
             DeletionOutcome::DrainStarted => DeletionStep::Wait(Retry::Long),
             DeletionOutcome::NodeVolumes(volumes) => {
-                let node = m.node.clone().unwrap_or_default();
-                match after_node_volumes(&node, volumes) {
-                    Some(t) => record(t, Write::Stage),
-                    None => DeletionStep::ListAttachments,
+                match (
+                    after_node_volumes(node_text(m), volumes),
+                    self.target.clone(),
+                ) {
+                    (Some(t), _) => record(t, Write::Stage),
+                    (None, Some(target)) => DeletionStep::ListAttachments(target),
+                    (None, None) => self.without_attachment_lookup(m),
                 }
             }
             DeletionOutcome::Attachments(all) => {
-                let node = m.node.clone().unwrap_or_default();
-                let live = live_attachments(&node, &all);
-                if live.is_empty() {
-                    record(volume_attachments_gone(&node), Write::Stage)
-                } else {
-                    DeletionStep::DeleteAttachments(live)
+                let node = node_text(m);
+                let live = live_attachments(node, &all);
+                match self.target.clone() {
+                    Some(target) if !live.is_empty() => DeletionStep::DeleteAttachments {
+                        names: live,
+                        target,
+                    },
+                    _ => record(volume_attachments_gone(node), Write::Stage),
                 }
             }
             DeletionOutcome::AttachmentsDeleted => DeletionStep::Wait(Retry::Short),
@@ -418,85 +468,86 @@ impl DeletionFlow {
     }
 
     /// The effect of the stage the machine is in.
-    fn stage(&mut self, m: &MachineView, now: DateTime<Utc>) -> DeletionStep {
+    fn stage(&mut self, m: &MachineView, now: DateTime<Utc>) -> DeletionStep<P, T> {
         self.stages += 1;
         if self.stages > MAX_STAGES {
             return DeletionStep::Wait(Retry::Short);
         }
-        let provider = self.inputs == Inputs::Usable;
-        match deletion_stage(m) {
+        let provider = self.inputs.usable().cloned();
+        match (deletion_stage(m), provider) {
             // Upstream #1157: a terminating machine is always reconciled again.
-            DeletionStage::MissingFinalizer => DeletionStep::Wait(Retry::Long),
-            DeletionStage::SetTerminating => record(
+            (DeletionStage::MissingFinalizer, _) => DeletionStep::Wait(Retry::Long),
+            (DeletionStage::SetTerminating, p) => record(
                 set_terminating(),
-                if provider { Write::Stage } else { Write::Now },
+                if p.is_some() {
+                    Write::Stage
+                } else {
+                    Write::Now
+                },
             ),
-            DeletionStage::GetVmStatus
-            | DeletionStage::Drain
-            | DeletionStage::DeleteVolumeAttachments
-            | DeletionStage::DeleteVm
-                if !provider =>
-            {
-                self.skip_without_provider()
-            }
-            DeletionStage::GetVmStatus => {
+            (
+                DeletionStage::GetVmStatus
+                | DeletionStage::Drain
+                | DeletionStage::DeleteVolumeAttachments
+                | DeletionStage::DeleteVm,
+                None,
+            ) => skip_without_provider(),
+            (DeletionStage::GetVmStatus, Some(_)) => {
                 self.probe = None;
-                if !self.target_cluster || m.node.is_some() {
+                let target_cluster = self.target.is_some();
+                if !target_cluster || m.node.is_some() {
                     record(
-                        after_get_vm_status(
-                            self.target_cluster,
-                            m.node.is_some(),
-                            None,
-                            self.record,
-                        ),
+                        after_get_vm_status(target_cluster, m.node.is_some(), None, self.record),
                         Write::Stage,
                     )
                 } else {
                     DeletionStep::FindNode
                 }
             }
-            DeletionStage::Drain => {
-                if self.target_cluster && m.node.is_some() {
-                    DeletionStep::CheckDrain
-                } else {
-                    record(after_drain(&plan_drain(m, now), false, Ok(())), Write::Now)
-                }
-            }
-            DeletionStage::DeleteVolumeAttachments => {
-                if self.target_cluster {
-                    DeletionStep::CheckNodeVolumes
-                } else {
-                    let node = m.node.clone().unwrap_or_default();
-                    record(volume_attachments_gone(&node), Write::Stage)
-                }
-            }
-            DeletionStage::DeleteVm => DeletionStep::DeleteVm,
-            DeletionStage::DeleteNode => DeletionStep::DeleteNode,
-            DeletionStage::RemoveFinalizer => DeletionStep::RemoveFinalizer,
+            (DeletionStage::Drain, Some(_)) => match self.cluster_node(m) {
+                Some(_) => DeletionStep::CheckDrain,
+                None => drain_skipped(m, now),
+            },
+            (DeletionStage::DeleteVolumeAttachments, Some(_)) => match self.cluster_node(m) {
+                Some((target, node)) => DeletionStep::CheckNodeVolumes { node, target },
+                None => self.without_attachment_lookup(m),
+            },
+            (DeletionStage::DeleteVm, Some(p)) => DeletionStep::DeleteVm(p),
+            (DeletionStage::DeleteNode, _) => match self.cluster_node(m) {
+                Some((target, node)) => DeletionStep::DeleteNode { node, target },
+                // Without a target cluster or a node label there is no Node
+                // to delete: the reference's text for a missing label.
+                None => record(
+                    after_delete_node(&m.name, &NodeDeletion::NoLabel),
+                    Write::Stage,
+                ),
+            },
+            (DeletionStage::RemoveFinalizer, _) => DeletionStep::RemoveFinalizer,
         }
     }
 
-    /// A machine that never had a VM and whose inputs are unusable skips
-    /// the provider steps.
-    fn skip_without_provider(&mut self) -> DeletionStep {
-        let t = no_vm_ever_created(
-            "the machine's class, secret or provider is unusable, see the events",
-        );
-        let note = t.operation.description.clone();
-        DeletionStep::Record(Box::new(DeletionRecord {
-            transition: t,
-            write: Write::Now,
-            last_known_state: None,
-            event: Some(DeletionEvent {
-                warning: false,
-                reason: "NoVmToDelete",
-                note,
-            }),
-        }))
+    /// The target cluster and the machine's Node, when both are known: what
+    /// every step on the Node needs.
+    fn cluster_node(&self, m: &MachineView) -> Option<(T, String)> {
+        Some((self.target.clone()?, m.node.clone()?))
+    }
+
+    /// The DeleteVolumeAttachments stage when the Node cannot be looked up.
+    /// Without a target cluster there is nothing to list; with one but no
+    /// node label, the reference looks up the Node named "" and goes on with
+    /// its lister's NotFound text.
+    fn without_attachment_lookup(&self, m: &MachineView) -> DeletionStep<P, T> {
+        let node = node_text(m);
+        let t = match self.target {
+            None => volume_attachments_gone(node),
+            Some(_) => after_node_volumes(node, NodeVolumes::NodeGone)
+                .unwrap_or_else(|| volume_attachments_gone(node)),
+        };
+        record(t, Write::Stage)
     }
 
     /// GetVmStatus learned what it could: record where the flow goes next.
-    fn vm_status_known(&mut self) -> DeletionStep {
+    fn vm_status_known(&mut self) -> DeletionStep<P, T> {
         let probe = self.probe.take();
         let t = after_get_vm_status(true, false, probe.as_ref(), self.record);
         if t.operation.state != OpState::Failed {
@@ -525,7 +576,7 @@ impl DeletionFlow {
         m: &MachineView,
         progress: DrainProgress,
         now: DateTime<Utc>,
-    ) -> DeletionStep {
+    ) -> DeletionStep<P, T> {
         let plan = plan_drain(m, now);
         match progress {
             DrainProgress::Finished { plan, result } => {
@@ -552,12 +603,53 @@ impl DeletionFlow {
             DrainProgress::Running { force } if force || !plan.force => {
                 DeletionStep::Wait(Retry::Long)
             }
-            DrainProgress::Running { .. } | DrainProgress::Idle => DeletionStep::StartDrain(plan),
+            DrainProgress::Running { .. } | DrainProgress::Idle => {
+                match (self.cluster_node(m), self.inputs.usable()) {
+                    (Some((target, node)), Some(p)) => DeletionStep::StartDrain {
+                        plan,
+                        node,
+                        target,
+                        provider: p.clone(),
+                    },
+                    (None, _) => drain_skipped(m, now),
+                    (Some(_), None) => skip_without_provider(),
+                }
+            }
         }
     }
 }
 
-fn record(transition: Transition, write: Write) -> DeletionStep {
+/// The machine's node label for the texts that name it ("" without one,
+/// as the reference's empty label).
+fn node_text(m: &MachineView) -> &str {
+    m.node.as_deref().unwrap_or_default()
+}
+
+/// The Drain stage without a target cluster or a node: skipped, with a
+/// written note.
+fn drain_skipped<P, T>(m: &MachineView, now: DateTime<Utc>) -> DeletionStep<P, T> {
+    record(after_drain(&plan_drain(m, now), false, Ok(())), Write::Now)
+}
+
+/// A machine that never had a VM and whose inputs are unusable skips the
+/// provider steps.
+fn skip_without_provider<P, T>() -> DeletionStep<P, T> {
+    let t =
+        no_vm_ever_created("the machine's class, secret or provider is unusable, see the events");
+    let note = t.operation.description.clone();
+    DeletionStep::Record(Box::new(DeletionRecord {
+        transition: t,
+        write: Write::Now,
+        last_known_state: None,
+        event: Some(DeletionEvent {
+            warning: false,
+            reason: "NoVmToDelete",
+            note,
+        }),
+    }))
+}
+
+fn record<P, T>(transition: Transition, write: Write) -> DeletionStep<P, T> {
     DeletionStep::Record(Box::new(DeletionRecord {
         transition,
         write,

@@ -20,15 +20,28 @@ fn now() -> DateTime<Utc> {
     DateTime::from_timestamp(1_700_000_000, 0).unwrap_or_default()
 }
 
+/// A flow with usable inputs and a VM that may exist; `target`: whether
+/// there is a target cluster.
+fn new_flow(target: bool) -> DeletionFlow {
+    DeletionFlow::new(target.then_some(()), Inputs::Usable(()), VmRecord::Unknown)
+}
+
+/// Starts `flow` over with usable inputs and this record.
 fn start(flow: &mut DeletionFlow, m: &MachineView, record: VmRecord) -> DeletionStep {
-    flow.next(
-        m,
-        DeletionOutcome::Start {
-            inputs: Inputs::Usable,
-            record,
-        },
-        now(),
-    )
+    *flow = DeletionFlow::new(flow.target, Inputs::Usable(()), record);
+    flow.next(m, DeletionOutcome::Start, now())
+}
+
+/// A flow with these inputs and this record, and its first step.
+fn started(
+    target: bool,
+    m: &MachineView,
+    inputs: Inputs,
+    record: VmRecord,
+) -> (DeletionFlow, DeletionStep) {
+    let mut flow = DeletionFlow::new(target.then_some(()), inputs, record);
+    let step = flow.next(m, DeletionOutcome::Start, now());
+    (flow, step)
 }
 
 fn unusable() -> Inputs {
@@ -58,12 +71,12 @@ fn ends_with(step: &DeletionStep, marker: &str) -> bool {
 fn delete_machine_runs_when_the_provider_is_usable_and_answers() {
     for record in [VmRecord::HasVm, VmRecord::NeverCreated, VmRecord::Unknown] {
         assert_eq!(
-            vm_deletion(record, Inputs::Usable, None),
+            vm_deletion(record, &Inputs::Usable(()), None),
             VmDeletion::Runs(record)
         );
         let nf = Err(Status::not_found("x"));
         assert_eq!(
-            vm_deletion(record, Inputs::Usable, Some(&nf)),
+            vm_deletion(record, &Inputs::Usable(()), Some(&nf)),
             VmDeletion::Runs(record)
         );
     }
@@ -72,12 +85,12 @@ fn delete_machine_runs_when_the_provider_is_usable_and_answers() {
 #[test]
 fn delete_machine_is_skipped_only_for_a_machine_that_never_had_a_vm() {
     assert_eq!(
-        vm_deletion(VmRecord::NeverCreated, unusable(), None),
+        vm_deletion(VmRecord::NeverCreated, &unusable(), None),
         VmDeletion::SkippedInputsUnusable
     );
     let refused = Err(Status::invalid_argument("cannot decode"));
     assert_eq!(
-        vm_deletion(VmRecord::NeverCreated, Inputs::Usable, Some(&refused)),
+        vm_deletion(VmRecord::NeverCreated, &Inputs::Usable(()), Some(&refused)),
         VmDeletion::SkippedProviderRefused
     );
     for record in [
@@ -86,11 +99,11 @@ fn delete_machine_is_skipped_only_for_a_machine_that_never_had_a_vm() {
         VmRecord::Unknown,
     ] {
         assert_eq!(
-            vm_deletion(record, unusable(), None),
+            vm_deletion(record, &unusable(), None),
             VmDeletion::Blocked(record)
         );
         assert_eq!(
-            vm_deletion(record, Inputs::Usable, Some(&refused)),
+            vm_deletion(record, &Inputs::Usable(()), Some(&refused)),
             VmDeletion::Blocked(record)
         );
     }
@@ -100,15 +113,7 @@ fn delete_machine_is_skipped_only_for_a_machine_that_never_had_a_vm() {
 
 #[test]
 fn unusable_inputs_with_a_possible_vm_wait_for_the_input_check() {
-    let mut flow = DeletionFlow::new(true);
-    let step = flow.next(
-        &at(GET_VM_STATUS),
-        DeletionOutcome::Start {
-            inputs: unusable(),
-            record: VmRecord::Unknown,
-        },
-        now(),
-    );
+    let (_, step) = started(true, &at(GET_VM_STATUS), unusable(), VmRecord::Unknown);
     assert_eq!(
         step,
         DeletionStep::Wait(Retry::After(Duration::from_secs(7)))
@@ -123,15 +128,7 @@ fn unusable_inputs_without_a_vm_skip_the_provider_steps_with_a_written_note() {
         DELETE_VOLUME_ATTACHMENTS,
         INITIATE_VM_DELETION,
     ] {
-        let mut flow = DeletionFlow::new(true);
-        let step = flow.next(
-            &at(marker),
-            DeletionOutcome::Start {
-                inputs: unusable(),
-                record: VmRecord::NeverCreated,
-            },
-            now(),
-        );
+        let (_, step) = started(true, &at(marker), unusable(), VmRecord::NeverCreated);
         let r = recorded(&step);
         assert_eq!(r.write, Write::Now, "{marker}");
         assert!(ends_with(&step, INITIATE_NODE_DELETION), "{marker}");
@@ -141,7 +138,7 @@ fn unusable_inputs_without_a_vm_skip_the_provider_steps_with_a_written_note() {
 
 #[test]
 fn a_machine_not_yet_terminating_is_set_terminating_first() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = MachineView {
         phase: Phase::Running,
         ..at("")
@@ -150,22 +147,14 @@ fn a_machine_not_yet_terminating_is_set_terminating_first() {
     assert_eq!(recorded(&step).transition, set_terminating());
     assert_eq!(recorded(&step).write, Write::Stage);
     // Without a usable provider the write is immediate.
-    let mut flow = DeletionFlow::new(true);
-    let step = flow.next(
-        &m,
-        DeletionOutcome::Start {
-            inputs: unusable(),
-            record: VmRecord::NeverCreated,
-        },
-        now(),
-    );
+    let (_, step) = started(true, &m, unusable(), VmRecord::NeverCreated);
     assert_eq!(recorded(&step).write, Write::Now);
 }
 
 #[test]
 fn a_terminating_machine_without_the_finalizer_is_requeued() {
     // Upstream #1157: no reconcile of a terminating machine ends without a requeue.
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = MachineView {
         has_finalizer: false,
         ..at(INITIATE_DRAIN)
@@ -178,10 +167,10 @@ fn a_terminating_machine_without_the_finalizer_is_requeued() {
 
 #[test]
 fn a_recorded_step_goes_on_with_the_stage_the_view_shows() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     assert_eq!(
         flow.next(&at(INITIATE_VM_DELETION), DeletionOutcome::Recorded, now()),
-        DeletionStep::DeleteVm
+        DeletionStep::DeleteVm(())
     );
     assert_eq!(
         flow.next(
@@ -189,7 +178,10 @@ fn a_recorded_step_goes_on_with_the_stage_the_view_shows() {
             DeletionOutcome::Recorded,
             now()
         ),
-        DeletionStep::DeleteNode
+        DeletionStep::DeleteNode {
+            node: "n1".into(),
+            target: ()
+        }
     );
     assert_eq!(
         flow.next(
@@ -203,7 +195,7 @@ fn a_recorded_step_goes_on_with_the_stage_the_view_shows() {
 
 #[test]
 fn a_flow_that_does_not_advance_stops_with_a_short_requeue() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(GET_VM_STATUS);
     let mut last = start(&mut flow, &m, VmRecord::HasVm);
     for _ in 0..MAX_STAGES {
@@ -216,7 +208,7 @@ fn a_flow_that_does_not_advance_stops_with_a_short_requeue() {
 
 #[test]
 fn get_vm_status_with_a_node_label_goes_to_the_drain_without_a_call() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let step = start(&mut flow, &at(GET_VM_STATUS), VmRecord::HasVm);
     assert!(ends_with(&step, INITIATE_DRAIN));
     assert_eq!(recorded(&step).write, Write::Stage);
@@ -224,14 +216,14 @@ fn get_vm_status_with_a_node_label_goes_to_the_drain_without_a_call() {
 
 #[test]
 fn get_vm_status_without_a_target_cluster_goes_to_vm_deletion() {
-    let mut flow = DeletionFlow::new(false);
+    let mut flow = new_flow(false);
     let step = start(&mut flow, &at(GET_VM_STATUS), VmRecord::HasVm);
     assert!(ends_with(&step, INITIATE_VM_DELETION));
 }
 
 #[test]
 fn get_vm_status_without_a_node_label_looks_in_the_node_cache_first() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = MachineView {
         node: None,
         ..at(GET_VM_STATUS)
@@ -250,7 +242,7 @@ fn get_vm_status_without_a_node_label_looks_in_the_node_cache_first() {
 
 #[test]
 fn get_vm_status_probes_when_no_node_names_the_machine() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = MachineView {
         node: None,
         ..at(GET_VM_STATUS)
@@ -258,7 +250,7 @@ fn get_vm_status_probes_when_no_node_names_the_machine() {
     start(&mut flow, &m, VmRecord::HasVm);
     assert_eq!(
         flow.next(&m, DeletionOutcome::NodeFound(None), now()),
-        DeletionStep::Probe
+        DeletionStep::Probe(())
     );
     let answer = GetMachineStatusResponse {
         provider_id: "p".into(),
@@ -273,7 +265,7 @@ fn get_vm_status_probes_when_no_node_names_the_machine() {
 
 #[test]
 fn an_uninitialized_vm_names_its_node_and_the_flow_drains_it() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = MachineView {
         node: None,
         ..at(GET_VM_STATUS)
@@ -297,7 +289,7 @@ fn an_uninitialized_vm_names_its_node_and_the_flow_drains_it() {
 
 #[test]
 fn a_vm_not_found_goes_on_to_the_drain() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = MachineView {
         node: None,
         ..at(GET_VM_STATUS)
@@ -313,7 +305,7 @@ fn a_vm_not_found_goes_on_to_the_drain() {
 
 #[test]
 fn a_probe_refused_for_a_possible_vm_is_written_now_and_backs_off() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = MachineView {
         node: None,
         ..at(GET_VM_STATUS)
@@ -336,7 +328,7 @@ fn a_probe_refused_for_a_possible_vm_is_written_now_and_backs_off() {
 
 #[test]
 fn a_probe_refused_for_a_never_created_machine_skips_to_the_node() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = MachineView {
         node: None,
         ..at(GET_VM_STATUS)
@@ -355,14 +347,22 @@ fn a_probe_refused_for_a_never_created_machine_skips_to_the_node() {
 
 #[test]
 fn the_drain_stage_asks_for_the_drain_task_and_starts_one_when_idle() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_DRAIN);
     assert_eq!(
         start(&mut flow, &m, VmRecord::HasVm),
         DeletionStep::CheckDrain
     );
     let step = flow.next(&m, DeletionOutcome::Drain(DrainProgress::Idle), now());
-    assert_eq!(step, DeletionStep::StartDrain(plan_drain(&m, now())));
+    assert_eq!(
+        step,
+        DeletionStep::StartDrain {
+            plan: plan_drain(&m, now()),
+            node: "n1".into(),
+            target: (),
+            provider: ()
+        }
+    );
     assert_eq!(
         flow.next(&m, DeletionOutcome::DrainStarted, now()),
         DeletionStep::Wait(Retry::Long)
@@ -371,7 +371,7 @@ fn the_drain_stage_asks_for_the_drain_task_and_starts_one_when_idle() {
 
 #[test]
 fn a_running_drain_is_waited_for() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_DRAIN);
     start(&mut flow, &m, VmRecord::HasVm);
     assert_eq!(
@@ -386,7 +386,7 @@ fn a_running_drain_is_waited_for() {
 
 #[test]
 fn a_forced_drain_supersedes_a_running_normal_one() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = MachineView {
         force_deletion: true,
         ..at(INITIATE_DRAIN)
@@ -397,12 +397,12 @@ fn a_forced_drain_supersedes_a_running_normal_one() {
         DeletionOutcome::Drain(DrainProgress::Running { force: false }),
         now(),
     );
-    assert!(matches!(step, DeletionStep::StartDrain(p) if p.force));
+    assert!(matches!(step, DeletionStep::StartDrain { plan, .. } if plan.force));
 }
 
 #[test]
 fn a_finished_drain_is_staged_and_the_flow_goes_on() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_DRAIN);
     start(&mut flow, &m, VmRecord::HasVm);
     let plan = plan_drain(&m, now());
@@ -421,7 +421,7 @@ fn a_finished_drain_is_staged_and_the_flow_goes_on() {
 
 #[test]
 fn a_failed_normal_drain_is_written_now_and_backs_off() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_DRAIN);
     start(&mut flow, &m, VmRecord::HasVm);
     let plan = plan_drain(&m, now());
@@ -446,7 +446,7 @@ fn a_failed_normal_drain_is_written_now_and_backs_off() {
 
 #[test]
 fn a_failed_forced_drain_goes_on_to_the_volume_attachments() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_DRAIN);
     start(&mut flow, &m, VmRecord::HasVm);
     let plan = DrainPlan {
@@ -469,7 +469,7 @@ fn a_failed_forced_drain_goes_on_to_the_volume_attachments() {
 
 #[test]
 fn a_machine_without_a_node_skips_the_drain_with_a_written_note() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = MachineView {
         node: None,
         ..at(INITIATE_DRAIN)
@@ -553,11 +553,14 @@ fn an_attachment_being_deleted_is_seen_as_such() {
 
 #[test]
 fn live_attachments_are_deleted_and_the_machine_requeued_soon() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(DELETE_VOLUME_ATTACHMENTS);
     assert_eq!(
         start(&mut flow, &m, VmRecord::HasVm),
-        DeletionStep::CheckNodeVolumes
+        DeletionStep::CheckNodeVolumes {
+            node: "n1".into(),
+            target: ()
+        }
     );
     assert_eq!(
         flow.next(
@@ -565,7 +568,7 @@ fn live_attachments_are_deleted_and_the_machine_requeued_soon() {
             DeletionOutcome::NodeVolumes(NodeVolumes::Attached),
             now()
         ),
-        DeletionStep::ListAttachments
+        DeletionStep::ListAttachments(())
     );
     let listed = vec![AttachmentView {
         name: "a".into(),
@@ -574,7 +577,10 @@ fn live_attachments_are_deleted_and_the_machine_requeued_soon() {
     }];
     assert_eq!(
         flow.next(&m, DeletionOutcome::Attachments(listed), now()),
-        DeletionStep::DeleteAttachments(vec!["a".into()])
+        DeletionStep::DeleteAttachments {
+            names: vec!["a".into()],
+            target: ()
+        }
     );
     // Without error and without progress: requeued all the same (#1157).
     assert_eq!(
@@ -585,26 +591,29 @@ fn live_attachments_are_deleted_and_the_machine_requeued_soon() {
 
 #[test]
 fn no_live_attachments_go_on_to_vm_deletion() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(DELETE_VOLUME_ATTACHMENTS);
     start(&mut flow, &m, VmRecord::HasVm);
     let step = flow.next(&m, DeletionOutcome::Attachments(Vec::new()), now());
     assert!(ends_with(&step, INITIATE_VM_DELETION));
     assert_eq!(recorded(&step).write, Write::Stage);
     // Without a target cluster there is nothing to list.
-    let mut flow = DeletionFlow::new(false);
-    let step = start(&mut flow, &m, VmRecord::HasVm);
+    let mut without = new_flow(false);
+    let step = start(&mut without, &m, VmRecord::HasVm);
     assert!(ends_with(&step, INITIATE_VM_DELETION));
 }
 
 #[test]
 fn a_node_gone_or_without_attached_volumes_goes_on_to_vm_deletion_without_listing() {
     for volumes in [NodeVolumes::NodeGone, NodeVolumes::NoneAttached] {
-        let mut flow = DeletionFlow::new(true);
+        let mut flow = new_flow(true);
         let m = at(DELETE_VOLUME_ATTACHMENTS);
         assert_eq!(
             start(&mut flow, &m, VmRecord::HasVm),
-            DeletionStep::CheckNodeVolumes
+            DeletionStep::CheckNodeVolumes {
+                node: "n1".into(),
+                target: ()
+            }
         );
         let step = flow.next(&m, DeletionOutcome::NodeVolumes(volumes), now());
         assert!(ends_with(&step, INITIATE_VM_DELETION), "{volumes:?}");
@@ -620,7 +629,7 @@ fn a_node_gone_or_without_attached_volumes_goes_on_to_vm_deletion_without_listin
 
 #[test]
 fn a_paced_vm_deletion_waits_for_its_turn_keeping_what_it_staged() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_VM_DELETION);
     start(&mut flow, &m, VmRecord::HasVm);
     let step = flow.next(
@@ -659,7 +668,7 @@ fn every_other_wait_writes_what_was_staged() {
 
 #[test]
 fn a_deleted_vm_is_staged_with_its_last_known_state() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_VM_DELETION);
     start(&mut flow, &m, VmRecord::HasVm);
     let step = flow.next(
@@ -679,13 +688,16 @@ fn a_deleted_vm_is_staged_with_its_last_known_state() {
             DeletionOutcome::Recorded,
             now()
         ),
-        DeletionStep::DeleteNode
+        DeletionStep::DeleteNode {
+            node: "n1".into(),
+            target: ()
+        }
     );
 }
 
 #[test]
 fn a_failed_vm_deletion_backs_off_by_the_error_class() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_VM_DELETION);
     start(&mut flow, &m, VmRecord::HasVm);
     let step = flow.next(
@@ -705,7 +717,7 @@ fn a_failed_vm_deletion_backs_off_by_the_error_class() {
 
 #[test]
 fn a_vm_deletion_refused_for_a_never_created_machine_goes_on() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_VM_DELETION);
     start(&mut flow, &m, VmRecord::NeverCreated);
     let step = flow.next(
@@ -721,11 +733,14 @@ fn a_vm_deletion_refused_for_a_never_created_machine_goes_on() {
 
 #[test]
 fn a_deleted_node_is_staged_and_the_finalizer_removed_next() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_NODE_DELETION);
     assert_eq!(
         start(&mut flow, &m, VmRecord::HasVm),
-        DeletionStep::DeleteNode
+        DeletionStep::DeleteNode {
+            node: "n1".into(),
+            target: ()
+        }
     );
     let step = flow.next(
         &m,
@@ -743,7 +758,7 @@ fn a_failed_node_read_finalizer_removal_or_deletion_is_written_now_and_backs_off
         NodeDeletion::FinalizerRemovalFailed("n1".into(), "e".into()),
         NodeDeletion::Failed("n1".into(), "e".into()),
     ] {
-        let mut flow = DeletionFlow::new(true);
+        let mut flow = new_flow(true);
         let m = at(INITIATE_NODE_DELETION);
         start(&mut flow, &m, VmRecord::HasVm);
         let step = flow.next(&m, DeletionOutcome::NodeDeleted(failure.clone()), now());
@@ -758,7 +773,7 @@ fn a_failed_node_read_finalizer_removal_or_deletion_is_written_now_and_backs_off
 
 #[test]
 fn only_a_removed_finalizer_ends_the_flow_without_a_requeue() {
-    let mut flow = DeletionFlow::new(true);
+    let mut flow = new_flow(true);
     let m = at(INITIATE_FINALIZER_REMOVAL);
     assert_eq!(
         start(&mut flow, &m, VmRecord::HasVm),
@@ -796,7 +811,7 @@ fn a_terminating_machine_is_always_requeued_unless_its_finalizer_is_gone() {
     ] {
         for answer in &stuck {
             let m = at(marker);
-            let mut flow = DeletionFlow::new(true);
+            let mut flow = new_flow(true);
             let mut step = start(&mut flow, &m, VmRecord::HasVm);
             // The first effect answers without progress; every record after it
             // is recorded without moving the view.
@@ -817,4 +832,180 @@ fn a_terminating_machine_is_always_requeued_unless_its_finalizer_is_gone() {
             );
         }
     }
+}
+
+// --- The means of each effect
+
+/// A target cluster handle only this test can make: the flow can hand one
+/// out only from the one it was given.
+#[derive(Debug, Clone, PartialEq)]
+struct Cluster;
+
+/// A provider handle only this test can make.
+#[derive(Debug, Clone, PartialEq)]
+struct Provider;
+
+/// What a step needs that the flow may lack.
+fn needs(step: &DeletionStep<Provider, Cluster>) -> (bool, Option<&str>, bool) {
+    // (target cluster, node, provider)
+    match step {
+        DeletionStep::FindNode | DeletionStep::CheckDrain => (true, None, false),
+        DeletionStep::Probe(_) | DeletionStep::DeleteVm(_) => (false, None, true),
+        DeletionStep::StartDrain { node, .. } => (true, Some(node), true),
+        DeletionStep::CheckNodeVolumes { node, .. } | DeletionStep::DeleteNode { node, .. } => {
+            (true, Some(node), false)
+        }
+        DeletionStep::ListAttachments(_) | DeletionStep::DeleteAttachments { .. } => {
+            (true, None, false)
+        }
+        _ => (false, None, false),
+    }
+}
+
+/// An answer to each effect that lets the flow go on.
+fn answer(step: &DeletionStep<Provider, Cluster>) -> DeletionOutcome {
+    match step {
+        DeletionStep::FindNode => DeletionOutcome::NodeFound(None),
+        DeletionStep::Probe(_) => DeletionOutcome::Probed(Err(Status::not_found("gone"))),
+        DeletionStep::LabelNode(_) => DeletionOutcome::NodeLabelled,
+        DeletionStep::CheckDrain => DeletionOutcome::Drain(DrainProgress::Idle),
+        DeletionStep::StartDrain { .. } => DeletionOutcome::DrainStarted,
+        DeletionStep::CheckNodeVolumes { .. } => {
+            DeletionOutcome::NodeVolumes(NodeVolumes::Attached)
+        }
+        DeletionStep::ListAttachments(_) => DeletionOutcome::Attachments(vec![AttachmentView {
+            name: "a".into(),
+            node_name: "n1".into(),
+            deleting: false,
+        }]),
+        DeletionStep::DeleteAttachments { .. } => DeletionOutcome::AttachmentsDeleted,
+        DeletionStep::DeleteVm(_) => {
+            DeletionOutcome::VmDeleted(Ok(DeleteMachineResponse::default()))
+        }
+        DeletionStep::DeleteNode { node, .. } => {
+            DeletionOutcome::NodeDeleted(NodeDeletion::Deleted(node.clone()))
+        }
+        DeletionStep::RemoveFinalizer => DeletionOutcome::FinalizerRemoved,
+        DeletionStep::Record(_) | DeletionStep::Wait(_) | DeletionStep::Done => {
+            DeletionOutcome::Recorded
+        }
+    }
+}
+
+/// From every stage, with or without a target cluster, a node label and
+/// usable inputs, and whatever the machine records about its VM, the flow
+/// asks only for effects it has the means for: the target cluster's and
+/// the provider's handles it was given, and the Node the machine names. So
+/// the runtime performs every step it is given, without a fallback.
+#[test]
+fn the_flow_never_asks_for_an_effect_it_lacks_the_means_for() {
+    let markers = [
+        "",
+        GET_VM_STATUS,
+        INITIATE_DRAIN,
+        DELETE_VOLUME_ATTACHMENTS,
+        INITIATE_VM_DELETION,
+        INITIATE_NODE_DELETION,
+        INITIATE_FINALIZER_REMOVAL,
+    ];
+    let records = [
+        VmRecord::HasVm,
+        VmRecord::CreateAttempted,
+        VmRecord::NeverCreated,
+        VmRecord::Unknown,
+    ];
+    for marker in markers {
+        for target in [Some(Cluster), None] {
+            for node in [Some("n1".to_string()), None] {
+                for usable in [true, false] {
+                    for record in records {
+                        let m = MachineView {
+                            node: node.clone(),
+                            ..at(marker)
+                        };
+                        let inputs = if usable {
+                            Inputs::Usable(Provider)
+                        } else {
+                            Inputs::Unusable {
+                                retry_after: Duration::from_secs(7),
+                            }
+                        };
+                        let mut flow = DeletionFlow::new(target.clone(), inputs, record);
+                        let mut outcome = DeletionOutcome::Start;
+                        let case = format!(
+                            "{marker:?} target={} node={node:?} usable={usable} {record:?}",
+                            target.is_some()
+                        );
+                        for _ in 0..32 {
+                            let step = flow.next(&m, outcome, now());
+                            let (cluster, on_node, provider) = needs(&step);
+                            assert!(!cluster || target.is_some(), "{case}: {step:?}");
+                            assert!(!provider || usable, "{case}: {step:?}");
+                            if let Some(n) = on_node {
+                                assert_eq!(Some(n), node.as_deref(), "{case}: {step:?}");
+                            }
+                            if matches!(step, DeletionStep::CheckDrain) {
+                                assert!(node.is_some(), "{case}");
+                            }
+                            if matches!(step, DeletionStep::Wait(_) | DeletionStep::Done) {
+                                break;
+                            }
+                            outcome = answer(&step);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn volume_attachments_of_a_machine_without_a_node_go_on_with_the_references_not_found_text() {
+    // The reference looks up the Node named "" and goes on with its
+    // lister's NotFound; the flow never asks to look up a Node it cannot name.
+    let m = MachineView {
+        node: None,
+        ..at(DELETE_VOLUME_ATTACHMENTS)
+    };
+    let (_, step) = started(true, &m, Inputs::Usable(()), VmRecord::HasVm);
+    let r = recorded(&step);
+    assert_eq!(
+        r.transition.operation.description,
+        format!("Skipping deleteNodeVolAttachments due to - node \"\" not found. Moving to VM Deletion. {INITIATE_VM_DELETION}")
+    );
+    assert_eq!(r.write, Write::Stage);
+}
+
+#[test]
+fn the_node_step_without_a_target_cluster_or_node_label_records_the_missing_label() {
+    for (target, node) in [(true, None), (false, Some("n1".to_string()))] {
+        let m = MachineView {
+            node,
+            ..at(INITIATE_NODE_DELETION)
+        };
+        let (_, step) = started(target, &m, Inputs::Usable(()), VmRecord::HasVm);
+        assert_eq!(
+            recorded(&step).transition,
+            after_delete_node("m1", &NodeDeletion::NoLabel)
+        );
+        assert!(ends_with(&step, INITIATE_FINALIZER_REMOVAL));
+        assert_eq!(recorded(&step).write, Write::Stage);
+    }
+}
+
+#[test]
+fn unusable_inputs_never_ask_for_the_provider_even_after_the_node_cache() {
+    // A flow without a provider that is handed a Node-cache miss does not
+    // ask for the probe: it skips the provider steps as its stage does.
+    let m = MachineView {
+        node: None,
+        ..at(GET_VM_STATUS)
+    };
+    let mut flow: DeletionFlow = DeletionFlow::new(Some(()), unusable(), VmRecord::NeverCreated);
+    let step = flow.next(&m, DeletionOutcome::NodeFound(None), now());
+    assert!(ends_with(&step, INITIATE_NODE_DELETION));
+    assert_eq!(
+        recorded(&step).event.as_ref().map(|e| e.reason),
+        Some("NoVmToDelete")
+    );
 }
