@@ -42,7 +42,7 @@ use tracing::{debug, warn};
 
 /// A change a subscriber is told about.
 #[derive(Debug)]
-pub enum Change<K> {
+pub(crate) enum Change<K> {
     /// The object was created or changed (also every object of a re-list).
     Applied(Arc<K>),
     /// The object is gone.
@@ -163,7 +163,7 @@ where
 
     /// The changes from now on; starts the watch. A subscriber that joins
     /// after the first full list gets [`Change::Listed`] first.
-    pub fn subscribe(&self) -> UnboundedReceiver<Change<K>> {
+    pub(crate) fn subscribe(&self) -> UnboundedReceiver<Change<K>> {
         let (tx, rx) = unbounded();
         if let Ok(mut subs) = self.inner.hub.subscribers.lock() {
             // Under the lock: a list completing now is either seen by this
@@ -326,18 +326,13 @@ impl Caches {
     }
 
     /// A Secret of the control namespace from the cache.
-    pub fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
+    pub(crate) fn secret(&self, namespace: &str, name: &str) -> Option<Arc<Secret>> {
         self.secrets.get(&ObjectRef::new(name).within(namespace))
     }
 
     /// A MachineClass from the cache.
-    pub fn class(&self, namespace: &str, name: &str) -> Option<Arc<MachineClass>> {
+    pub(crate) fn class(&self, namespace: &str, name: &str) -> Option<Arc<MachineClass>> {
         self.classes.get(&ObjectRef::new(name).within(namespace))
-    }
-
-    /// A Node from the cache (`None` without a target cluster).
-    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
-        self.nodes.as_ref()?.get(&ObjectRef::new(name))
     }
 }
 
@@ -345,7 +340,7 @@ impl Caches {
 /// for shared changes): `Applied` objects whose `hash` is the one last seen are
 /// dropped; `Listed` passes every object of the store (a re-list may hide
 /// anything); `Deleted` forgets the object.
-pub struct Triggers<K: Resource + 'static>
+pub(crate) struct Triggers<K: Resource + 'static>
 where
     K::DynamicType: Hash + Eq,
 {
@@ -359,7 +354,7 @@ where
     K::DynamicType: Hash + Eq + Clone + Default,
 {
     /// A filter by this trigger hash.
-    pub fn new(hash: fn(&K) -> Option<u64>) -> Self {
+    pub(crate) fn new(hash: fn(&K) -> Option<u64>) -> Self {
         Triggers {
             seen: HashMap::new(),
             hash,
@@ -367,7 +362,7 @@ where
     }
 
     /// The objects this change makes worth a reconcile.
-    pub fn filter(&mut self, change: Change<K>, store: &Store<K>) -> Vec<Arc<K>> {
+    pub(crate) fn filter(&mut self, change: Change<K>, store: &Store<K>) -> Vec<Arc<K>> {
         match change {
             Change::Applied(o) => {
                 let key = ObjectRef::from_obj(&*o);

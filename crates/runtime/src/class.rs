@@ -53,7 +53,10 @@ fn secret_refs(class: &MachineClass) -> Vec<(String, String)> {
 
 /// Adds the MCM finalizer to a class and the secret finalizer to its Secrets
 /// (read from the caches; only a missing finalizer costs a write).
-pub async fn ensure_class_finalizer(ctx: &Context, class: &MachineClass) -> Result<(), Error> {
+pub(crate) async fn ensure_class_finalizer(
+    ctx: &Context,
+    class: &MachineClass,
+) -> Result<(), Error> {
     let api: Api<MachineClass> =
         Api::namespaced(ctx.client.clone(), &class.namespace().unwrap_or_default());
     add_finalizer(&api, class, c::MCM_FINALIZER).await?;
@@ -69,7 +72,7 @@ pub async fn ensure_class_finalizer(ctx: &Context, class: &MachineClass) -> Resu
 /// The data of the class's `secretRef` then `credentialsSecretRef` merged
 /// (later keys win), from the Secret cache. `Err(name)` names a referenced
 /// Secret that does not exist.
-pub fn merged_secret(caches: &Caches, class: &MachineClass) -> Result<Secret, String> {
+pub(crate) fn merged_secret(caches: &Caches, class: &MachineClass) -> Result<Secret, String> {
     let mut data: BTreeMap<String, ByteString> = BTreeMap::new();
     for (ns, name) in secret_refs(class) {
         match caches.secret(&ns, &name) {

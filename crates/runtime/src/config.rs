@@ -3,7 +3,7 @@
 //! the binary builds the one [`Config`] of a process from its flags in one
 //! function (`runtime_config` in `crates/mcm/src/run.rs`).
 
-pub use crate::sets::SetsConfig;
+pub(crate) use crate::sets::SetsConfig;
 use mcm_core::defaults as d;
 use mcm_core::machine::{split_conditions, Settings};
 use std::time::Duration;
@@ -112,7 +112,7 @@ impl Default for Config {
 
 impl Config {
     /// The settings for machines that do not override them.
-    pub fn default_settings(&self) -> Settings {
+    pub(crate) fn default_settings(&self) -> Settings {
         Settings {
             creation_timeout: self.creation_timeout,
             health_timeout: self.health_timeout,

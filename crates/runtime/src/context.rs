@@ -53,7 +53,7 @@ impl DriverRegistry {
     }
 
     /// Every registered driver.
-    pub fn drivers(&self) -> impl Iterator<Item = &Arc<dyn Driver>> {
+    pub(crate) fn drivers(&self) -> impl Iterator<Item = &Arc<dyn Driver>> {
         self.drivers.values()
     }
 
@@ -107,22 +107,22 @@ pub struct ProbeClients {
 /// controllers and the safety loops all run on one `Arc<Context>`.
 pub struct Context {
     /// The control cluster (Machines, MachineClasses, Secrets).
-    pub client: Client,
+    pub(crate) client: Client,
     /// The target cluster (Nodes); `None` runs without a target cluster.
-    pub target: Option<Client>,
+    pub(crate) target: Option<Client>,
     /// Settings.
-    pub config: Config,
+    pub(crate) config: Config,
     /// The drivers.
     pub drivers: DriverRegistry,
     /// Publishes Events on Machines.
-    pub recorder: Recorder,
+    pub(crate) recorder: Recorder,
     /// Metrics.
-    pub metrics: Arc<Metrics>,
+    pub(crate) metrics: Arc<Metrics>,
     /// The shared caches: one watch per kind for every controller.
     pub caches: Caches,
     /// The target cluster's Nodes (the shared cache's store; empty without a
     /// target cluster).
-    pub nodes: Store<Node>,
+    pub(crate) nodes: Store<Node>,
     /// What the set controllers keep between reconciles.
     pub(crate) sets: crate::sets::SetsState,
     backoff: Backoff,
@@ -135,7 +135,7 @@ pub struct Context {
     frozen: AtomicBool,
     /// Serialises Unknown→Failed per MachineDeployment and remembers the
     /// marks granted but not yet listed (at most one replacement at a time).
-    pub failed_marks: tokio::sync::Mutex<mcm_core::machine::FailedMarks>,
+    pub(crate) failed_marks: tokio::sync::Mutex<mcm_core::machine::FailedMarks>,
     /// The running drains, at most one per machine (they hold no reconcile slot).
     pub drains: crate::drain::tasks::DrainTasks,
     /// The machines' queue in front of the cloud budget.
@@ -146,7 +146,7 @@ pub struct Context {
     /// Unbounded unless the process runs the half under leader election.
     pub tenure: crate::leader::TenureGate,
     /// The API-server status check's clients.
-    pub probes: ProbeClients,
+    pub(crate) probes: ProbeClients,
     /// The REST client series of the clients (`rest_client_*`), which the
     /// process registers with `RestMetrics::register`.
     pub rest: crate::metrics::rest::RestMetrics,
@@ -182,7 +182,7 @@ impl Context {
 
     /// Builds the context on caches that already exist, with one client
     /// for the control cluster's Machine API and its Events.
-    pub fn with_caches(
+    pub(crate) fn with_caches(
         client: Client,
         target: Option<Client>,
         config: Config,
@@ -361,29 +361,24 @@ impl Context {
         self.own_writes.newest(key, cached)
     }
 
-    /// The control namespace.
-    pub fn namespace(&self) -> &str {
-        &self.config.namespace
-    }
-
     /// Machines of the control namespace.
-    pub fn machines(&self) -> Api<mcm_api::Machine> {
+    pub(crate) fn machines(&self) -> Api<mcm_api::Machine> {
         Api::namespaced(self.client.clone(), &self.config.namespace)
     }
 
     /// MachineSets of the control namespace.
-    pub fn machine_sets(&self) -> Api<mcm_api::MachineSet> {
+    pub(crate) fn machine_sets(&self) -> Api<mcm_api::MachineSet> {
         Api::namespaced(self.client.clone(), &self.config.namespace)
     }
 
     /// MachineDeployments of the control namespace.
-    pub fn machine_deployments(&self) -> Api<mcm_api::MachineDeployment> {
+    pub(crate) fn machine_deployments(&self) -> Api<mcm_api::MachineDeployment> {
         Api::namespaced(self.client.clone(), &self.config.namespace)
     }
 
     /// The delay before retrying `key` after `err`: a conflict (someone
     /// wrote first) is retried soon, everything else with the backoff.
-    pub fn error_delay(&self, key: &ObjectKey, err: &crate::Error) -> Duration {
+    pub(crate) fn error_delay(&self, key: &ObjectKey, err: &crate::Error) -> Duration {
         if err.is_conflict() {
             return mcm_core::backoff::periods::CONFLICT;
         }
@@ -410,7 +405,7 @@ impl Context {
     }
 
     /// Records a failure for `key` and returns the delay before the next try.
-    pub fn failure_delay(&self, key: &ObjectKey, kind: FailureKind) -> Duration {
+    pub(crate) fn failure_delay(&self, key: &ObjectKey, kind: FailureKind) -> Duration {
         let exists = self.machine_exists();
         let n = match self.failures.lock() {
             Ok(mut map) => {
@@ -424,7 +419,7 @@ impl Context {
     }
 
     /// Forgets the failures of `key` (after a success).
-    pub fn reset_backoff(&self, key: &ObjectKey) {
+    pub(crate) fn reset_backoff(&self, key: &ObjectKey) {
         if let Ok(mut map) = self.failures.lock() {
             map.remove(key);
         }
@@ -437,7 +432,7 @@ impl Context {
     /// series and its mutating calls refused once this half's tenure ended
     /// (`metrics::driver::Observed`): the one way a controller gets a
     /// driver to call the cloud with.
-    pub fn observed_driver(&self, provider: &str) -> Option<Arc<dyn Driver>> {
+    pub(crate) fn observed_driver(&self, provider: &str) -> Option<Arc<dyn Driver>> {
         let driver = self.drivers.get(Some(provider))?;
         Some(crate::metrics::driver::Observed::wrap(
             driver,
@@ -449,7 +444,7 @@ impl Context {
 
     /// Records that this process removed the finalizer of the Machine `key`
     /// with `uid`: the object is gone, whatever the cache still shows.
-    pub fn released(&self, key: &ObjectKey, uid: &str) {
+    pub(crate) fn released(&self, key: &ObjectKey, uid: &str) {
         let exists = self.machine_exists();
         if let Ok(mut map) = self.released.lock() {
             *map.entry(key, String::new(), exists) = uid.to_string();
@@ -460,7 +455,7 @@ impl Context {
     /// reconcile of such a copy (the cache lags the removal; a Node deletion
     /// or a drain wake-up may still route to it) has nothing left to do, and
     /// acting on it would repeat the deletion from its last written step.
-    pub fn was_released(&self, key: &ObjectKey, uid: &str) -> bool {
+    pub(crate) fn was_released(&self, key: &ObjectKey, uid: &str) -> bool {
         self.released
             .lock()
             .is_ok_and(|m| m.get(key).is_some_and(|u| !uid.is_empty() && u == uid))
@@ -471,7 +466,7 @@ impl Context {
     /// `--resource-exhausted-retry`) has not passed. A watch event (the controller's own
     /// finalizer, a label edit) therefore never makes the provider see a retry sooner
     /// than that, whatever the backoff had scheduled.
-    pub fn creation_wait(&self, key: &ObjectKey) -> Option<Duration> {
+    pub(crate) fn creation_wait(&self, key: &ObjectKey) -> Option<Duration> {
         let map = self.creation_attempts.lock().ok()?;
         let wait = map
             .get(key)?
@@ -481,13 +476,13 @@ impl Context {
 
     /// Records that a creation attempt of `key` ended now: the next one
     /// starts `short_retry` later at the earliest.
-    pub fn creation_attempted(&self, key: &ObjectKey) {
+    pub(crate) fn creation_attempted(&self, key: &ObjectKey) {
         self.hold_creation(key, self.config.short_retry);
     }
 
     /// The creation flow of `key` starts again `hold` from now at the
     /// earliest (a longer hold already set stays).
-    pub fn hold_creation(&self, key: &ObjectKey, hold: Duration) {
+    pub(crate) fn hold_creation(&self, key: &ObjectKey, hold: Duration) {
         let exists = self.machine_exists();
         let until = std::time::Instant::now() + hold;
         if let Ok(mut map) = self.creation_attempts.lock() {
@@ -499,13 +494,13 @@ impl Context {
     /// The shortest delay [`Context::failure_delay`] gives after the
     /// failures recorded for `key` (at least one): how long a failed step
     /// waits before its retry even when something else wakes the object up.
-    pub fn failure_floor(&self, key: &ObjectKey) -> Duration {
+    pub(crate) fn failure_floor(&self, key: &ObjectKey) -> Duration {
         self.backoff
             .delay(self.failures(key).max(1), FailureKind::Normal, 0.0)
     }
 
     /// The number of consecutive failures recorded for `key`.
-    pub fn failures(&self, key: &ObjectKey) -> u32 {
+    pub(crate) fn failures(&self, key: &ObjectKey) -> u32 {
         self.failures
             .lock()
             .map(|m| m.get(key).copied().unwrap_or(0))
@@ -566,7 +561,7 @@ impl Context {
     }
 
     /// How many machines the cache holds.
-    pub fn machine_count(&self) -> i64 {
+    pub(crate) fn machine_count(&self) -> i64 {
         self.caches.machines.state().len() as i64
     }
 

@@ -42,7 +42,7 @@ struct Seen {
 
 /// Writes core/v1 Events for one reporting component.
 #[derive(Clone)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     client: Client,
     reporter: Reporter,
     seen: Arc<Mutex<HashMap<Key, Seen>>>,
@@ -51,7 +51,7 @@ pub struct Recorder {
 impl Recorder {
     /// A recorder whose events carry `reporter.controller` as `source.component`
     /// and `reporter.instance` (e.g. the pod name) as `source.host`.
-    pub fn new(client: Client, reporter: Reporter) -> Self {
+    pub(crate) fn new(client: Client, reporter: Reporter) -> Self {
         Recorder {
             client,
             reporter,
@@ -63,7 +63,7 @@ impl Recorder {
     /// cut to 1000 characters, `action` names what the controller was doing.
     /// Returns whether it was written; a failure is logged (never fails a
     /// reconcile).
-    pub async fn note<K: kube::Resource<DynamicType = ()>>(
+    pub(crate) async fn note<K: kube::Resource<DynamicType = ()>>(
         &self,
         obj: &K,
         type_: kube::runtime::events::EventType,
@@ -83,7 +83,7 @@ impl Recorder {
 
     /// Publishes `ev` about the object `reference`. Errors are logged as
     /// warnings and also returned, for call sites that want them.
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         ev: &Event,
         reference: &ObjectReference,

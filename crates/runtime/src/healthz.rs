@@ -108,17 +108,17 @@ impl Half {
 
 /// A half as the decisions see it.
 #[derive(Debug, Clone)]
-pub struct HalfView {
+pub(crate) struct HalfView {
     /// Its name (the Lease's).
-    pub name: String,
+    pub(crate) name: String,
     /// Whether it leads (or runs without leader election).
-    pub leading: bool,
+    pub(crate) leading: bool,
     /// Whether its caches hold a full list.
-    pub synced: bool,
+    pub(crate) synced: bool,
     /// The last heartbeat of its running work (`None`: not running).
-    pub beat: Option<Instant>,
+    pub(crate) beat: Option<Instant>,
     /// Neither leading nor campaigning: its leader election ended.
-    pub ended: bool,
+    pub(crate) ended: bool,
 }
 
 /// The process's health.
@@ -150,7 +150,7 @@ impl Health {
     }
 
     /// Records a successful request to the API server.
-    pub fn api_ok(&self) {
+    pub(crate) fn api_ok(&self) {
         if let Ok(mut t) = self.api_ok.lock() {
             *t = Some(Instant::now());
         }
@@ -196,7 +196,7 @@ impl Health {
 /// Liveness: no half's leader election has ended, an API request succeeded
 /// within `grace` (or the process is younger than `grace`), and every running
 /// half beat within `grace`.
-pub fn judge_liveness(
+pub(crate) fn judge_liveness(
     now: Instant,
     started: Instant,
     api_ok: Option<Instant>,
@@ -232,7 +232,7 @@ pub fn judge_liveness(
 
 /// Readiness: a leading half's caches are synced; a standby half reached
 /// the API server within `grace` (so it can take over).
-pub fn judge_readiness(
+pub(crate) fn judge_readiness(
     now: Instant,
     api_ok: Option<Instant>,
     grace: Duration,

@@ -24,11 +24,11 @@ pub enum Kind {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ObjectKey {
     /// The kind.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// The namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// The name.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 impl ObjectKey {
@@ -42,7 +42,7 @@ impl ObjectKey {
     }
 
     /// The key of a Machine.
-    pub fn machine(m: &mcm_api::Machine) -> Self {
+    pub(crate) fn machine(m: &mcm_api::Machine) -> Self {
         Self::new(
             Kind::Machine,
             &m.namespace().unwrap_or_default(),

@@ -7,32 +7,36 @@
 //! - [`machine`]: the Machine controller (creation, initialization, health, deletion).
 //! - [`drain`]: cordon and drain of a Node before its VM is deleted.
 //! - [`leader`]: Lease-based leader election, so two replicas never reconcile at once.
-//! - [`health`]: what `/healthz` and `/readyz` answer.
+//! - [`healthz`]: what `/healthz` and `/readyz` answer.
 //! - [`metrics`]: Prometheus metrics with the reference's names and labels.
 //! - [`class`]: finalizers on MachineClasses and their Secrets.
 //! - [`caches`]: one watch per kind, shared by every controller.
 //! - [`sets`]: the MachineSet and MachineDeployment controllers and the overshoot safety.
-//! - [`node_sync`]: the Machine's node template and the class's virtual capacity on its Node.
+//! - `node_sync`: the Machine's node template and the class's virtual capacity on its Node.
 //! - `status`: every status write, as typed changes (one writer).
 //! - [`metadata`]: every metadata write (labels, annotations, finalizers), as typed changes.
 
+// The public surface is what the binary and the integration tests use
+// (docs/design/crates.md); everything else is `pub(crate)`.
+#![warn(unreachable_pub)]
+
 pub mod caches;
 pub mod class;
-pub mod config;
-pub mod context;
+pub(crate) mod config;
+pub(crate) mod context;
 pub mod drain;
-pub mod events;
+pub(crate) mod events;
 pub mod healthz;
 pub mod keys;
 pub mod leader;
 pub mod machine;
 pub mod metadata;
 pub mod metrics;
-pub mod node_sync;
+pub(crate) mod node_sync;
 mod own_writes;
 pub mod pacing;
-pub mod pruned;
-pub mod routing;
+pub(crate) mod pruned;
+pub(crate) mod routing;
 pub mod safety;
 pub mod sets;
 mod status;
@@ -72,7 +76,7 @@ pub enum Error {
 
 impl Error {
     /// An optimistic-concurrency conflict ([`is_conflict`]): retry soon, not with backoff.
-    pub fn is_conflict(&self) -> bool {
+    pub(crate) fn is_conflict(&self) -> bool {
         matches!(self, Error::Kube(e) if is_conflict(e))
     }
 }
@@ -82,11 +86,11 @@ impl Error {
 /// failed: someone wrote first) or, for a create, AlreadyExists. A
 /// reconcile that fails on it is retried soon and quietly by every
 /// controller's [`routing::error_policy`] ([`Context::requeue_after_error`]).
-pub fn is_conflict(e: &kube::Error) -> bool {
+pub(crate) fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 /// The API server answered 404 NotFound.
-pub fn is_not_found(e: &kube::Error) -> bool {
+pub(crate) fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }

@@ -28,7 +28,7 @@ use tracing::{debug, info, warn};
 
 /// What a node sync did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeSyncOutcome {
+pub(crate) enum NodeSyncOutcome {
     /// The Node already was as it should be.
     InSync,
     /// The Node was patched.
@@ -41,7 +41,7 @@ pub enum NodeSyncOutcome {
 
 /// Errors of a node sync.
 #[derive(Debug, thiserror::Error)]
-pub enum NodeSyncError {
+pub(crate) enum NodeSyncError {
     /// The API server refused or failed a patch.
     #[error("patching node {node}: {source}")]
     Patch {
@@ -54,20 +54,8 @@ pub enum NodeSyncError {
 }
 
 /// Brings `node` in line with the Machine's node template and the class's
-/// virtual capacity.
-pub async fn sync_node(
-    target: &Client,
-    machine: &Machine,
-    class: &MachineClass,
-    node: &Node,
-) -> Result<NodeSyncOutcome, NodeSyncError> {
-    sync_node_fresh(target, machine, class, node, None)
-        .await
-        .map(|(outcome, _)| outcome)
-}
-
-/// [`sync_node`], also answering the Node as the API server now has it when
-/// it is known: `node` itself when in sync, the answer of the last patch
+/// virtual capacity, also answering the Node as the API server now has it
+/// when it is known: `node` itself when in sync, the answer of the last patch
 /// when patched, `None` otherwise (conflict, gone). With
 /// `drop_startup_taint`, the object patch also removes that startup taint
 /// (`mcm_core::machine::startup_taint::removed_with_sync` decided it may go
@@ -157,7 +145,7 @@ async fn sync_node_fresh(
 /// Answers the Node as it is after the sync, when that is known (in sync or
 /// patched): the startup taint is decided on it (design: startup-taint.md).
 /// `drop_startup_taint`: see [`sync_node_fresh`].
-pub async fn sync_and_report(
+pub(crate) async fn sync_and_report(
     ctx: &Context,
     machine: &Machine,
     class: &MachineClass,

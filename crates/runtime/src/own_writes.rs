@@ -31,14 +31,14 @@ struct Written {
 
 /// The last written copy of each machine (see the module's documentation).
 #[derive(Default)]
-pub struct OwnWrites {
+pub(crate) struct OwnWrites {
     map: Mutex<Pruned<ObjectKey, Written>>,
 }
 
 impl OwnWrites {
     /// Records that this process replaced the copies at `superseded` with
     /// `answer` (the API server's answer to the write).
-    pub fn wrote(
+    pub(crate) fn wrote(
         &self,
         key: &ObjectKey,
         superseded: &[String],
@@ -62,7 +62,7 @@ impl OwnWrites {
     /// The copy a reconcile of `cached` starts from: the last answer when
     /// `cached` is a copy this process's writes superseded (same UID),
     /// `cached` otherwise.
-    pub fn newest(&self, key: &ObjectKey, cached: Arc<Machine>) -> Arc<Machine> {
+    pub(crate) fn newest(&self, key: &ObjectKey, cached: Arc<Machine>) -> Arc<Machine> {
         let Ok(mut map) = self.map.lock() else {
             return cached;
         };

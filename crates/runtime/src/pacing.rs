@@ -32,23 +32,23 @@ use tokio::time::Instant;
 
 /// The longest wait for a token spent inside a reconcile; a later token is
 /// reserved and the machine requeued until it is due.
-pub const HOLD: Duration = Duration::from_secs(1);
+pub(crate) const HOLD: Duration = Duration::from_secs(1);
 
 /// The first pause of an operation after a throttled answer (doubles per
 /// consecutive throttled answer, up to [`PAUSE_MAX`]).
-pub const PAUSE_BASE: Duration = Duration::from_secs(1);
+pub(crate) const PAUSE_BASE: Duration = Duration::from_secs(1);
 /// The longest pause after throttled answers.
-pub const PAUSE_MAX: Duration = Duration::from_secs(30);
+pub(crate) const PAUSE_MAX: Duration = Duration::from_secs(30);
 
 /// A turn that passed more than this long ago without its machine coming
 /// back for it is stale: it is given back (the queue behind it moves up),
 /// and a machine that comes back later queues again. A requeued machine
 /// comes back at its turn; this much lateness covers a busy worker pool.
-pub const STALE: Duration = HOLD;
+pub(crate) const STALE: Duration = HOLD;
 
 /// The answer of [`Pacer::admit`].
 #[derive(Debug, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     /// Call now (the token was taken; any short wait is over).
     Go,
     /// Not before this long: requeue; the token stays reserved for the machine.
@@ -118,7 +118,7 @@ async fn refund(turns: Vec<Held>) {
 
 impl Pacer {
     /// An empty pacer.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -153,7 +153,7 @@ impl Pacer {
     /// Whether machine `key` may make its `op` call now. `exists` says which
     /// machines still exist (the reservations of gone ones are given back
     /// when their entries are pruned).
-    pub async fn admit(
+    pub(crate) async fn admit(
         &self,
         key: &ObjectKey,
         provider: &str,
@@ -258,7 +258,7 @@ impl Pacer {
 
     /// Records the answer of an admitted call: a throttled one pauses `op`
     /// for the scope; any other ends the scope's run of throttled answers.
-    pub async fn answered(
+    pub(crate) async fn answered(
         &self,
         provider: &str,
         driver: &dyn Driver,
@@ -279,7 +279,7 @@ impl Pacer {
 
     /// Gives back machine `key`'s reserved turns of `ops` (e.g. a machine
     /// being deleted will never create).
-    pub async fn give_back(&self, key: &ObjectKey, ops: &[CloudOp]) {
+    pub(crate) async fn give_back(&self, key: &ObjectKey, ops: &[CloudOp]) {
         let mut turns = Vec::new();
         if let Ok(mut r) = self.reserved.lock() {
             if let Some(mine) = r.get_mut(key) {
@@ -301,7 +301,7 @@ impl Pacer {
 
     /// Forgets a machine's reservations and gives their turns back (it was
     /// deleted or needs no call).
-    pub async fn forget(&self, key: &ObjectKey) {
+    pub(crate) async fn forget(&self, key: &ObjectKey) {
         let turns = match self.reserved.lock() {
             Ok(mut r) => r.remove(key).unwrap_or_default(),
             Err(_) => Vec::new(),

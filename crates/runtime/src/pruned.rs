@@ -13,11 +13,11 @@
 use std::collections::HashMap;
 
 /// The smallest high-water mark: below it the map is never pruned.
-pub const MIN_HIGH_WATER: usize = 256;
+pub(crate) const MIN_HIGH_WATER: usize = 256;
 
 /// A map keyed by object key that prunes gone objects.
 #[derive(Debug)]
-pub struct Pruned<K, V> {
+pub(crate) struct Pruned<K, V> {
     map: HashMap<K, V>,
     high_water: usize,
 }
@@ -33,20 +33,20 @@ impl<K, V> Default for Pruned<K, V> {
 
 impl<K: Eq + std::hash::Hash + Clone, V> Pruned<K, V> {
     /// An empty map.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// The entry of `key` (inserted with `default` when missing). Before
     /// inserting past the high-water mark, drops every other entry for which
     /// `exists` says the object is gone.
-    pub fn entry(&mut self, key: &K, default: V, exists: impl Fn(&K) -> bool) -> &mut V {
+    pub(crate) fn entry(&mut self, key: &K, default: V, exists: impl Fn(&K) -> bool) -> &mut V {
         self.entry_collecting(key, default, exists, &mut Vec::new())
     }
 
     /// Like [`Pruned::entry`], handing the values of the pruned entries to
     /// `pruned` (e.g. reservations that must be given back).
-    pub fn entry_collecting(
+    pub(crate) fn entry_collecting(
         &mut self,
         key: &K,
         default: V,
@@ -67,38 +67,34 @@ impl<K: Eq + std::hash::Hash + Clone, V> Pruned<K, V> {
     }
 
     /// Keeps the entries for which `keep` says so (it may also edit them).
-    pub fn retain(&mut self, keep: impl FnMut(&K, &mut V) -> bool) {
+    pub(crate) fn retain(&mut self, keep: impl FnMut(&K, &mut V) -> bool) {
         self.map.retain(keep);
     }
 
     /// The entry of `key`, if any.
-    pub fn get(&self, key: &K) -> Option<&V> {
+    pub(crate) fn get(&self, key: &K) -> Option<&V> {
         self.map.get(key)
     }
 
     /// Forgets `key`, returning its value.
-    pub fn remove(&mut self, key: &K) -> Option<V> {
+    pub(crate) fn remove(&mut self, key: &K) -> Option<V> {
         self.map.remove(key)
     }
 
     /// The entry of `key` to edit, if any.
-    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+    pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
         self.map.get_mut(key)
     }
 
     /// The values.
-    pub fn values(&self) -> impl Iterator<Item = &V> {
+    pub(crate) fn values(&self) -> impl Iterator<Item = &V> {
         self.map.values()
     }
 
     /// How many entries there are.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.map.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
     }
 }
 

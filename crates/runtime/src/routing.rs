@@ -37,7 +37,7 @@ use std::sync::Arc;
 
 /// A kind a controller reconciles: its workqueue name (the reference's) and
 /// the kind of its keys.
-pub trait Reconciled:
+pub(crate) trait Reconciled:
     Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
 {
     /// The workqueue name of the reference (`mcm_workqueue_*{name}`).
@@ -67,7 +67,7 @@ impl Reconciled for MachineClass {
 }
 
 /// The key of a reconciled object.
-pub fn key_of<K: Reconciled>(obj: &K) -> ObjectKey {
+pub(crate) fn key_of<K: Reconciled>(obj: &K) -> ObjectKey {
     ObjectKey::new(
         K::KIND,
         &obj.namespace().unwrap_or_default(),
@@ -83,12 +83,12 @@ fn object_ref<K: Reconciled>(key: &ObjectKey) -> ObjectRef<K> {
 /// The one error policy of every controller: a conflict (someone wrote
 /// first; the cache will show it) is retried soon and quietly, anything else
 /// is a warning and backs off per key ([`Context::requeue_after_error`]).
-pub fn error_policy<K: Reconciled>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
+pub(crate) fn error_policy<K: Reconciled>(obj: Arc<K>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.requeue_after_error(K::QUEUE, &key_of(&*obj), err)
 }
 
 /// Where the work of the controller of `K` comes from (see the module docs).
-pub struct Route<K: Reconciled> {
+pub(crate) struct Route<K: Reconciled> {
     store: Store<K>,
     queues: Arc<WorkQueues>,
 }
@@ -104,7 +104,7 @@ impl<K: Reconciled> Clone for Route<K> {
 
 impl<K: Reconciled> Route<K> {
     /// The route of the controller of `K` over the shared `store` of `K`.
-    pub fn new(ctx: &Context, store: Store<K>) -> Self {
+    pub(crate) fn new(ctx: &Context, store: Store<K>) -> Self {
         Route {
             store,
             queues: ctx.workqueues.clone(),
@@ -122,7 +122,7 @@ impl<K: Reconciled> Route<K> {
 
     /// The controller's own objects: `pick` decides which of them a change of
     /// their shared cache reconciles; a deleted object stops waiting.
-    pub fn own(
+    pub(crate) fn own(
         &self,
         changes: impl Stream<Item = Change<K>> + Send + 'static,
         mut pick: impl FnMut(Change<K>) -> Vec<Arc<K>> + Send + 'static,
@@ -141,12 +141,12 @@ impl<K: Reconciled> Route<K> {
     }
 
     /// Every object of the own cache, for a `pick` that answers a full list.
-    pub fn all(&self) -> Vec<Arc<K>> {
+    pub(crate) fn all(&self) -> Vec<Arc<K>> {
         self.store.state()
     }
 
     /// The keys of `K` that each change of another kind's cache concerns.
-    pub fn mapped<S: Send + Sync + 'static>(
+    pub(crate) fn mapped<S: Send + Sync + 'static>(
         &self,
         changes: impl Stream<Item = Change<S>> + Send + 'static,
         mut map: impl FnMut(Change<S>) -> Vec<ObjectKey> + Send + 'static,
@@ -159,7 +159,7 @@ impl<K: Reconciled> Route<K> {
     }
 
     /// Keys of `K` from elsewhere (a finished drain).
-    pub fn keys(
+    pub(crate) fn keys(
         &self,
         keys: impl Stream<Item = ObjectKey> + Send + 'static,
     ) -> impl Stream<Item = ObjectRef<K>> + Send + 'static {
@@ -168,13 +168,13 @@ impl<K: Reconciled> Route<K> {
     }
 
     /// Every key of the own cache, for a `map` that answers a full list.
-    pub fn all_keys(&self) -> Vec<ObjectKey> {
+    pub(crate) fn all_keys(&self) -> Vec<ObjectKey> {
         self.store.state().iter().map(|o| key_of(&**o)).collect()
     }
 
     /// The controller of `K` on the shared store, fed by `own`, with
     /// `concurrency` reconciles at most at once.
-    pub fn controller(
+    pub(crate) fn controller(
         &self,
         own: impl Stream<Item = Arc<K>> + Send + 'static,
         concurrency: u16,

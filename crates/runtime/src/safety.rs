@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 pub use crate::config::SafetyConfig;
-pub use mcm_core::orphans::{judge, normalize_provider_id, ListedVm, OrphanTracker, OrphanVerdict};
+pub use mcm_core::orphans::OrphanTracker;
+pub(crate) use mcm_core::orphans::{judge, normalize_provider_id, ListedVm, OrphanVerdict};
 
 /// One VM listed for a class, with what deleting it needs.
 struct Listing {
@@ -166,7 +167,7 @@ pub async fn collect_orphans(
 /// Probes the control and target API servers, through the probe clients
 /// (`Context::probes`): a control client whose request budget is spent on
 /// Machine writes never makes a healthy API server look unreachable.
-pub async fn apiservers_reachable(ctx: &Context) -> bool {
+pub(crate) async fn apiservers_reachable(ctx: &Context) -> bool {
     let _work = ctx.workqueues.work("machinesafetyapiserver");
     let machines: Api<Machine> = Api::namespaced(ctx.probes.control.clone(), &ctx.config.namespace);
     let lp = ListParams::default().limit(1);
@@ -184,7 +185,7 @@ pub async fn apiservers_reachable(ctx: &Context) -> bool {
 
 /// Resets Unknown machines to Running after an unfreeze, so that the outage does
 /// not count against their health timeout.
-pub async fn reset_unknown_machines(ctx: &Context) -> Result<(), Error> {
+pub(crate) async fn reset_unknown_machines(ctx: &Context) -> Result<(), Error> {
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &ctx.config.namespace);
     let defaults = ctx.config.default_settings();
     for m in api.list(&ListParams::default()).await?.items {
@@ -200,7 +201,7 @@ pub async fn reset_unknown_machines(ctx: &Context) -> Result<(), Error> {
 
 /// Annotates Nodes that no Machine names (older than the creation timeout) with
 /// `node.machine.sapcloud.io/not-managed-by-mcm=1`, and removes it from managed ones.
-pub async fn annotate_unmanaged_nodes(ctx: &Context) -> Result<(), Error> {
+pub(crate) async fn annotate_unmanaged_nodes(ctx: &Context) -> Result<(), Error> {
     let Some(target) = &ctx.target else {
         return Ok(());
     };

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use tracing::warn;
 
 /// The reason of the Events.
-pub const REASON: &str = "ProviderSpecWarning";
+pub(crate) const REASON: &str = "ProviderSpecWarning";
 
 /// How many classes the memory of published warnings holds before it starts afresh.
 const REMEMBERED_CLASSES: usize = 4096;

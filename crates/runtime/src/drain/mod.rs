@@ -43,29 +43,29 @@ use tracing::{debug, info, warn};
 
 /// How a drain runs.
 #[derive(Debug, Clone)]
-pub struct DrainOptions {
+pub(crate) struct DrainOptions {
     /// Delete pods with grace 0 and do not wait.
-    pub force: bool,
+    pub(crate) force: bool,
     /// Overall deadline.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// Eviction attempts per pod before the drain fails (the pod is left alone).
-    pub max_evict_retries: i32,
+    pub(crate) max_evict_retries: i32,
     /// Pause between evictions blocked by a PodDisruptionBudget.
-    pub eviction_retry_interval: Duration,
+    pub(crate) eviction_retry_interval: Duration,
     /// How long to wait for a pod's volumes to detach.
-    pub pv_detach_timeout: Duration,
+    pub(crate) pv_detach_timeout: Duration,
     /// How long to wait, after they detached, for a pod's volumes to attach
     /// to another Node.
-    pub pv_reattach_timeout: Duration,
+    pub(crate) pv_reattach_timeout: Duration,
     /// The machine half's tenure, checked before every cordon, eviction and
     /// pod deletion.
-    pub tenure: TenureGate,
+    pub(crate) tenure: TenureGate,
 }
 
 impl DrainOptions {
     /// Options from a planned drain, the controller settings and the
     /// machine half's tenure (`Context::tenure`).
-    pub fn from_plan(plan: &DrainPlan, cfg: &Config, tenure: &TenureGate) -> Self {
+    pub(crate) fn from_plan(plan: &DrainPlan, cfg: &Config, tenure: &TenureGate) -> Self {
         DrainOptions {
             force: plan.force,
             timeout: plan.timeout,
@@ -80,7 +80,7 @@ impl DrainOptions {
 
 /// Why a drain did not finish.
 #[derive(Debug, thiserror::Error)]
-pub enum DrainError {
+pub(crate) enum DrainError {
     /// A Kubernetes call failed.
     #[error("{0}")]
     Kube(#[from] kube::Error),
@@ -136,7 +136,7 @@ fn pvc_names(p: &Pod) -> Vec<String> {
 }
 
 /// The pods a drain must remove from a node.
-pub fn pods_to_drain(pods: Vec<Pod>) -> Vec<Pod> {
+pub(crate) fn pods_to_drain(pods: Vec<Pod>) -> Vec<Pod> {
     pods.into_iter()
         .filter(|p| !is_mirror(p) && !is_daemonset(p))
         .collect()
@@ -160,7 +160,7 @@ pub(crate) async fn cached_or_fetched(
 /// condition goes as a strategic merge of that one condition, so a stale
 /// copy never rewrites the kubelet's conditions. Nothing is written once
 /// `tenure` ended.
-pub async fn cordon(
+pub(crate) async fn cordon(
     client: &Client,
     node: &str,
     cache: &Store<Node>,
@@ -199,7 +199,7 @@ pub async fn cordon(
 }
 
 /// Cordons and drains `node`.
-pub async fn drain_node(
+pub(crate) async fn drain_node(
     client: &Client,
     node: &str,
     cache: &Store<Node>,
@@ -220,7 +220,7 @@ pub async fn drain_node(
 /// machine, whose Node is kept free of new pods by the `preserved:NoSchedule`
 /// taint instead, so that a user's own cordon is never undone (design:
 /// machine.md, "Preservation").
-pub async fn drain_pods(
+pub(crate) async fn drain_pods(
     client: &Client,
     node: &str,
     opts: &DrainOptions,

@@ -29,18 +29,18 @@ const GONE_CHECK: Duration = Duration::from_secs(5);
 
 /// A finished drain's outcome.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Finished {
+pub(crate) struct Finished {
     /// The plan the drain ran with.
-    pub plan: DrainPlan,
+    pub(crate) plan: DrainPlan,
     /// Its result (the error text on failure).
-    pub result: Result<(), String>,
+    pub(crate) result: Result<(), String>,
     /// How long it ran.
-    pub elapsed: Duration,
+    pub(crate) elapsed: Duration,
 }
 
 /// The state of one machine's drain.
 #[derive(Debug, Clone, PartialEq)]
-pub enum DrainState {
+pub(crate) enum DrainState {
     /// No drain runs: none was started, or the last one was aborted.
     Idle,
     /// A drain runs with this plan.
@@ -75,7 +75,7 @@ impl Default for DrainTasks {
 
 impl DrainTasks {
     /// An empty registry.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::checking_every(GONE_CHECK)
     }
 
@@ -92,14 +92,14 @@ impl DrainTasks {
 
     /// The machines whose drain ended, as a stream (taken once, by the controller
     /// that reconciles them).
-    pub fn take_wakeups(&self) -> Option<mpsc::UnboundedReceiver<ObjectKey>> {
+    pub(crate) fn take_wakeups(&self) -> Option<mpsc::UnboundedReceiver<ObjectKey>> {
         self.wakeups.lock().ok().and_then(|mut w| w.take())
     }
 
     /// The drain state of the machine `key` with `uid`. A finished drain's
     /// outcome is removed as it is returned; a task of another UID (an older
     /// machine of the same name) is aborted and forgotten.
-    pub fn state(&self, key: &ObjectKey, uid: &str) -> DrainState {
+    pub(crate) fn state(&self, key: &ObjectKey, uid: &str) -> DrainState {
         let Ok(mut map) = self.entries.lock() else {
             return DrainState::Idle;
         };
@@ -138,7 +138,7 @@ impl DrainTasks {
     /// aborting a task the machine already has. The task gives up when
     /// `still_wanted` turns false (checked every few seconds), and wakes the
     /// machine when it ends.
-    pub fn start<F, W>(
+    pub(crate) fn start<F, W>(
         &self,
         key: &ObjectKey,
         machine: ObjectKey,
@@ -201,7 +201,7 @@ impl DrainTasks {
     }
 
     /// Aborts the drain of `key`, if one runs.
-    pub fn abort(&self, key: &ObjectKey) {
+    pub(crate) fn abort(&self, key: &ObjectKey) {
         if let Ok(mut map) = self.entries.lock() {
             if let Some(e) = map.remove(key) {
                 e.abort.abort();
@@ -210,7 +210,7 @@ impl DrainTasks {
     }
 
     /// Aborts every drain (the controller stops).
-    pub fn abort_all(&self) {
+    pub(crate) fn abort_all(&self) {
         if let Ok(mut map) = self.entries.lock() {
             for (_, e) in map.drain() {
                 e.abort.abort();

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// client-go's `JitterFactor`: acquisition retries wait between the retry
 /// period and 2.2 times it, and the renew deadline must exceed 1.2 retry periods.
-pub const JITTER_FACTOR: f64 = 1.2;
+pub(crate) const JITTER_FACTOR: f64 = 1.2;
 
 /// `--leader-elect-lease-duration`, `-renew-deadline` and `-retry-period`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +82,7 @@ impl Durations {
 
     /// `spec.leaseDurationSeconds` to write: whole seconds, rounded up, so a
     /// candidate reading the record never waits less than the configured duration.
-    pub fn lease_seconds(&self) -> i32 {
+    pub(crate) fn lease_seconds(&self) -> i32 {
         let secs =
             self.lease_duration.as_secs() + u64::from(self.lease_duration.subsec_nanos() > 0);
         i32::try_from(secs).unwrap_or(i32::MAX).max(1)
@@ -93,24 +93,24 @@ impl Durations {
 /// client-go compares the whole leader-election record; the resourceVersion
 /// changes on every write.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Record {
+pub(crate) struct Record {
     /// `spec.holderIdentity` ("" when released or unset).
-    pub holder: String,
+    pub(crate) holder: String,
     /// `spec.leaseDurationSeconds`.
-    pub lease_duration_seconds: Option<i32>,
+    pub(crate) lease_duration_seconds: Option<i32>,
     /// `spec.acquireTime`.
-    pub acquire_time: Option<MicroTime>,
+    pub(crate) acquire_time: Option<MicroTime>,
     /// `spec.renewTime`.
-    pub renew_time: Option<MicroTime>,
+    pub(crate) renew_time: Option<MicroTime>,
     /// `spec.leaseTransitions`.
-    pub transitions: Option<i32>,
+    pub(crate) transitions: Option<i32>,
     /// `metadata.resourceVersion`.
-    pub resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
 }
 
 impl Record {
     /// The record of a Lease.
-    pub fn of(lease: &Lease) -> Record {
+    pub(crate) fn of(lease: &Lease) -> Record {
         let spec = lease.spec.clone().unwrap_or_default();
         Record {
             holder: spec.holder_identity.unwrap_or_default(),
@@ -125,7 +125,7 @@ impl Record {
 
 /// What to do with the Lease as last read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// This replica holds it: write a new renewTime.
     Renew,
     /// Nobody holds it, or its holder has not changed it for a lease duration: take it over.
@@ -142,19 +142,19 @@ pub enum Decision {
 /// The last Lease record this replica saw and when (by its monotonic clock) it
 /// first saw it in that state.
 #[derive(Debug, Clone, Default)]
-pub struct Observer {
+pub(crate) struct Observer {
     seen: Option<(Record, Instant)>,
 }
 
 impl Observer {
     /// A candidate that has seen nothing yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Observer::default()
     }
 
     /// Records a read (or our own successful write) of the Lease at `now`: the
     /// observation time moves only when the record differs from the last one.
-    pub fn observe(&mut self, record: Record, now: Instant) {
+    pub(crate) fn observe(&mut self, record: Record, now: Instant) {
         match &self.seen {
             Some((last, _)) if *last == record => {}
             _ => self.seen = Some((record, now)),
@@ -162,14 +162,14 @@ impl Observer {
     }
 
     /// The last record seen.
-    pub fn record(&self) -> Option<&Record> {
+    pub(crate) fn record(&self) -> Option<&Record> {
         self.seen.as_ref().map(|(r, _)| r)
     }
 
     /// What to do, for `identity`, with the record last observed. The record's
     /// own `leaseDurationSeconds` counts (its holder wrote it); `fallback` when
     /// it has none. Without an observation there is nothing to hold: take over.
-    pub fn decide(&self, identity: &str, fallback: Duration, now: Instant) -> Decision {
+    pub(crate) fn decide(&self, identity: &str, fallback: Duration, now: Instant) -> Decision {
         let Some((record, seen_at)) = &self.seen else {
             return Decision::TakeOver;
         };
@@ -200,14 +200,14 @@ impl Observer {
 /// candidate sees the change after that start and waits a lease duration
 /// (longer than the renew deadline) from then: the leader has stopped first.
 #[derive(Debug, Clone, Copy)]
-pub struct Tenure {
+pub(crate) struct Tenure {
     last_success: Instant,
     renew_deadline: Duration,
 }
 
 impl Tenure {
     /// Leadership won by a write that started at `started`.
-    pub fn new(started: Instant, renew_deadline: Duration) -> Self {
+    pub(crate) fn new(started: Instant, renew_deadline: Duration) -> Self {
         Tenure {
             last_success: started,
             renew_deadline,
@@ -215,17 +215,17 @@ impl Tenure {
     }
 
     /// A renewal that started at `started` succeeded.
-    pub fn renewed(&mut self, started: Instant) {
+    pub(crate) fn renewed(&mut self, started: Instant) {
         self.last_success = self.last_success.max(started);
     }
 
     /// When leadership ends without another successful renewal.
-    pub fn deadline(&self) -> Instant {
+    pub(crate) fn deadline(&self) -> Instant {
         self.last_success + self.renew_deadline
     }
 
     /// How long an attempt starting at `now` may take; `None`: leadership is over.
-    pub fn budget(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn budget(&self, now: Instant) -> Option<Duration> {
         let left = self.deadline().saturating_duration_since(now);
         (!left.is_zero()).then_some(left)
     }

@@ -25,7 +25,7 @@ const UNBOUNDED: u64 = u64::MAX;
 
 /// The tenure's end as the decision sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Deadline {
+pub(crate) enum Deadline {
     /// Without leader election: no end.
     Unbounded,
     /// Not leading (before the Lease is acquired, or after it was lost).
@@ -55,7 +55,7 @@ impl From<TenureEnded> for mcm_driver::Status {
 }
 
 /// Whether a call at `now` is within the tenure ending at `deadline`.
-pub fn judge(deadline: Deadline, now: Instant) -> Result<(), TenureEnded> {
+pub(crate) fn judge(deadline: Deadline, now: Instant) -> Result<(), TenureEnded> {
     match deadline {
         Deadline::Unbounded => Ok(()),
         Deadline::Closed => Err(TenureEnded::NotLeading),
@@ -95,7 +95,7 @@ impl TenureGate {
     }
 
     /// A gate that never refuses (no leader election).
-    pub fn unbounded() -> Self {
+    pub(crate) fn unbounded() -> Self {
         Self::with_state(UNBOUNDED)
     }
 
@@ -105,12 +105,12 @@ impl TenureGate {
     }
 
     /// Refuses everything from now on (leadership ended, or not yet begun).
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.inner.state.store(CLOSED, Ordering::SeqCst);
     }
 
     /// Leads until `deadline`; never moves an open deadline back.
-    pub fn extend_to(&self, deadline: Instant) {
+    pub(crate) fn extend_to(&self, deadline: Instant) {
         let nanos = deadline
             .saturating_duration_since(self.inner.base)
             .as_nanos();
@@ -128,7 +128,7 @@ impl TenureGate {
     }
 
     /// The deadline as it stands.
-    pub fn deadline(&self) -> Deadline {
+    pub(crate) fn deadline(&self) -> Deadline {
         match self.inner.state.load(Ordering::SeqCst) {
             CLOSED => Deadline::Closed,
             UNBOUNDED => Deadline::Unbounded,

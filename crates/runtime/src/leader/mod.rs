@@ -13,7 +13,7 @@
 //! [`election`] and [`gate`].
 
 pub mod election;
-pub mod gate;
+pub(crate) mod gate;
 
 pub use gate::{TenureEnded, TenureGate};
 
@@ -72,7 +72,7 @@ impl LeaderConfig {
     }
 
     /// The three election durations.
-    pub fn durations(&self) -> Durations {
+    pub(crate) fn durations(&self) -> Durations {
         Durations {
             lease_duration: self.lease_duration,
             renew_deadline: self.renew_deadline,

@@ -298,7 +298,7 @@ impl Reconciler<'_> {
 }
 
 /// Deletes a VM that has no Machine (used by the orphan collector).
-pub async fn delete_orphan(
+pub(crate) async fn delete_orphan(
     driver: &dyn Driver,
     class: MachineClass,
     secret: Secret,

@@ -26,11 +26,10 @@ mod inplace;
 mod preserve;
 mod staged;
 mod startup_taint;
-pub mod triggers;
+pub(crate) mod triggers;
 mod update;
 
-pub use delete::delete_orphan;
-pub use startup_taint::remove_startup_taint;
+pub(crate) use delete::delete_orphan;
 
 use crate::caches::Triggers;
 use crate::keys::{Kind, ObjectKey};
@@ -162,7 +161,7 @@ impl Drop for AbortDrains {
 
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default()))]
-pub async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _work = ctx.workqueues.work_on("machine", &ObjectKey::machine(&m));
     if ctx.was_released(&ObjectKey::machine(&m), &m.uid().unwrap_or_default()) {
         debug!("finalizer already removed here; waiting for the cache to drop the machine");

@@ -26,7 +26,7 @@ pub(super) struct TaintState {
 /// Removes the startup taint `key` from `node`, guarded by the Node's
 /// resourceVersion: a Node changed since it was read answers 409 and is
 /// never overwritten. Answers the patched Node; `None` when it is gone.
-pub async fn remove_startup_taint(
+pub(crate) async fn remove_startup_taint(
     target: &kube::Client,
     key: &str,
     node: &Node,

@@ -38,7 +38,7 @@ fn hash_meta<K: Resource>(obj: &K, h: &mut DefaultHasher) {
 }
 
 /// The trigger hash of a Machine.
-pub fn machine(m: &Machine) -> Option<u64> {
+pub(crate) fn machine(m: &Machine) -> Option<u64> {
     let mut h = DefaultHasher::new();
     m.meta().generation.hash(&mut h);
     // Objects of a server without generations (or tests) fall back to the spec.
@@ -63,7 +63,7 @@ pub fn machine(m: &Machine) -> Option<u64> {
 }
 
 /// The trigger hash of a MachineClass.
-pub fn class(c: &MachineClass) -> Option<u64> {
+pub(crate) fn class(c: &MachineClass) -> Option<u64> {
     let mut h = DefaultHasher::new();
     c.meta().generation.hash(&mut h);
     if c.meta().generation.is_none() {
@@ -78,7 +78,7 @@ pub fn class(c: &MachineClass) -> Option<u64> {
 }
 
 /// The trigger hash of a Node.
-pub fn node(n: &Node) -> Option<u64> {
+pub(crate) fn node(n: &Node) -> Option<u64> {
     let mut h = DefaultHasher::new();
     hash_meta(n, &mut h);
     if let Some(spec) = &n.spec {

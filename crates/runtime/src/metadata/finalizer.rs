@@ -19,14 +19,18 @@ use serde_json::{json, Value};
 use std::fmt::Debug;
 
 /// Whether `obj` carries `finalizer`.
-pub fn has<K: Resource>(obj: &K, finalizer: &str) -> bool {
+pub(crate) fn has<K: Resource>(obj: &K, finalizer: &str) -> bool {
     obj.finalizers().iter().any(|f| f == finalizer)
 }
 
 /// The write that adds `finalizer` to `obj` together with `with` (other
 /// metadata changes of the same write), guarded by `obj`'s resourceVersion;
 /// `None` when `finalizer` is already there.
-pub fn add_body<K: Resource>(obj: &K, finalizer: &str, with: MetaPatch) -> Option<MetaPatch> {
+pub(crate) fn add_body<K: Resource>(
+    obj: &K,
+    finalizer: &str,
+    with: MetaPatch,
+) -> Option<MetaPatch> {
     if has(obj, finalizer) {
         return None;
     }
@@ -37,7 +41,7 @@ pub fn add_body<K: Resource>(obj: &K, finalizer: &str, with: MetaPatch) -> Optio
 
 /// The JSON patch that removes `finalizer` from `obj`, guarded by `obj`'s
 /// finalizer list; `None` when `finalizer` is not there.
-pub fn remove_body<K: Resource>(obj: &K, finalizer: &str) -> Option<Value> {
+pub(crate) fn remove_body<K: Resource>(obj: &K, finalizer: &str) -> Option<Value> {
     if !has(obj, finalizer) {
         return None;
     }
@@ -60,7 +64,7 @@ where
 
 /// [`add`], writing the changes of `with` in the same request (they are
 /// written only when the finalizer is added).
-pub async fn add_with<K>(
+pub(crate) async fn add_with<K>(
     api: &Api<K>,
     obj: &K,
     finalizer: &str,

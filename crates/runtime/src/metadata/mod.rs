@@ -30,7 +30,7 @@ use std::fmt::Debug;
 /// One metadata write (and the spec fields listed in the module docs), as a
 /// value: built with the setters, sent with [`MetaPatch::send`].
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct MetaPatch {
+pub(crate) struct MetaPatch {
     labels: BTreeMap<String, Option<String>>,
     annotations: BTreeMap<String, Option<String>>,
     finalizers: Option<Vec<String>>,
@@ -41,49 +41,49 @@ pub struct MetaPatch {
 
 impl MetaPatch {
     /// A write that changes nothing yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Sets label `key` to `value`.
-    pub fn label(mut self, key: &str, value: impl Into<String>) -> Self {
+    pub(crate) fn label(mut self, key: &str, value: impl Into<String>) -> Self {
         self.labels.insert(key.to_string(), Some(value.into()));
         self
     }
 
     /// Removes label `key` (written as `null`).
-    pub fn remove_label(mut self, key: &str) -> Self {
+    pub(crate) fn remove_label(mut self, key: &str) -> Self {
         self.labels.insert(key.to_string(), None);
         self
     }
 
     /// Sets (`Some`) or removes (`None`) label `key`.
-    pub fn label_opt(mut self, key: &str, value: Option<impl Into<String>>) -> Self {
+    pub(crate) fn label_opt(mut self, key: &str, value: Option<impl Into<String>>) -> Self {
         self.labels.insert(key.to_string(), value.map(Into::into));
         self
     }
 
     /// Sets annotation `key` to `value`.
-    pub fn annotation(mut self, key: &str, value: impl Into<String>) -> Self {
+    pub(crate) fn annotation(mut self, key: &str, value: impl Into<String>) -> Self {
         self.annotations.insert(key.to_string(), Some(value.into()));
         self
     }
 
     /// Removes annotation `key` (written as `null`).
-    pub fn remove_annotation(mut self, key: &str) -> Self {
+    pub(crate) fn remove_annotation(mut self, key: &str) -> Self {
         self.annotations.insert(key.to_string(), None);
         self
     }
 
     /// Sets (`Some`) or removes (`None`) annotation `key`.
-    pub fn annotation_opt(mut self, key: &str, value: Option<impl Into<String>>) -> Self {
+    pub(crate) fn annotation_opt(mut self, key: &str, value: Option<impl Into<String>>) -> Self {
         self.annotations
             .insert(key.to_string(), value.map(Into::into));
         self
     }
 
     /// Sets or removes every annotation of `changes`.
-    pub fn annotations<'a, V: Into<String>>(
+    pub(crate) fn annotations<'a, V: Into<String>>(
         mut self,
         changes: impl IntoIterator<Item = (&'a str, Option<V>)>,
     ) -> Self {
@@ -103,45 +103,46 @@ impl MetaPatch {
 
     /// Replaces the ownerReferences; an empty list removes the field
     /// (written as `null`).
-    pub fn owner_references(mut self, refs: Vec<OwnerReference>) -> Self {
+    pub(crate) fn owner_references(mut self, refs: Vec<OwnerReference>) -> Self {
         self.owner_references = Some(refs);
         self
     }
 
     /// Guards the write by the resourceVersion it was computed from (no
     /// guard for `None`): a changed object answers 409 Conflict.
-    pub fn guarded_by(mut self, resource_version: Option<String>) -> Self {
+    pub(crate) fn guarded_by(mut self, resource_version: Option<String>) -> Self {
         self.resource_version = resource_version;
         self
     }
 
     /// Sets a Machine's `spec.providerID`.
-    pub fn provider_id(mut self, id: impl Into<String>) -> Self {
+    pub(crate) fn provider_id(mut self, id: impl Into<String>) -> Self {
         self.spec
             .insert("providerID".into(), Value::String(id.into()));
         self
     }
 
     /// Sets a MachineSet's `spec.replicas`.
-    pub fn replicas(mut self, replicas: i32) -> Self {
+    pub(crate) fn replicas(mut self, replicas: i32) -> Self {
         self.spec.insert("replicas".into(), json!(replicas));
         self
     }
 
     /// Replaces a Node's `spec.taints`.
-    pub fn taints(mut self, taints: Vec<Taint>) -> Self {
+    pub(crate) fn taints(mut self, taints: Vec<Taint>) -> Self {
         self.spec.insert("taints".into(), json!(taints));
         self
     }
 
     /// Sets a Node's `spec.unschedulable` (cordon, uncordon).
-    pub fn unschedulable(mut self, on: bool) -> Self {
+    pub(crate) fn unschedulable(mut self, on: bool) -> Self {
         self.spec.insert("unschedulable".into(), Value::Bool(on));
         self
     }
 
     /// Whether the write changes nothing (a guard alone changes nothing).
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.labels.is_empty()
             && self.annotations.is_empty()
             && self.finalizers.is_none()
@@ -150,7 +151,7 @@ impl MetaPatch {
     }
 
     /// The merge-patch body.
-    pub fn body(&self) -> Value {
+    pub(crate) fn body(&self) -> Value {
         let keys = |m: &BTreeMap<String, Option<String>>| -> Value {
             Value::Object(m.iter().map(|(k, v)| (k.clone(), json!(v))).collect())
         };
@@ -186,7 +187,7 @@ impl MetaPatch {
     }
 
     /// Sends the write to object `name` and answers the object as written.
-    pub async fn send<K>(&self, api: &Api<K>, name: &str) -> Result<K, kube::Error>
+    pub(crate) async fn send<K>(&self, api: &Api<K>, name: &str) -> Result<K, kube::Error>
     where
         K: Resource + Clone + DeserializeOwned + Debug,
     {
@@ -195,7 +196,7 @@ impl MetaPatch {
     }
 
     /// [`MetaPatch::send`], where an object that is gone is no error (`None`).
-    pub async fn send_unless_gone<K>(
+    pub(crate) async fn send_unless_gone<K>(
         &self,
         api: &Api<K>,
         name: &str,
@@ -212,6 +213,6 @@ impl MetaPatch {
 }
 
 /// The resourceVersion of `obj`, for [`MetaPatch::guarded_by`].
-pub fn version_of<K: Resource>(obj: &K) -> Option<String> {
+pub(crate) fn version_of<K: Resource>(obj: &K) -> Option<String> {
     obj.meta().resource_version.clone()
 }

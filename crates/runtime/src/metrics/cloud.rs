@@ -22,13 +22,13 @@ use prometheus_client::metrics::histogram::Histogram;
 
 /// The cloud API families of one [`super::Metrics`]; clones share the series.
 #[derive(Clone)]
-pub struct CloudApiFamilies {
+pub(crate) struct CloudApiFamilies {
     /// `mcm_cloud_api_requests_total`.
-    pub requests: Family<CloudApiLabels, Counter>,
+    pub(crate) requests: Family<CloudApiLabels, Counter>,
     /// `mcm_cloud_api_requests_failed_total`.
-    pub failed: Family<CloudApiLabels, Counter>,
+    pub(crate) failed: Family<CloudApiLabels, Counter>,
     /// `mcm_cloud_api_api_request_duration_seconds`.
-    pub duration: Family<CloudApiLabels, Histogram>,
+    pub(crate) duration: Family<CloudApiLabels, Histogram>,
 }
 
 impl Default for CloudApiFamilies {

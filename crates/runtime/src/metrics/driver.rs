@@ -67,7 +67,7 @@ async fn observe<T>(
 /// A provider's driver whose calls write the driver series under the
 /// provider's name. Rate limits, scopes and spec warnings make no cloud call
 /// and pass through unobserved.
-pub struct Observed {
+pub(crate) struct Observed {
     inner: Arc<dyn Driver>,
     metrics: Arc<super::Metrics>,
     provider: String,
@@ -77,7 +77,7 @@ pub struct Observed {
 impl Observed {
     /// Wraps `inner`, the driver of `provider` (the MachineClass's
     /// `provider`), its mutating calls allowed only within `tenure`.
-    pub fn wrap(
+    pub(crate) fn wrap(
         inner: Arc<dyn Driver>,
         metrics: Arc<super::Metrics>,
         provider: &str,

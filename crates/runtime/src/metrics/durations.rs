@@ -28,7 +28,7 @@ const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
 /// Which duration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activity {
+pub(crate) enum Activity {
     /// From the Machine's creation to a successful CreateMachine.
     Create,
     /// The InitializeMachine call.
@@ -42,7 +42,7 @@ pub enum Activity {
 impl DurationLabels {
     /// The labels of a machine of a MachineDeployment; `None` for a machine
     /// without the `name` label. `class`: its MachineClass, when known.
-    pub fn of(machine: &Machine, class: Option<&MachineClass>) -> Option<DurationLabels> {
+    pub(crate) fn of(machine: &Machine, class: Option<&MachineClass>) -> Option<DurationLabels> {
         let machine_deployment = machine.labels().get("name").cloned()?;
         Some(DurationLabels {
             namespace: machine.namespace().unwrap_or_default(),
@@ -64,12 +64,14 @@ impl DurationLabels {
 }
 
 /// Whole seconds, halves away from zero (Go's `Duration.Round(time.Second)`).
-pub fn whole_seconds(d: Duration) -> f64 {
+pub(crate) fn whole_seconds(d: Duration) -> f64 {
     d.as_secs_f64().round()
 }
 
 /// The time since `since` (zero when it is in the future or unknown).
-pub fn since(since: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Duration {
+pub(crate) fn since(
+    since: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+) -> Duration {
     since
         .and_then(|t| {
             (chrono::Utc::now() - mcm_core::time::from_k8s(t))
@@ -82,7 +84,7 @@ pub fn since(since: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time
 impl Metrics {
     /// Sets the gauge of `activity` for the machine's deployment to `took`
     /// (a zero duration is not written, as in the reference).
-    pub fn machine_duration(
+    pub(crate) fn machine_duration(
         &self,
         activity: Activity,
         machine: &Machine,
@@ -105,7 +107,7 @@ impl Metrics {
     }
 
     /// Sets the drain gauge of the machine's deployment.
-    pub fn machine_drain_duration(&self, machine: &Machine, took: Duration) {
+    pub(crate) fn machine_drain_duration(&self, machine: &Machine, took: Duration) {
         if machine.labels().get("name").is_none() || took.is_zero() {
             return;
         }
@@ -115,7 +117,7 @@ impl Metrics {
     }
 
     /// Counts a machine of a deployment that failed to join.
-    pub fn machine_failed_join(&self, machine: &Machine, class: Option<&MachineClass>) {
+    pub(crate) fn machine_failed_join(&self, machine: &Machine, class: Option<&MachineClass>) {
         if let Some(labels) = DurationLabels::of(machine, class) {
             self.failed_join.get_or_create(&labels).inc();
         }

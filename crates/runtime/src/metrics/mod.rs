@@ -13,12 +13,12 @@
 //! machine's series are removed. [`encode`] writes the Prometheus text format
 //! (0.0.4) with the reference's sample names.
 
-pub mod cloud;
-pub mod driver;
-pub mod durations;
-pub mod process;
+pub(crate) mod cloud;
+pub(crate) mod driver;
+pub(crate) mod durations;
+pub(crate) mod process;
 pub mod rest;
-pub mod sets;
+pub(crate) mod sets;
 pub mod workqueue;
 
 pub use process::{ProcessMetrics, ScrapeMetrics};
@@ -36,7 +36,7 @@ use std::sync::atomic::AtomicU64;
 /// A metric whose name and type are written even before it has a series
 /// (the reference's dashboards and keep-lists look for the names).
 #[derive(Debug, Clone)]
-pub struct Described<M>(pub M);
+pub(crate) struct Described<M>(pub M);
 
 impl<M: EncodeMetric> EncodeMetric for Described<M> {
     fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
@@ -51,17 +51,12 @@ impl<M: EncodeMetric> EncodeMetric for Described<M> {
 /// A counter written without the `_total` suffix (`mcm_machine_num_failed_join`
 /// has none in the reference).
 #[derive(Debug, Clone, Default)]
-pub struct PlainCounter(Gauge);
+pub(crate) struct PlainCounter(Gauge);
 
 impl PlainCounter {
     /// Adds one; returns the previous value.
-    pub fn inc(&self) -> i64 {
+    pub(crate) fn inc(&self) -> i64 {
         self.0.inc()
-    }
-
-    /// The current value.
-    pub fn get(&self) -> i64 {
-        self.0.get()
     }
 }
 
@@ -84,57 +79,57 @@ const NO_TOTAL_SUFFIX: [&str; 1] = ["mcm_machine_num_failed_join"];
 
 /// `{name, namespace}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MachineLabels {
+pub(crate) struct MachineLabels {
     /// Machine name.
-    pub name: String,
+    pub(crate) name: String,
     /// Namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
 }
 
 /// `{name, namespace, condition}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ConditionLabels {
+pub(crate) struct ConditionLabels {
     /// Machine name.
-    pub name: String,
+    pub(crate) name: String,
     /// Namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Node condition type.
-    pub condition: String,
+    pub(crate) condition: String,
 }
 
 /// `{namespace, machine_deployment, instance_type, zone}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DurationLabels {
+pub(crate) struct DurationLabels {
     /// Namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// The machine's `name` label (its MachineDeployment).
-    pub machine_deployment: String,
+    pub(crate) machine_deployment: String,
     /// The class's `nodeTemplate.instanceType` ("" when none).
-    pub instance_type: String,
+    pub(crate) instance_type: String,
     /// The machine's zone ("" when unknown).
-    pub zone: String,
+    pub(crate) zone: String,
 }
 
 /// `{result}` of a hot-update step (design: hot-update.md).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct UpdateResultLabels {
+pub(crate) struct UpdateResultLabels {
     /// `updated`, `failed`, `needs_replacement` or `adopted`.
-    pub result: String,
+    pub(crate) result: String,
 }
 
 /// `{namespace, machine_deployment}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DrainLabels {
+pub(crate) struct DrainLabels {
     /// Namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// The machine's MachineDeployment.
-    pub machine_deployment: String,
+    pub(crate) machine_deployment: String,
 }
 
 impl DrainLabels {
     /// A machine's labels: its namespace and the MachineDeployment its `name`
     /// label names ("" for a machine of no deployment).
-    pub fn of(machine: &mcm_api::Machine) -> Self {
+    pub(crate) fn of(machine: &mcm_api::Machine) -> Self {
         use kube::ResourceExt;
         DrainLabels {
             namespace: machine.namespace().unwrap_or_default(),
@@ -145,53 +140,53 @@ impl DrainLabels {
 
 /// `{provider, operation}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DriverLabels {
+pub(crate) struct DriverLabels {
     /// Provider name.
-    pub provider: String,
+    pub(crate) provider: String,
     /// Driver operation.
-    pub operation: String,
+    pub(crate) operation: String,
 }
 
 /// `{provider, operation, error_code}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct DriverErrorLabels {
+pub(crate) struct DriverErrorLabels {
     /// Provider name.
-    pub provider: String,
+    pub(crate) provider: String,
     /// Driver operation.
-    pub operation: String,
+    pub(crate) operation: String,
     /// The machine error code's name.
-    pub error_code: String,
+    pub(crate) error_code: String,
 }
 
 /// `mcm_machine_info` labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 #[allow(non_snake_case)] // `createdAt` is the reference's label name.
-pub struct MachineInfoLabels {
+pub(crate) struct MachineInfoLabels {
     /// Machine name.
-    pub name: String,
+    pub(crate) name: String,
     /// Namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Creation time, Unix seconds.
-    pub createdAt: String,
+    pub(crate) createdAt: String,
     /// `spec.providerID`.
-    pub spec_provider_id: String,
+    pub(crate) spec_provider_id: String,
     /// `spec.class.apiGroup`.
-    pub spec_class_api_group: String,
+    pub(crate) spec_class_api_group: String,
     /// `spec.class.kind`.
-    pub spec_class_kind: String,
+    pub(crate) spec_class_kind: String,
     /// `spec.class.name`.
-    pub spec_class_name: String,
+    pub(crate) spec_class_name: String,
     /// The machine's `node` label.
-    pub node_name: String,
+    pub(crate) node_name: String,
 }
 
 /// `{provider, service}` of the cloud API counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CloudApiLabels {
+pub(crate) struct CloudApiLabels {
     /// Provider name (`aws`, `local`, ...).
-    pub provider: String,
+    pub(crate) provider: String,
     /// Cloud service (e.g. `ec2`).
-    pub service: String,
+    pub(crate) service: String,
 }
 
 type Seconds = Gauge<f64, AtomicU64>;
@@ -199,42 +194,42 @@ type Seconds = Gauge<f64, AtomicU64>;
 /// All metrics of the machine controller.
 pub struct Metrics {
     /// `mcm_machine_items_total`.
-    pub items: Gauge,
+    pub(crate) items: Gauge,
     /// `mcm_machine_current_status_phase`.
-    pub phase: Family<MachineLabels, Gauge>,
+    pub(crate) phase: Family<MachineLabels, Gauge>,
     /// `mcm_machine_info`.
-    pub info: Family<MachineInfoLabels, Gauge>,
+    pub(crate) info: Family<MachineInfoLabels, Gauge>,
     /// `mcm_machine_controller_frozen`.
-    pub frozen: Gauge,
+    pub(crate) frozen: Gauge,
     /// `mcm_machine_status_condition`.
-    pub condition: Family<ConditionLabels, Gauge>,
+    pub(crate) condition: Family<ConditionLabels, Gauge>,
     /// `mcm_machine_create_duration_seconds`.
-    pub create_duration: Family<DurationLabels, Seconds>,
+    pub(crate) create_duration: Family<DurationLabels, Seconds>,
     /// `mcm_machine_initialize_duration_seconds`.
-    pub initialize_duration: Family<DurationLabels, Seconds>,
+    pub(crate) initialize_duration: Family<DurationLabels, Seconds>,
     /// `mcm_machine_join_duration_seconds`.
-    pub join_duration: Family<DurationLabels, Seconds>,
+    pub(crate) join_duration: Family<DurationLabels, Seconds>,
     /// `mcm_machine_delete_duration_seconds`.
-    pub delete_duration: Family<DurationLabels, Seconds>,
+    pub(crate) delete_duration: Family<DurationLabels, Seconds>,
     /// `mcm_machine_drain_duration_seconds`.
-    pub drain_duration: Family<DrainLabels, Seconds>,
+    pub(crate) drain_duration: Family<DrainLabels, Seconds>,
     /// `mcm_machine_num_failed_join` (a counter without `_total`, as in the reference).
-    pub failed_join: Family<DurationLabels, PlainCounter>,
+    pub(crate) failed_join: Family<DurationLabels, PlainCounter>,
     /// mcm-rs `mcm_machine_startup_taint_removal_seconds`: from the Node's
     /// registration (creationTimestamp) to the startup taint's removal.
-    pub startup_taint_removal: Family<DrainLabels, Histogram>,
+    pub(crate) startup_taint_removal: Family<DrainLabels, Histogram>,
     /// mcm-rs `mcm_machine_update_total{result}`: hot-update outcomes.
-    pub update: Family<UpdateResultLabels, Counter>,
+    pub(crate) update: Family<UpdateResultLabels, Counter>,
     /// `mcm_cloud_api_requests_total`.
-    pub api_requests: Family<CloudApiLabels, Counter>,
+    pub(crate) api_requests: Family<CloudApiLabels, Counter>,
     /// `mcm_cloud_api_requests_failed_total`.
-    pub api_requests_failed: Family<CloudApiLabels, Counter>,
+    pub(crate) api_requests_failed: Family<CloudApiLabels, Counter>,
     /// `mcm_cloud_api_api_request_duration_seconds`.
-    pub api_request_duration: Family<CloudApiLabels, Histogram>,
+    pub(crate) api_request_duration: Family<CloudApiLabels, Histogram>,
     /// `mcm_cloud_api_driver_request_duration_seconds`.
-    pub driver_duration: Family<DriverLabels, Histogram>,
+    pub(crate) driver_duration: Family<DriverLabels, Histogram>,
     /// `mcm_cloud_api_driver_requests_failed_total`.
-    pub driver_failed: Family<DriverErrorLabels, Counter>,
+    pub(crate) driver_failed: Family<DriverErrorLabels, Counter>,
 }
 
 /// Buckets of node start-up times: 5 s to 1 h.
@@ -371,7 +366,7 @@ impl Metrics {
 
     /// The observer that moves these metrics' cloud API series, for a
     /// driver's [`mcm_driver::cloud_api::CloudApi`] handle.
-    pub fn cloud_api_observer(
+    pub(crate) fn cloud_api_observer(
         &self,
     ) -> std::sync::Arc<dyn mcm_driver::cloud_api::CloudApiObserver> {
         std::sync::Arc::new(cloud::CloudApiFamilies {
@@ -434,7 +429,7 @@ impl Metrics {
     }
 
     /// The numeric value the reference uses for a phase.
-    pub fn phase_value(phase: &mcm_api::MachinePhase) -> i64 {
+    pub(crate) fn phase_value(phase: &mcm_api::MachinePhase) -> i64 {
         use mcm_api::MachinePhase as P;
         match phase {
             P::Terminating => -4,
@@ -447,7 +442,7 @@ impl Metrics {
     }
 
     /// Removes a deleted machine's per-machine series.
-    pub fn forget_machine(&self, namespace: &str, name: &str) {
+    pub(crate) fn forget_machine(&self, namespace: &str, name: &str) {
         self.phase.remove(&MachineLabels {
             name: name.into(),
             namespace: namespace.into(),
@@ -473,7 +468,7 @@ impl Metrics {
 /// The reference's `operation` label of a driver call: `CreateMachine` →
 /// `create_machine`; `ListMachines` is `list_machine` in the reference's
 /// providers (AWS, Azure, GCP).
-pub fn operation_label(op: &str) -> String {
+pub(crate) fn operation_label(op: &str) -> String {
     if op == "ListMachines" {
         return "list_machine".into();
     }
@@ -481,17 +476,17 @@ pub fn operation_label(op: &str) -> String {
 }
 
 /// The reference's `provider` label: the provider's name in lower case (`aws`).
-pub fn provider_label(provider: &str) -> String {
+pub(crate) fn provider_label(provider: &str) -> String {
     provider.to_ascii_lowercase()
 }
 
 /// The reference's `error_code` label: the numeric code (`13` for Internal).
-pub fn error_code_label(code: mcm_driver::Code) -> String {
+pub(crate) fn error_code_label(code: mcm_driver::Code) -> String {
     code.value().to_string()
 }
 
 /// The reference's value of a condition status: 1 True, 0 False, 2 Unknown.
-pub fn condition_value(status: &str) -> i64 {
+pub(crate) fn condition_value(status: &str) -> i64 {
     match status {
         "True" => 1,
         "False" => 0,

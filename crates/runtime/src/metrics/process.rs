@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// A counter set to an absolute value read elsewhere (CPU seconds, bytes).
 #[derive(Debug, Clone, Default)]
-pub struct ValueCounter(Arc<AtomicU64>);
+pub(crate) struct ValueCounter(Arc<AtomicU64>);
 
 impl ValueCounter {
     fn set(&self, v: f64) {
@@ -153,37 +153,38 @@ impl ProcessMetrics {
 
 /// `{kind, binary}` of `mcm_misc_scrape_failure_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ScrapeFailureLabels {
+pub(crate) struct ScrapeFailureLabels {
     /// What could not be collected (`Machine-count`, `Machineset-count`, ...).
-    pub kind: String,
+    pub(crate) kind: String,
     /// `machine-controller-manager` or `machine-controller-manager-provider`.
-    pub binary: String,
+    pub(crate) binary: String,
 }
 
 /// `{code}` of `promhttp_metric_handler_requests_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CodeLabels {
+pub(crate) struct CodeLabels {
     /// HTTP status code of the scrape.
-    pub code: String,
+    pub(crate) code: String,
 }
 
 /// `mcm_misc_scrape_failure_total` and the scrape handler's own series
 /// (`promhttp_metric_handler_requests_total`, `..._in_flight`).
 #[derive(Default)]
 pub struct ScrapeMetrics {
-    failures: Family<ScrapeFailureLabels, Counter>,
     requests: Family<CodeLabels, Counter>,
     in_flight: Gauge,
 }
 
 impl ScrapeMetrics {
-    /// Creates and registers the scrape-failure counter.
+    /// Creates and registers the scrape-failure counter (no collection of
+    /// this process fails, so the family has no series) and the handler's
+    /// series.
     pub fn new(registry: &mut Registry) -> Self {
         let m = ScrapeMetrics::default();
         registry.sub_registry_with_prefix("mcm").register(
             "misc_scrape_failure",
             "Total count of scrape failures.",
-            super::Described(m.failures.clone()),
+            super::Described(Family::<ScrapeFailureLabels, Counter>::default()),
         );
         registry.register(
             "promhttp_metric_handler_requests",
@@ -212,16 +213,6 @@ impl ScrapeMetrics {
         self.requests
             .get_or_create(&CodeLabels {
                 code: code.to_string(),
-            })
-            .inc();
-    }
-
-    /// Counts a failed collection of `kind` by `binary`.
-    pub fn failed(&self, kind: &str, binary: &str) {
-        self.failures
-            .get_or_create(&ScrapeFailureLabels {
-                kind: kind.into(),
-                binary: binary.into(),
             })
             .inc();
     }

@@ -22,22 +22,22 @@ use std::time::Duration;
 
 /// `{code, method, host}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
+pub(crate) struct ResultLabels {
     /// HTTP status code, or `<error>`.
-    pub code: String,
+    pub(crate) code: String,
     /// HTTP method.
-    pub method: String,
+    pub(crate) method: String,
     /// `host:port` of the API server.
-    pub host: String,
+    pub(crate) host: String,
 }
 
 /// `{verb, url}`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct LatencyLabels {
+pub(crate) struct LatencyLabels {
     /// HTTP method.
-    pub verb: String,
+    pub(crate) verb: String,
     /// The URL template.
-    pub url: String,
+    pub(crate) url: String,
 }
 
 /// The REST client families; clones share the series.
@@ -110,7 +110,7 @@ fn is_watch(uri: &http::Uri) -> bool {
 /// client-go's URL template of a request: `/api/v1/namespaces/ns/pods/p?x=1`
 /// → `/api/v1/namespaces/%7Bnamespace%7D/pods/%7Bname%7D?x=%7Bvalue%7D`
 /// (with scheme and host), so the label does not grow with the objects.
-pub fn url_template(uri: &http::Uri) -> String {
+pub(crate) fn url_template(uri: &http::Uri) -> String {
     let segments: Vec<&str> = uri.path().split('/').collect();
     let group = segments.get(1).copied().unwrap_or_default();
     let index = match group {

@@ -14,62 +14,62 @@ use std::sync::Arc;
 
 /// `{name, namespace}` of a MachineSet or MachineDeployment.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SetGaugeLabels {
+pub(crate) struct SetGaugeLabels {
     /// Object name.
-    pub name: String,
+    pub(crate) name: String,
     /// Namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
 }
 
 /// `mcm_machine_set_info` labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 #[allow(non_snake_case)] // `createdAt` is the reference's label name.
-pub struct SetInfoLabels {
+pub(crate) struct SetInfoLabels {
     /// Object name.
-    pub name: String,
+    pub(crate) name: String,
     /// Namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Creation time, Unix seconds.
-    pub createdAt: String,
+    pub(crate) createdAt: String,
     /// `spec.machineClass.apiGroup`.
-    pub spec_machine_class_api_group: String,
+    pub(crate) spec_machine_class_api_group: String,
     /// `spec.machineClass.kind`.
-    pub spec_machine_class_kind: String,
+    pub(crate) spec_machine_class_kind: String,
     /// `spec.machineClass.name`.
-    pub spec_machine_class_name: String,
+    pub(crate) spec_machine_class_name: String,
 }
 
 /// `mcm_machine_deployment_info` labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 #[allow(non_snake_case)] // `createdAt` is the reference's label name.
-pub struct DeploymentInfoLabels {
+pub(crate) struct DeploymentInfoLabels {
     /// Object name.
-    pub name: String,
+    pub(crate) name: String,
     /// Namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// Creation time, Unix seconds.
-    pub createdAt: String,
+    pub(crate) createdAt: String,
     /// `spec.strategy.type`.
-    pub spec_strategy_type: String,
+    pub(crate) spec_strategy_type: String,
 }
 
 /// `..._failed_machines` labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct FailedMachineLabels {
+pub(crate) struct FailedMachineLabels {
     /// The set or deployment.
-    pub name: String,
+    pub(crate) name: String,
     /// Namespace.
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// The failed machine.
-    pub failed_machine_name: String,
+    pub(crate) failed_machine_name: String,
     /// Its providerID.
-    pub failed_machine_provider_id: String,
+    pub(crate) failed_machine_provider_id: String,
     /// Its owning MachineSet.
-    pub failed_machine_owner_ref: String,
+    pub(crate) failed_machine_owner_ref: String,
     /// Its lastOperation.state.
-    pub failed_machine_last_operation_state: String,
+    pub(crate) failed_machine_last_operation_state: String,
     /// Its lastOperation.type.
-    pub failed_machine_last_operation_machine_operation_type: String,
+    pub(crate) failed_machine_last_operation_machine_operation_type: String,
 }
 
 type Per = Family<SetGaugeLabels, Gauge>;

@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 /// The queues of the reference's machine-controller (port 10259).
-pub const CONTROLLER_QUEUES: [&str; 7] = [
+pub(crate) const CONTROLLER_QUEUES: [&str; 7] = [
     "secret",
     "node",
     "machineclass",
@@ -53,7 +53,7 @@ pub const CONTROLLER_QUEUES: [&str; 7] = [
 ];
 
 /// The queues of the reference's machine-controller-manager (port 10258).
-pub const MANAGER_QUEUES: [&str; 5] = [
+pub(crate) const MANAGER_QUEUES: [&str; 5] = [
     "node",
     "machine",
     "machineset",
@@ -134,7 +134,7 @@ impl WorkQueues {
     }
 
     /// Creates the series of `names` (zero until their first item).
-    pub fn declare(&self, names: &[&'static str]) {
+    pub(crate) fn declare(&self, names: &[&'static str]) {
         for name in names {
             let _ = self.queue(name);
         }
@@ -142,7 +142,7 @@ impl WorkQueues {
 
     /// Starts one item of queue `name` (one reconcile): counted as an add and
     /// in flight until the returned guard is dropped.
-    pub fn work(&self, name: &'static str) -> Work {
+    pub(crate) fn work(&self, name: &'static str) -> Work {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let start = Instant::now();
         let queue = self.queue(name);
@@ -157,7 +157,7 @@ impl WorkQueues {
 
     /// Records that item `key` of queue `name` was triggered now (a watched
     /// change routed to it); its reconcile's start observes the wait.
-    pub fn queued(&self, name: &'static str, key: &ObjectKey) {
+    pub(crate) fn queued(&self, name: &'static str, key: &ObjectKey) {
         if let Some(q) = self.queue(name) {
             if let Ok(mut pending) = q.pending.lock() {
                 if pending.len() >= MAX_PENDING && !pending.contains_key(key) {
@@ -170,7 +170,7 @@ impl WorkQueues {
 
     /// Like [`Self::work`] for item `key`: a trigger recorded by [`Self::queued`] is
     /// observed as the item's queue duration.
-    pub fn work_on(&self, name: &'static str, key: &ObjectKey) -> Work {
+    pub(crate) fn work_on(&self, name: &'static str, key: &ObjectKey) -> Work {
         let w = self.work(name);
         if let Some(q) = &w.queue {
             let since = q.pending.lock().ok().and_then(|mut p| p.remove(key));
@@ -184,7 +184,7 @@ impl WorkQueues {
 
     /// Item `key` of queue `name` will not be reconciled (its object is gone):
     /// it no longer counts as waiting.
-    pub fn forget(&self, name: &'static str, key: &ObjectKey) {
+    pub(crate) fn forget(&self, name: &'static str, key: &ObjectKey) {
         if let Some(q) = self.queue(name) {
             if let Ok(mut pending) = q.pending.lock() {
                 pending.remove(key);
@@ -193,7 +193,7 @@ impl WorkQueues {
     }
 
     /// Counts a failed item of queue `name` requeued with backoff.
-    pub fn retry(&self, name: &'static str) {
+    pub(crate) fn retry(&self, name: &'static str) {
         if let Some(q) = self.queue(name) {
             q.retries.inc();
         }
@@ -202,7 +202,7 @@ impl WorkQueues {
 
 /// One item being worked on; dropping it ends the work (its duration is observed).
 #[must_use = "the work ends when this is dropped"]
-pub struct Work {
+pub(crate) struct Work {
     queue: Option<Arc<Queue>>,
     id: u64,
     start: Instant,

@@ -31,9 +31,9 @@
 //! rollout, the node `preserve` annotation and the InPlaceUpdate strategy
 //! (which needs the node agent protocol) are not available here.
 
-pub mod deployment;
-pub mod machineset;
-pub mod overshoot;
+pub(crate) mod deployment;
+pub(crate) mod machineset;
+pub(crate) mod overshoot;
 pub(crate) mod rollout_nodes;
 
 use crate::caches::{Change, Triggers};
@@ -93,7 +93,7 @@ impl Default for SetsConfig {
 }
 
 /// The errors of the set controllers: the runtime's one error type.
-pub use crate::Error;
+pub(crate) use crate::Error;
 
 pub(crate) use crate::{is_conflict, is_not_found};
 
@@ -104,18 +104,18 @@ pub(crate) type Ctx = crate::Context;
 pub(crate) struct SetsState {
     /// Machine creations and deletions, on the MachineSet: the reference's
     /// `machineset-controller` component.
-    pub set_recorder: Recorder,
+    pub(crate) set_recorder: Recorder,
     /// MachineDeployment and safety Events: the reference writes them with
     /// its process recorder, component `machine-controller-manager`.
-    pub manager_recorder: Recorder,
+    pub(crate) manager_recorder: Recorder,
     /// Stale machines deleted (`mcm_machine_stale_machines_total`, served
     /// by the half's `SetMetrics`).
-    pub stale_machines: prometheus_client::metrics::counter::Counter,
+    pub(crate) stale_machines: prometheus_client::metrics::counter::Counter,
     /// When this process last wrote each set's and deployment's status
     /// (`Context::status_write_wait`).
-    pub status_written: Mutex<crate::pruned::Pruned<crate::keys::ObjectKey, Instant>>,
-    pub expectations: Mutex<Expectations>,
-    pub safety_wakeup: Notify,
+    pub(crate) status_written: Mutex<crate::pruned::Pruned<crate::keys::ObjectKey, Instant>>,
+    pub(crate) expectations: Mutex<Expectations>,
+    pub(crate) safety_wakeup: Notify,
 }
 
 impl SetsState {
@@ -427,13 +427,8 @@ async fn wake_safety(ctx: Arc<Ctx>) {
 }
 
 /// Runs the MachineSet and MachineDeployment controllers and the safety loop
-/// in `namespace` until they stop (they do not stop on their own).
-pub async fn run(client: Client, namespace: String, config: SetsConfig) {
-    run_until(client, namespace, config, futures::future::pending()).await;
-}
-
-/// Like [`run`], with a graceful shutdown when `shutdown` completes
-/// (reconciles in flight finish, no new ones start).
+/// in `namespace` until `shutdown` completes (reconciles in flight finish, no
+/// new ones start).
 pub async fn run_until(
     client: Client,
     namespace: String,

@@ -40,12 +40,12 @@ use tracing::{debug, info, warn};
 
 /// What one deployment pass knows.
 pub(crate) struct RolloutView<'a> {
-    pub d: &'a MachineDeployment,
-    pub sets: &'a [Arc<MachineSet>],
-    pub views: &'a [SetView],
-    pub part: &'a Partition,
-    pub strategy: &'a Strategy,
-    pub machines: &'a [Arc<Machine>],
+    pub(crate) d: &'a MachineDeployment,
+    pub(crate) sets: &'a [Arc<MachineSet>],
+    pub(crate) views: &'a [SetView],
+    pub(crate) part: &'a Partition,
+    pub(crate) strategy: &'a Strategy,
+    pub(crate) machines: &'a [Arc<Machine>],
 }
 
 /// Applies the rollout's node taints and annotations. Never fails.
