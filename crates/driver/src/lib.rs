@@ -40,7 +40,7 @@ pub mod provider_spec;
 mod redaction_tests;
 pub mod spec_decode;
 pub mod status;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use class_check::{ClassCheck, Finding};

@@ -478,3 +478,21 @@ impl Driver for ScriptedDriver {
         Ok(resp)
     }
 }
+
+/// A Secret holding `pairs` (key, UTF-8 value) as data, for tests.
+pub fn secret_with(pairs: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Secret {
+    k8s_openapi::api::core::v1::Secret {
+        data: Some(
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        k8s_openapi::ByteString(v.as_bytes().to_vec()),
+                    )
+                })
+                .collect(),
+        ),
+        ..Default::default()
+    }
+}

@@ -1,5 +1,4 @@
 use super::*;
-use k8s_openapi::ByteString;
 use serde_json::json;
 
 pub(crate) fn valid_json() -> serde_json::Value {
@@ -27,17 +26,7 @@ fn messages(errs: &[FieldError]) -> Vec<String> {
     errs.iter().map(ToString::to_string).collect()
 }
 
-fn secret(pairs: &[(&str, &str)]) -> Secret {
-    Secret {
-        data: Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-                .collect(),
-        ),
-        ..Default::default()
-    }
-}
+use mcm_driver::testing::secret_with as secret;
 
 #[test]
 fn the_gardener_shaped_spec_decodes_with_its_json_keys_and_is_valid() {

@@ -148,19 +148,8 @@ pub fn credentials(secret: &Secret) -> Credentials {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::ByteString;
 
-    fn secret(pairs: &[(&str, &str)]) -> Secret {
-        Secret {
-            data: Some(
-                pairs
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-                    .collect(),
-            ),
-            ..Default::default()
-        }
-    }
+    use mcm_driver::testing::secret_with as secret;
 
     #[test]
     fn both_spellings_of_every_key_are_read_and_trimmed() {

@@ -2,8 +2,6 @@
 
 use super::*;
 use crate::secret::validate_secret;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::ByteString;
 use serde_json::json;
 
 fn spec(v: serde_json::Value) -> OpenStackSpec {
@@ -19,17 +17,7 @@ fn valid() -> serde_json::Value {
     })
 }
 
-fn secret(pairs: &[(&str, &str)]) -> Secret {
-    Secret {
-        data: Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-                .collect(),
-        ),
-        ..Default::default()
-    }
-}
+use mcm_driver::testing::secret_with as secret;
 
 #[test]
 fn a_valid_spec_has_no_findings() {

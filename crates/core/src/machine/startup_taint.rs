@@ -228,9 +228,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn the_taint_stays_while_initialize_machine_fails() {
-        let m = MachineView::test("m1", Phase::CrashLoopBackOff)
+    /// A machine whose last InitializeMachine failed (CrashLoopBackOff).
+    fn initialization_failing() -> MachineView {
+        MachineView::test("m1", Phase::CrashLoopBackOff)
             .on_node("n1")
             .last_op(
                 &format!(
@@ -239,7 +239,12 @@ mod tests {
                 ),
                 OpState::Failed,
                 OpType::Create,
-            );
+            )
+    }
+
+    #[test]
+    fn the_taint_stays_while_initialize_machine_fails() {
+        let m = initialization_failing();
         assert!(
             m.initialization_failed(),
             "fixture uses the contract marker"
@@ -332,16 +337,7 @@ mod tests {
 
     #[test]
     fn the_taint_never_goes_with_the_sync_of_an_uninitialized_failed_or_untainted_node() {
-        let crashing = MachineView::test("m1", Phase::CrashLoopBackOff)
-            .on_node("n1")
-            .last_op(
-                &format!(
-                    "Provider error: boom. {}",
-                    super::super::markers::INSTANCE_INITIALIZATION
-                ),
-                OpState::Failed,
-                OpType::Create,
-            );
+        let crashing = initialization_failing();
         assert!(!removed_with_sync(&crashing, &node(true, false)));
         let failed = MachineView::test("m1", Phase::Failed).on_node("n1");
         assert!(!removed_with_sync(&failed, &node(true, false)));

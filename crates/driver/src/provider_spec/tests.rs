@@ -1,5 +1,4 @@
 use super::*;
-use k8s_openapi::ByteString;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -85,17 +84,7 @@ fn class(provider: &str, spec: serde_json::Value) -> MachineClass {
     }
 }
 
-fn secret(pairs: &[(&str, &str)]) -> Secret {
-    Secret {
-        data: Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-                .collect(),
-        ),
-        ..Default::default()
-    }
-}
+use crate::testing::secret_with as secret;
 
 fn good_secret() -> Secret {
     secret(&[("accessKeyID", SENTINEL), ("userData", SENTINEL)])

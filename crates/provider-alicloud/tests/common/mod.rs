@@ -2,7 +2,6 @@
 #![allow(dead_code)]
 
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::ByteString;
 use mcm_api::{Machine, MachineClass, MachineSpec};
 use mcm_driver::{ListMachinesRequest, MachineRequest};
 use mcm_fake_alicloud::{FakeEcs, ACCESS_KEY_ID, ACCESS_KEY_SECRET};
@@ -23,17 +22,7 @@ pub fn secret() -> Secret {
     ])
 }
 
-pub fn secret_with(pairs: &[(&str, &str)]) -> Secret {
-    Secret {
-        data: Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-                .collect(),
-        ),
-        ..Default::default()
-    }
-}
+pub use mcm_driver::testing::secret_with;
 
 /// A full providerSpec of the given cluster.
 pub fn spec(cluster: &str) -> serde_json::Value {

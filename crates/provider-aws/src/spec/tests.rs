@@ -2,8 +2,6 @@
 
 use super::validate::is_data_device_name;
 use super::*;
-use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::ByteString;
 use serde_json::json;
 
 pub(crate) fn valid_json() -> serde_json::Value {
@@ -201,17 +199,7 @@ fn option_rules() {
         .any(|e| e.starts_with("providerSpec.cpuOptions.threadsPerCore: Required value")));
 }
 
-fn secret(pairs: &[(&str, &str)]) -> Secret {
-    Secret {
-        data: Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-                .collect(),
-        ),
-        ..Default::default()
-    }
-}
+use mcm_driver::testing::secret_with as secret;
 
 #[test]
 fn secret_rules_and_both_key_spellings() {

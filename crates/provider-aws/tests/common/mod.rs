@@ -5,7 +5,6 @@ pub mod mock;
 pub mod moto;
 
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::ByteString;
 use mcm_api::{Machine, MachineClass, MachineSpec};
 use mcm_driver::MachineRequest;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,17 +21,7 @@ pub fn secret() -> Secret {
     ])
 }
 
-pub fn secret_with(pairs: &[(&str, &str)]) -> Secret {
-    Secret {
-        data: Some(
-            pairs
-                .iter()
-                .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-                .collect(),
-        ),
-        ..Default::default()
-    }
-}
+pub use mcm_driver::testing::secret_with;
 
 pub fn class(name: &str, spec: serde_json::Value) -> MachineClass {
     let mut c = MachineClass::new(name, spec);
