@@ -350,12 +350,7 @@ pub async fn run(
     let caches = ctx.caches.clone();
     let ns = ctx.config.namespace.clone();
     let route = Route::new(&ctx, (*caches.classes).clone());
-    let all = route.clone();
-    let own = route.own(caches.classes.subscribe(), move |change| match change {
-        Change::Applied(c) => vec![c],
-        Change::Deleted(_) => Vec::new(),
-        Change::Listed => all.all(),
-    });
+    let own = route.own(caches.classes.subscribe(), route.applied_or_all());
     let machine_events = route.mapped(caches.machines.subscribe(), move |change| match change {
         Change::Applied(m) | Change::Deleted(m) => {
             vec![ObjectKey::new(Kind::MachineClass, &ns, &m.spec.class.name)]

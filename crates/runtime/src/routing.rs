@@ -145,6 +145,32 @@ impl<K: Reconciled> Route<K> {
         self.store.state()
     }
 
+    /// The `pick` most controllers use for [`Route::own`]: every applied
+    /// object, and after a (re)list every one (it may have hidden deletions).
+    pub(crate) fn applied_or_all(&self) -> impl FnMut(Change<K>) -> Vec<Arc<K>> + Send + 'static {
+        let route = self.clone();
+        move |change| match change {
+            Change::Applied(o) => vec![o],
+            Change::Deleted(_) => Vec::new(),
+            Change::Listed => route.all(),
+        }
+    }
+
+    /// [`Route::mapped`] where an applied or deleted object of the other kind
+    /// concerns the keys `keys_of` answers, and a (re)list concerns every key
+    /// of the own cache.
+    pub(crate) fn mapped_or_all<S: Send + Sync + 'static>(
+        &self,
+        changes: impl Stream<Item = Change<S>> + Send + 'static,
+        mut keys_of: impl FnMut(&S) -> Vec<ObjectKey> + Send + 'static,
+    ) -> impl Stream<Item = ObjectRef<K>> + Send + 'static {
+        let all = self.clone();
+        self.mapped(changes, move |change| match change {
+            Change::Applied(o) | Change::Deleted(o) => keys_of(&o),
+            Change::Listed => all.all_keys(),
+        })
+    }
+
     /// The keys of `K` that each change of another kind's cache concerns.
     pub(crate) fn mapped<S: Send + Sync + 'static>(
         &self,

@@ -40,7 +40,7 @@ use crate::caches::{Change, Triggers};
 use crate::events::Recorder;
 use crate::keys::{Kind, ObjectKey};
 use crate::metadata::{finalizer, version_of, MetaPatch};
-use crate::routing::{error_policy, key_of, Reconciled, Route};
+use crate::routing::{error_policy, key_of, Route};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
@@ -334,34 +334,15 @@ fn deployments_for_machine(m: &Machine, sets: &Store<MachineSet>, ns: &str) -> V
         .unwrap_or_default()
 }
 
-/// The own objects a change of their cache reconciles: every applied one,
-/// and after a (re)list every one (it may have hidden deletions).
-fn applied_or_all<K: Reconciled>(route: &Route<K>) -> impl FnMut(Change<K>) -> Vec<Arc<K>> {
-    let route = route.clone();
-    move |change| match change {
-        Change::Applied(o) => vec![o],
-        Change::Deleted(_) => Vec::new(),
-        Change::Listed => route.all(),
-    }
-}
-
 /// The MachineSet controller's work: its sets' changes, and the sets each
 /// Machine change concerns.
 fn set_controller(ctx: &Arc<Ctx>) -> kube::runtime::Controller<MachineSet> {
     let route = Route::new(ctx, (*ctx.caches.sets).clone());
-    let own = route.own(ctx.caches.sets.subscribe(), applied_or_all(&route));
-    let (sets, ns, all) = (
-        (*ctx.caches.sets).clone(),
-        ctx.config.namespace.clone(),
-        route.clone(),
-    );
-    let machines = route.mapped(
-        ctx.caches.machines.subscribe(),
-        move |change| match change {
-            Change::Applied(m) | Change::Deleted(m) => sets_for_machine(&m, &sets, &ns),
-            Change::Listed => all.all_keys(),
-        },
-    );
+    let own = route.own(ctx.caches.sets.subscribe(), route.applied_or_all());
+    let (sets, ns) = ((*ctx.caches.sets).clone(), ctx.config.namespace.clone());
+    let machines = route.mapped_or_all(ctx.caches.machines.subscribe(), move |m| {
+        sets_for_machine(m, &sets, &ns)
+    });
     route
         .controller(own, ctx.config.concurrent_syncs)
         .reconcile_on(machines)
@@ -371,28 +352,18 @@ fn set_controller(ctx: &Arc<Ctx>) -> kube::runtime::Controller<MachineSet> {
 /// deployment of each changed MachineSet and of each changed Machine's set.
 fn deployment_controller(ctx: &Arc<Ctx>) -> kube::runtime::Controller<MachineDeployment> {
     let route = Route::new(ctx, (*ctx.caches.deployments).clone());
-    let own = route.own(ctx.caches.deployments.subscribe(), applied_or_all(&route));
-    let (deployments, ns, all) = (
+    let own = route.own(ctx.caches.deployments.subscribe(), route.applied_or_all());
+    let (deployments, ns) = (
         (*ctx.caches.deployments).clone(),
         ctx.config.namespace.clone(),
-        route.clone(),
     );
-    let sets = route.mapped(ctx.caches.sets.subscribe(), move |change| match change {
-        Change::Applied(s) | Change::Deleted(s) => deployments_for_set(&s, &deployments, &ns),
-        Change::Listed => all.all_keys(),
+    let sets = route.mapped_or_all(ctx.caches.sets.subscribe(), move |s| {
+        deployments_for_set(s, &deployments, &ns)
     });
-    let (set_store, ns, all) = (
-        (*ctx.caches.sets).clone(),
-        ctx.config.namespace.clone(),
-        route.clone(),
-    );
-    let machines = route.mapped(
-        ctx.caches.machines.subscribe(),
-        move |change| match change {
-            Change::Applied(m) | Change::Deleted(m) => deployments_for_machine(&m, &set_store, &ns),
-            Change::Listed => all.all_keys(),
-        },
-    );
+    let (set_store, ns) = ((*ctx.caches.sets).clone(), ctx.config.namespace.clone());
+    let machines = route.mapped_or_all(ctx.caches.machines.subscribe(), move |m| {
+        deployments_for_machine(m, &set_store, &ns)
+    });
     route
         .controller(own, ctx.config.concurrent_syncs)
         .reconcile_on(sets)
