@@ -383,20 +383,7 @@ mod tests {
 
     #[test]
     fn the_token_request_scopes_a_password_to_the_project_and_not_a_credential() {
-        let secret = |pairs: &[(&str, &str)]| k8s_openapi::api::core::v1::Secret {
-            data: Some(
-                pairs
-                    .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.to_string(),
-                            k8s_openapi::ByteString(v.as_bytes().to_vec()),
-                        )
-                    })
-                    .collect(),
-            ),
-            ..Default::default()
-        };
+        let secret = mcm_driver::testing::secret_with;
         let pw = Credentials::from_secret(&secret(&[
             ("authURL", "https://k/v3"),
             ("username", "u"),
