@@ -99,34 +99,6 @@ impl NodeSyncPlan {
         self.taints = Some(without_startup_taint(key, base));
         true
     }
-
-    /// The JSON merge patch of the Node object (labels, annotations, taints,
-    /// finalizers); `None` when nothing changes there. `resource_version` is
-    /// the precondition.
-    pub fn object_patch(&self, resource_version: Option<&str>) -> Option<serde_json::Value> {
-        if !self.has_metadata_changes() {
-            return None;
-        }
-        let mut meta = serde_json::Map::new();
-        if !self.labels.is_empty() {
-            meta.insert("labels".into(), serde_json::json!(self.labels));
-        }
-        if !self.annotations.is_empty() {
-            meta.insert("annotations".into(), serde_json::json!(self.annotations));
-        }
-        if let Some(f) = &self.finalizers {
-            meta.insert("finalizers".into(), serde_json::json!(f));
-        }
-        if let Some(rv) = resource_version {
-            meta.insert("resourceVersion".into(), serde_json::json!(rv));
-        }
-        let mut patch = serde_json::Map::new();
-        patch.insert("metadata".into(), serde_json::Value::Object(meta));
-        if let Some(t) = &self.taints {
-            patch.insert("spec".into(), serde_json::json!({ "taints": t }));
-        }
-        Some(serde_json::Value::Object(patch))
-    }
 }
 
 /// Decides what to change on `node`.

@@ -214,14 +214,25 @@ mod tests {
     use mcm_core::node_template::NodeSyncPlan;
 
     #[test]
-    fn the_node_write_is_the_body_core_describes() {
+    fn the_node_write_carries_the_plan_with_removals_as_null_under_the_resource_version() {
         let mut p = NodeSyncPlan::default();
         p.labels.insert("a".into(), Some("1".into()));
         p.labels.insert("gone".into(), None);
         p.annotations.insert("x".into(), None);
         p.taints = Some(vec![]);
         p.finalizers = Some(vec!["f".into()]);
-        let ours = object_write(&p).guarded_by(Some("7".into())).body();
-        assert_eq!(Some(ours), p.object_patch(Some("7")));
+        let body = object_write(&p).guarded_by(Some("7".into())).body();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "metadata": {
+                    "labels": {"a": "1", "gone": null},
+                    "annotations": {"x": null},
+                    "finalizers": ["f"],
+                    "resourceVersion": "7",
+                },
+                "spec": {"taints": []},
+            })
+        );
     }
 }
