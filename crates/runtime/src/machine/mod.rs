@@ -162,14 +162,15 @@ impl Drop for AbortDrains {
 /// The reconcile entry point.
 #[instrument(skip_all, fields(machine = %m.name_any(), namespace = %m.namespace().unwrap_or_default()))]
 pub(crate) async fn reconcile(m: Arc<Machine>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _work = ctx.workqueues.work_on("machine", &ObjectKey::machine(&m));
-    if ctx.was_released(&ObjectKey::machine(&m), &m.uid().unwrap_or_default()) {
+    let key = ObjectKey::machine(&m);
+    let _work = ctx.workqueues.work_on("machine", &key);
+    if ctx.was_released(&key, &m.uid().unwrap_or_default()) {
         debug!("finalizer already removed here; waiting for the cache to drop the machine");
         return Ok(Action::await_change());
     }
     // A copy our own last write superseded is read as that write's answer
     // (runtime.md, "Reading our own writes").
-    let m = ctx.machine_to_reconcile(&ObjectKey::machine(&m), m);
+    let m = ctx.machine_to_reconcile(&key, m);
     let mut r = Reconciler::new(&m, &ctx);
     let action = if m.meta().deletion_timestamp.is_some() {
         r.delete().await?

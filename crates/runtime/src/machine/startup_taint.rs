@@ -8,7 +8,7 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 use mcm_core::machine::startup_taint::{
-    self as st, held_description, StartupTaint, StartupTaintNode,
+    self as st, has_startup_taint, held_description, StartupTaint, StartupTaintNode,
 };
 use mcm_core::node_template::{template_applied, NodeSyncInput};
 use std::collections::BTreeMap;
@@ -56,13 +56,26 @@ fn error_kind(e: &kube::Error) -> String {
 }
 
 impl Reconciler<'_> {
-    /// The startup taint's facts on `node`.
+    /// The startup taint's facts on `node`. Whether the template is applied
+    /// (node sync's plan) is worked out only for a tainted Node: every
+    /// reconcile of a running machine asks, and its Node has no taint.
     fn taint_facts(&self, class: &MachineClass, key: &str, node: &Node) -> StartupTaintNode {
         let node_taints = node
             .spec
             .as_ref()
             .and_then(|s| s.taints.as_deref())
             .unwrap_or_default();
+        let template_taints = self
+            .machine
+            .spec
+            .node_template
+            .spec
+            .taints
+            .as_deref()
+            .unwrap_or_default();
+        if !has_startup_taint(key, node_taints) {
+            return StartupTaintNode::of(key, node_taints, template_taints, false);
+        }
         let name = self.name();
         let empty = BTreeMap::new();
         let input = NodeSyncInput {
@@ -76,13 +89,7 @@ impl Reconciler<'_> {
         StartupTaintNode::of(
             key,
             node_taints,
-            self.machine
-                .spec
-                .node_template
-                .spec
-                .taints
-                .as_deref()
-                .unwrap_or_default(),
+            template_taints,
             template_applied(&input, node),
         )
     }
@@ -108,9 +115,9 @@ impl Reconciler<'_> {
         fresh: Option<Node>,
         with_sync: bool,
     ) -> TaintState {
-        if self.ctx.target.is_none() {
+        let Some(target) = self.ctx.target.clone() else {
             return TaintState::default();
-        }
+        };
         let view = self.view();
         let Some(node_name) = view.node.clone() else {
             return TaintState::default();
@@ -147,36 +154,31 @@ impl Reconciler<'_> {
                 held: held("node sync has not finished"),
                 retry: None,
             },
-            StartupTaint::Remove => {
-                let Some(target) = self.ctx.target.clone() else {
-                    return TaintState::default();
-                };
-                match remove_startup_taint(&target, &key, &node).await {
-                    Ok(None) => TaintState::default(),
-                    Ok(Some(_)) => {
-                        self.taint_removed(&key, &node);
-                        TaintState::default()
-                    }
-                    Err(e) => {
-                        let retry = self.ctx.failure_delay(&self.key, FailureKind::Normal);
-                        warn!(node = %node_name, taint = %key, error = %e, ?retry,
+            StartupTaint::Remove => match remove_startup_taint(&target, &key, &node).await {
+                Ok(None) => TaintState::default(),
+                Ok(Some(_)) => {
+                    self.taint_removed(&key, &node);
+                    TaintState::default()
+                }
+                Err(e) => {
+                    let retry = self.ctx.failure_delay(&self.key, FailureKind::Normal);
+                    warn!(node = %node_name, taint = %key, error = %e, ?retry,
                               "could not remove the startup taint; retrying with backoff");
-                        self.event(
+                    self.event(
                             EventType::Warning,
                             "StartupTaintRemovalFailed",
                             format!("Could not remove the startup taint {key}:NoSchedule from Node {node_name} (retrying): {e}"),
                         )
                         .await;
-                        TaintState {
-                            held: held(&format!(
-                                "removing it failed ({}); retrying with backoff",
-                                error_kind(&e)
-                            )),
-                            retry: Some(retry),
-                        }
+                    TaintState {
+                        held: held(&format!(
+                            "removing it failed ({}); retrying with backoff",
+                            error_kind(&e)
+                        )),
+                        retry: Some(retry),
                     }
                 }
-            }
+            },
         }
     }
 
