@@ -7,12 +7,12 @@
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachinePhase};
 use mcm_driver::testing::{Script, ScriptedDriver, ScriptedVm};
 use mcm_runtime::{machine, Config};
-use mcm_testenv::{must_eventually, must_hold_for, TestEnv};
+use mcm_testenv::{must_eventually, must_hold_for, must_see_events, TestEnv};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -279,23 +279,12 @@ async fn a_ready_node_does_not_make_an_uninitialized_machine_running() {
         MachinePhase::CrashLoopBackOff,
         "must not become Running"
     );
-    let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
-    let reasons: Vec<String> = events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect();
-    assert!(
-        reasons.iter().any(|r| r == "InitializationPending"),
-        "{reasons:?}"
-    );
-    assert!(
-        reasons.iter().any(|r| r == "InitializeMachineFailed"),
-        "{reasons:?}"
-    );
+    must_see_events(
+        &env,
+        WAIT,
+        &["InitializationPending", "InitializeMachineFailed"],
+    )
+    .await;
     ctl.stop().await;
 }
 
@@ -570,20 +559,7 @@ async fn a_bad_class_or_missing_secret_is_reported_and_creates_no_vm() {
         .last_operation
         .description
         .contains("MachineClass"));
-    let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
-    let reasons: Vec<String> = events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect();
-    assert!(reasons.iter().any(|r| r == "SecretNotFound"), "{reasons:?}");
-    assert!(
-        reasons.iter().any(|r| r == "MachineClassNotFound"),
-        "{reasons:?}"
-    );
+    must_see_events(&env, WAIT, &["SecretNotFound", "MachineClassNotFound"]).await;
     assert_eq!(calls(&driver.calls.create), 0);
     assert_eq!(driver.vm_count(), 0);
     ctl.stop().await;

@@ -10,14 +10,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
 use async_trait::async_trait;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::ResourceExt;
 use mcm_api::{Machine, MachineClass, MachinePhase};
 use mcm_core::machine::{CLOUD_CREATE_ANNOTATION, CLOUD_CREATE_NEVER};
 use mcm_driver::testing::{Script, ScriptedDriver};
 use mcm_driver::*;
 use mcm_runtime::Config;
-use mcm_testenv::{must_eventually, TestEnv};
+use mcm_testenv::{must_eventually, must_see_events, TestEnv};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -133,17 +133,6 @@ async fn delete(env: &TestEnv, name: &str) {
         .expect("delete machine");
 }
 
-async fn event_reasons(env: &TestEnv) -> Vec<String> {
-    env.api::<k8s_openapi::api::events::v1::Event>()
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter_map(|e| e.reason)
-        .collect()
-}
-
 /// The user's story: an undecodable class and a machine using it; the status
 /// says InvalidArgument; deleting the machine removes it.
 ///
@@ -234,13 +223,8 @@ async fn a_machine_whose_class_broke_after_its_vm_was_made_is_kept_until_the_cla
     let op = last_op(&m);
     assert_eq!(op.state, mcm_api::MachineState::Failed);
     assert_eq!(op.error_code, "InvalidArgument");
-    assert!(
-        event_reasons(&env)
-            .await
-            .iter()
-            .any(|r| r == "DeleteMachineFailed"),
-        "a Warning event says why"
-    );
+    // A Warning event says why.
+    must_see_events(&env, WAIT, &["DeleteMachineFailed"]).await;
     // Retried, never given up: the machine and its VM stay while the class
     // is broken, through two more refused deletion passes.
     let before = refused_deletes("del-m3");

@@ -233,21 +233,25 @@ async fn a_machine_with_a_zero_creation_timeout_is_reported_and_never_created() 
             "{name}: {description}"
         );
     }
-    let events = env
-        .api::<k8s_openapi::api::events::v1::Event>()
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items;
-    let notes: Vec<String> = events
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("InvalidMachine"))
-        .filter_map(|e| e.note)
-        .collect();
-    assert!(
-        notes.iter().any(|n| n.contains("spec.creationTimeout")),
-        "{notes:?}"
-    );
+    // The Event is posted after the status write: wait for it too.
+    let events = env.api::<k8s_openapi::api::events::v1::Event>();
+    must_eventually(
+        Duration::from_secs(30),
+        "an InvalidMachine Event naming spec.creationTimeout",
+        || async {
+            let items = events.list(&ListParams::default()).await.ok()?.items;
+            items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("InvalidMachine")
+                        && e.note
+                            .as_deref()
+                            .is_some_and(|n| n.contains("spec.creationTimeout"))
+                })
+                .then_some(())
+        },
+    )
+    .await;
     // Two of the longest retry periods: any requeue of the invalid machines
     // came and created nothing.
     must_hold_for(MAX * 2, "an invalid machine is never created", || async {

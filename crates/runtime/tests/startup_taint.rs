@@ -279,15 +279,22 @@ async fn an_initialized_machines_startup_taint_goes_in_the_node_template_write()
         "a labelled version still carried the taint: two writes"
     );
     // One Event: the Running phase change tells the removal too.
+    // The Event is posted after the status write: wait for the Running one.
     let events: Api<K8sEvent> = w.env.api();
-    let mine: Vec<K8sEvent> = events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(m.as_str()))
-        .collect();
+    let mine: Vec<K8sEvent> = must_eventually(WAIT, "a Running Event on the machine", || async {
+        let mine: Vec<K8sEvent> = events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(m.as_str()))
+            .collect();
+        mine.iter()
+            .any(|e| e.reason.as_deref() == Some("Running"))
+            .then_some(mine)
+    })
+    .await;
     let running = mine
         .iter()
         .find(|e| e.reason.as_deref() == Some("Running"))

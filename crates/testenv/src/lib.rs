@@ -312,6 +312,34 @@ where
     }
 }
 
+/// Waits until the test namespace's `events.k8s.io/v1` Events include every
+/// reason in `reasons`, and returns the Events of that listing. An Event is
+/// posted after the status write that a test usually waits for, so listing
+/// them once right after that write races them; panics on timeout.
+pub async fn must_see_events(
+    env: &TestEnv,
+    timeout: Duration,
+    reasons: &[&str],
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let events: Api<k8s_openapi::api::events::v1::Event> = env.api();
+    must_eventually(
+        timeout,
+        &format!("Events with the reasons {reasons:?}"),
+        || async {
+            let items = events
+                .list(&kube::api::ListParams::default())
+                .await
+                .ok()?
+                .items;
+            reasons
+                .iter()
+                .all(|r| items.iter().any(|e| e.reason.as_deref() == Some(*r)))
+                .then_some(items)
+        },
+    )
+    .await
+}
+
 /// A negative check: `holds` stays true for all of `period` (polled every
 /// 100 ms, and once more at its end); panics with `what` and the elapsed time
 /// as soon as it does not. `period` must cover at least one retry or resync
