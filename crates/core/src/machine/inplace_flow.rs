@@ -39,19 +39,35 @@ pub enum InPlaceDrain {
     Finished(Result<(), String>),
 }
 
-/// The next effect of the in-place step.
+/// The next effect of the in-place step; `T` is the target cluster's handle,
+/// carried by each step that acts on the Node, with the Node's name.
 #[derive(Debug, Clone, PartialEq)]
-pub enum InPlaceStep {
-    /// Read the machine's Node (from the Node cache; `None` without a target cluster).
+pub enum InPlaceStep<T = ()> {
+    /// Read the machine's Node from the Node cache (asked only with a target
+    /// cluster and a Node name).
     ReadNode,
     /// Write this status change.
     Write(Transition),
     /// Set the Node's `InPlaceUpdate` condition.
-    SetCondition(InPlaceCondition),
+    SetCondition {
+        /// The condition.
+        condition: InPlaceCondition,
+        /// The machine's Node.
+        node: String,
+        /// The target cluster the Node is in.
+        target: T,
+    },
     /// Ask the drain tasks where the machine's drain stands.
     ReadDrain,
-    /// Start the drain with this plan.
-    StartDrain(DrainPlan),
+    /// Start the drain of this Node with this plan.
+    StartDrain {
+        /// The drain's plan.
+        plan: DrainPlan,
+        /// The machine's Node.
+        node: String,
+        /// The target cluster the Node is in.
+        target: T,
+    },
     /// Publish a `DrainFailed` Warning Event with this note.
     WarnDrainFailed(String),
     /// Stop this reconcile; reconcile again after this long.
@@ -83,19 +99,23 @@ pub enum InPlaceOutcome {
 
 /// One reconcile's in-place step: the effects still to do.
 #[derive(Debug, Clone, PartialEq)]
-pub struct InPlaceFlow {
+pub struct InPlaceFlow<T = ()> {
     settings: InPlaceSettings,
+    /// The target cluster; `None` in the mode without Nodes.
+    target: Option<T>,
     /// The effects decided and not done yet, in order.
-    queue: VecDeque<InPlaceStep>,
+    queue: VecDeque<InPlaceStep<T>>,
     /// The drain plan, while the drain's progress is asked.
     plan: Option<DrainPlan>,
 }
 
-impl InPlaceFlow {
-    /// A new pass with these settings.
-    pub fn new(settings: InPlaceSettings) -> Self {
+impl<T: Clone> InPlaceFlow<T> {
+    /// A new pass with these settings, on this target cluster (`None` in the
+    /// mode without Nodes: nothing to do).
+    pub fn new(settings: InPlaceSettings, target: Option<T>) -> Self {
         InPlaceFlow {
             settings,
+            target,
             queue: VecDeque::new(),
             plan: None,
         }
@@ -107,14 +127,20 @@ impl InPlaceFlow {
         m: &MachineView,
         outcome: InPlaceOutcome,
         now: DateTime<Utc>,
-    ) -> InPlaceStep {
+    ) -> InPlaceStep<T> {
         match outcome {
-            InPlaceOutcome::Start if m.node.is_some() => InPlaceStep::ReadNode,
-            InPlaceOutcome::Start | InPlaceOutcome::NodeRead(None) => InPlaceStep::Continue(None),
-            InPlaceOutcome::NodeRead(Some(node)) => {
-                self.decide(m, &node, now);
-                self.pop()
-            }
+            InPlaceOutcome::Start => match m.target_node(self.target.as_ref()) {
+                Some(_) => InPlaceStep::ReadNode,
+                None => InPlaceStep::Continue(None),
+            },
+            InPlaceOutcome::NodeRead(None) => InPlaceStep::Continue(None),
+            InPlaceOutcome::NodeRead(Some(node)) => match m.target_node(self.target.as_ref()) {
+                Some((target, name)) => {
+                    self.decide(m, &node, (target, name), now);
+                    self.pop()
+                }
+                None => InPlaceStep::Continue(None),
+            },
             InPlaceOutcome::Drain(progress) => {
                 self.after_drain(m, progress);
                 self.pop()
@@ -126,25 +152,38 @@ impl InPlaceFlow {
         }
     }
 
-    fn pop(&mut self) -> InPlaceStep {
+    fn pop(&mut self) -> InPlaceStep<T> {
         self.queue
             .pop_front()
             .unwrap_or(InPlaceStep::Continue(None))
     }
 
-    fn push(&mut self, steps: impl IntoIterator<Item = InPlaceStep>) {
+    fn push(&mut self, steps: impl IntoIterator<Item = InPlaceStep<T>>) {
         self.queue.extend(steps);
     }
 
     /// The decisions for the Node as read, in the reference's order: the
     /// agent's result, the timeout, the Node's condition, the action.
-    fn decide(&mut self, m: &MachineView, node: &InPlaceNodeView, now: DateTime<Utc>) {
+    /// `on_node`: the target cluster and the Node's name.
+    fn decide(
+        &mut self,
+        m: &MachineView,
+        node: &InPlaceNodeView,
+        on_node: (T, String),
+        now: DateTime<Utc>,
+    ) {
+        let (target, name) = on_node;
+        let set = |condition| InPlaceStep::SetCondition {
+            condition,
+            node: name.clone(),
+            target: target.clone(),
+        };
         let short = InPlaceStep::Requeue(self.settings.short_retry);
         if let Some(t) = ip::in_place_result(m, node) {
             // The Node's condition in the same pass: its watch event brings
             // the next one (the health check's re-join), without waiting.
             self.push([InPlaceStep::Write(t)]);
-            self.push(ip::node_condition_step(node).map(InPlaceStep::SetCondition));
+            self.push(ip::node_condition_step(node).map(set));
             self.push([short]);
             return;
         }
@@ -158,7 +197,7 @@ impl InPlaceFlow {
             None => {}
         }
         if let Some(cond) = ip::node_condition_step(node) {
-            self.push([InPlaceStep::SetCondition(cond), short]);
+            self.push([set(cond), short]);
             return;
         }
         match ip::in_place_action(m, self.settings.force_drain, node, now) {
@@ -167,7 +206,7 @@ impl InPlaceFlow {
                 recheck.map_or(AGENT_RECHECK, |r| r.min(AGENT_RECHECK)),
             ))]),
             InPlaceAction::MarkReady => self.push([
-                InPlaceStep::SetCondition(ip::ready_for_update_condition()),
+                set(ip::ready_for_update_condition()),
                 InPlaceStep::Continue(Some(AGENT_RECHECK)),
             ]),
             InPlaceAction::Drain(plan) => {
@@ -182,20 +221,29 @@ impl InPlaceFlow {
         let long = InPlaceStep::Continue(Some(self.settings.long_retry));
         match progress {
             InPlaceDrain::Running => self.push([long]),
-            InPlaceDrain::Idle => match self.plan.take() {
-                Some(plan) => self.push([InPlaceStep::StartDrain(plan), long]),
-                None => self.push([InPlaceStep::Continue(None)]),
+            InPlaceDrain::Idle => match (self.plan.take(), m.target_node(self.target.as_ref())) {
+                (Some(plan), Some((target, node))) => self.push([
+                    InPlaceStep::StartDrain { plan, node, target },
+                    long,
+                ]),
+                _ => self.push([InPlaceStep::Continue(None)]),
             },
             InPlaceDrain::Finished(Err(e)) => self.push([
                 InPlaceStep::WarnDrainFailed(e.clone()),
                 InPlaceStep::Write(ip::after_in_place_drain(&m.name, Err(e))),
                 InPlaceStep::RequeueWithBackoff,
             ]),
-            InPlaceDrain::Finished(Ok(())) => self.push([
-                InPlaceStep::Write(ip::after_in_place_drain(&m.name, Ok(()))),
-                InPlaceStep::SetCondition(ip::drain_successful_condition()),
-                InPlaceStep::Requeue(self.settings.short_retry),
-            ]),
+            InPlaceDrain::Finished(Ok(())) => {
+                self.push([InPlaceStep::Write(ip::after_in_place_drain(&m.name, Ok(())))]);
+                self.push(m.target_node(self.target.as_ref()).map(|(target, node)| {
+                    InPlaceStep::SetCondition {
+                        condition: ip::drain_successful_condition(),
+                        node,
+                        target,
+                    }
+                }));
+                self.push([InPlaceStep::Requeue(self.settings.short_retry)]);
+            }
         }
     }
 }

@@ -19,13 +19,17 @@ fn settings() -> InPlaceSettings {
 
 use crate::machine::inplace::fixtures::{node, t0, view};
 
+/// The target cluster's stand-in: the steps that act on the Node carry it.
+type Target = &'static str;
+const TARGET: Target = "target-cluster";
+
 const CAND: &str = c::NODE_CANDIDATE_FOR_UPDATE_LABEL;
 const SEL: &str = c::NODE_SELECTED_FOR_UPDATE_LABEL;
 
 /// Runs the flow from the Node read, answering every effect as done, and
 /// returns the steps up to the one that ends the pass.
-fn run(m: &MachineView, n: Option<InPlaceNodeView>, drain: InPlaceDrain) -> Vec<InPlaceStep> {
-    let mut flow = InPlaceFlow::new(settings());
+fn run(m: &MachineView, n: Option<InPlaceNodeView>, drain: InPlaceDrain) -> Vec<InPlaceStep<Target>> {
+    let mut flow = InPlaceFlow::new(settings(), Some(TARGET));
     let mut steps = vec![flow.next(m, InPlaceOutcome::Start, t0())];
     let mut outcome = InPlaceOutcome::NodeRead(n);
     loop {
@@ -33,9 +37,9 @@ fn run(m: &MachineView, n: Option<InPlaceNodeView>, drain: InPlaceDrain) -> Vec<
         steps.push(step.clone());
         outcome = match step {
             InPlaceStep::Write(_) => InPlaceOutcome::Written,
-            InPlaceStep::SetCondition(_) => InPlaceOutcome::ConditionSet,
+            InPlaceStep::SetCondition { .. } => InPlaceOutcome::ConditionSet,
             InPlaceStep::ReadDrain => InPlaceOutcome::Drain(drain.clone()),
-            InPlaceStep::StartDrain(_) => InPlaceOutcome::DrainStarted,
+            InPlaceStep::StartDrain { .. } => InPlaceOutcome::DrainStarted,
             InPlaceStep::WarnDrainFailed(_) => InPlaceOutcome::Warned,
             InPlaceStep::ReadNode
             | InPlaceStep::Requeue(_)
@@ -45,15 +49,15 @@ fn run(m: &MachineView, n: Option<InPlaceNodeView>, drain: InPlaceDrain) -> Vec<
     }
 }
 
-fn kinds(steps: &[InPlaceStep]) -> Vec<&'static str> {
+fn kinds(steps: &[InPlaceStep<Target>]) -> Vec<&'static str> {
     steps
         .iter()
         .map(|s| match s {
             InPlaceStep::ReadNode => "read-node",
             InPlaceStep::Write(_) => "write",
-            InPlaceStep::SetCondition(_) => "condition",
+            InPlaceStep::SetCondition { .. } => "condition",
             InPlaceStep::ReadDrain => "read-drain",
-            InPlaceStep::StartDrain(_) => "start-drain",
+            InPlaceStep::StartDrain { .. } => "start-drain",
             InPlaceStep::WarnDrainFailed(_) => "warn",
             InPlaceStep::Requeue(_) => "requeue",
             InPlaceStep::RequeueWithBackoff => "backoff",
@@ -68,7 +72,7 @@ fn a_machine_without_a_node_skips_the_step() {
         node: None,
         ..view(Phase::Running)
     };
-    let mut flow = InPlaceFlow::new(settings());
+    let mut flow = InPlaceFlow::new(settings(), Some(TARGET));
     assert_eq!(
         flow.next(&m, InPlaceOutcome::Start, t0()),
         InPlaceStep::Continue(None)
@@ -137,7 +141,7 @@ fn a_candidate_node_gets_its_condition_then_requeues() {
         InPlaceDrain::Idle,
     );
     assert_eq!(kinds(&steps), ["read-node", "condition", "requeue"]);
-    let InPlaceStep::SetCondition(cond) = &steps[1] else {
+    let InPlaceStep::SetCondition { condition: cond, .. } = &steps[1] else {
         panic!("{steps:?}")
     };
     assert_eq!(cond.reason, c::IN_PLACE_CANDIDATE_FOR_UPDATE);
@@ -178,7 +182,7 @@ fn a_finished_drain_makes_the_machine_updating_and_marks_the_node_drained() {
         kinds(&steps),
         ["read-node", "read-drain", "write", "condition", "requeue"]
     );
-    let InPlaceStep::SetCondition(cond) = &steps[3] else {
+    let InPlaceStep::SetCondition { condition: cond, .. } = &steps[3] else {
         panic!("{steps:?}")
     };
     assert_eq!(cond.reason, c::IN_PLACE_DRAIN_SUCCESSFUL);
@@ -223,4 +227,38 @@ fn a_node_ready_for_update_waits_for_the_agent() {
         panic!("{steps:?}")
     };
     assert!(after <= AGENT_RECHECK);
+}
+
+#[test]
+fn without_a_target_cluster_the_in_place_step_reads_no_node_and_goes_on() {
+    let mut flow: InPlaceFlow<Target> = InPlaceFlow::new(settings(), None);
+    assert_eq!(
+        flow.next(&view(Phase::Running), InPlaceOutcome::Start, t0()),
+        InPlaceStep::Continue(None)
+    );
+}
+
+#[test]
+fn every_step_on_the_node_carries_the_target_cluster_and_the_machines_node() {
+    let m = view(Phase::Running);
+    let want = m.node.clone().unwrap_or_default();
+    let mut seen = 0;
+    let selected = Some(c::IN_PLACE_SELECTED_FOR_UPDATE);
+    for (n, drain) in [
+        (node(&[CAND], None), InPlaceDrain::Idle),
+        (node(&[CAND, SEL], selected), InPlaceDrain::Idle),
+        (node(&[CAND, SEL], selected), InPlaceDrain::Finished(Ok(()))),
+    ] {
+        for step in run(&m, Some(n), drain) {
+            match step {
+                InPlaceStep::SetCondition { node, target, .. }
+                | InPlaceStep::StartDrain { node, target, .. } => {
+                    assert_eq!((node.as_str(), target), (want.as_str(), TARGET));
+                    seen += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(seen, 3, "two conditions set and one drain started");
 }

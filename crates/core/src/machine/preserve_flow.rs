@@ -36,23 +36,30 @@ pub enum PreserveDrain {
     },
     /// The drain finished with this result (handed out once).
     Finished(Result<(), String>),
-    /// No drain can run here (no target cluster or no Node name).
-    Skipped,
 }
 
-/// The next effect of a preservation pass.
+/// The next effect of a preservation pass; `T` is the target cluster's
+/// handle, carried by the drain's start with the Node's name.
 #[derive(Debug, Clone, PartialEq)]
-pub enum PreserveFlowStep {
+pub enum PreserveFlowStep<T = ()> {
     /// Read the machine's Node (from the Node cache).
     ReadNode,
     /// Publish an `InvalidPreserveAnnotation` Warning Event with this note.
     WarnInvalid(String),
     /// Apply one effect of the plan (never [`PreserveStep::Drain`]).
     Apply(PreserveStep),
-    /// Ask the drain tasks where the preserved Node's drain stands.
+    /// Ask the drain tasks where the preserved Node's drain stands (asked
+    /// only with a target cluster and a Node name).
     ReadDrain,
-    /// Start (or restart, forced) the drain with this plan.
-    StartDrain(DrainPlan),
+    /// Start (or restart, forced) the drain of this Node with this plan.
+    StartDrain {
+        /// The drain's plan.
+        plan: DrainPlan,
+        /// The machine's Node.
+        node: String,
+        /// The target cluster the Node is in.
+        target: T,
+    },
     /// Publish a `PreservedNodeDrainFailed` Warning Event with this note.
     WarnDrainFailed(String),
     /// Stop this reconcile; reconcile again after this long.
@@ -79,24 +86,28 @@ pub enum PreserveOutcome {
 
 /// One reconcile's preservation pass.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PreserveFlow {
+pub struct PreserveFlow<T = ()> {
     settings: PreserveSettings,
+    /// The target cluster; `None` in the mode without Nodes.
+    target: Option<T>,
     /// The Node's `Preserved` condition as read (the drain's result updates it).
     condition: Option<NodeCondition>,
     /// The effective preserve value.
     value: String,
     /// `preserveExpiryTime`, as written so far in this pass.
     expiry: Option<DateTime<Utc>>,
-    queue: VecDeque<PreserveFlowStep>,
+    queue: VecDeque<PreserveFlowStep<T>>,
     /// The drain plan, while its progress is asked.
     drain: Option<DrainPlan>,
 }
 
-impl PreserveFlow {
-    /// A new pass with these settings.
-    pub fn new(settings: PreserveSettings) -> Self {
+impl<T: Clone> PreserveFlow<T> {
+    /// A new pass with these settings, on this target cluster (`None` in the
+    /// mode without Nodes: no drain).
+    pub fn new(settings: PreserveSettings, target: Option<T>) -> Self {
         PreserveFlow {
             settings,
+            target,
             condition: None,
             value: String::new(),
             expiry: None,
@@ -116,11 +127,15 @@ impl PreserveFlow {
         m: &MachineView,
         outcome: PreserveOutcome,
         now: DateTime<Utc>,
-    ) -> PreserveFlowStep {
+    ) -> PreserveFlowStep<T> {
         match outcome {
             PreserveOutcome::Start => PreserveFlowStep::ReadNode,
             PreserveOutcome::NodeRead(node) => {
-                self.plan(PreserveInput::of(m, node, self.settings.timeout, now));
+                let can_drain = m.target_node(self.target.as_ref()).is_some();
+                self.plan(
+                    PreserveInput::of(m, node, self.settings.timeout, now),
+                    can_drain,
+                );
                 self.pop()
             }
             PreserveOutcome::Done => self.pop(),
@@ -131,20 +146,23 @@ impl PreserveFlow {
         }
     }
 
-    fn plan(&mut self, input: PreserveInput) {
+    /// Queues the plan's effects; `can_drain`: a target cluster and a Node
+    /// name are known (without them no drain can run and none is asked about).
+    fn plan(&mut self, input: PreserveInput, can_drain: bool) {
         let plan = plan_preservation(&input);
         self.value = plan.effective.clone().unwrap_or_default();
         self.expiry = input.expiry;
         self.queue
             .extend(plan.invalid.into_iter().map(PreserveFlowStep::WarnInvalid));
         for step in plan.steps {
-            self.queue.push_back(match step {
-                PreserveStep::Drain(p) => {
+            match step {
+                PreserveStep::Drain(p) if can_drain => {
                     self.drain = Some(p);
-                    PreserveFlowStep::ReadDrain
+                    self.queue.push_back(PreserveFlowStep::ReadDrain);
                 }
-                other => PreserveFlowStep::Apply(other),
-            });
+                PreserveStep::Drain(_) => {}
+                other => self.queue.push_back(PreserveFlowStep::Apply(other)),
+            }
         }
         self.queue
             .push_back(PreserveFlowStep::Continue(plan.recheck_after));
@@ -154,7 +172,7 @@ impl PreserveFlow {
         };
     }
 
-    fn pop(&mut self) -> PreserveFlowStep {
+    fn pop(&mut self) -> PreserveFlowStep<T> {
         let step = self
             .queue
             .pop_front()
@@ -167,7 +185,7 @@ impl PreserveFlow {
     }
 
     /// Ends the pass with `steps` (nothing planned after them runs in this reconcile).
-    fn end_with(&mut self, steps: impl IntoIterator<Item = PreserveFlowStep>) {
+    fn end_with(&mut self, steps: impl IntoIterator<Item = PreserveFlowStep<T>>) {
         self.queue.clear();
         self.queue.extend(steps);
     }
@@ -178,11 +196,12 @@ impl PreserveFlow {
             return;
         };
         match progress {
-            PreserveDrain::Skipped => {}
             PreserveDrain::Running { force } if force || !plan.force => self.end_with([long]),
             // Idle, or a normal drain running where a forced one is due now.
             PreserveDrain::Running { .. } | PreserveDrain::Idle => {
-                self.end_with([PreserveFlowStep::StartDrain(plan), long]);
+                if let Some((target, node)) = m.target_node(self.target.as_ref()) {
+                    self.end_with([PreserveFlowStep::StartDrain { plan, node, target }, long]);
+                }
             }
             PreserveDrain::Finished(result) => {
                 let cond = preserved_condition(
@@ -202,7 +221,7 @@ impl PreserveFlow {
                         }
                     }
                     Err(e) => {
-                        let steps: Vec<PreserveFlowStep> = set
+                        let steps: Vec<PreserveFlowStep<T>> = set
                             .into_iter()
                             .chain([
                                 PreserveFlowStep::WarnDrainFailed(e),

@@ -29,11 +29,22 @@ fn view(phase: &str, annotations: serde_json::Value) -> MachineView {
     MachineView::of(&m, &Settings::default())
 }
 
-fn flow() -> PreserveFlow {
-    PreserveFlow::new(PreserveSettings {
-        timeout: HOUR,
-        long_retry: LONG,
-    })
+/// The target cluster's stand-in: the drain's start carries it.
+type Target = &'static str;
+const TARGET: Target = "target-cluster";
+
+fn flow_on(target: Option<Target>) -> PreserveFlow<Target> {
+    PreserveFlow::new(
+        PreserveSettings {
+            timeout: HOUR,
+            long_retry: LONG,
+        },
+        target,
+    )
+}
+
+fn flow() -> PreserveFlow<Target> {
+    flow_on(Some(TARGET))
 }
 
 fn plain_node() -> PreserveNode {
@@ -50,8 +61,17 @@ fn failed_when_failed() -> MachineView {
 
 /// Runs the flow, answering every effect as done and the drain with
 /// `drain`, and returns the steps up to the one that ends the pass.
-fn run(m: &MachineView, node: PreserveNode, drain: PreserveDrain) -> Vec<PreserveFlowStep> {
-    let mut f = flow();
+fn run(m: &MachineView, node: PreserveNode, drain: PreserveDrain) -> Vec<PreserveFlowStep<Target>> {
+    run_with(flow(), m, node, drain)
+}
+
+/// [`run`] with this flow.
+fn run_with(
+    mut f: PreserveFlow<Target>,
+    m: &MachineView,
+    node: PreserveNode,
+    drain: PreserveDrain,
+) -> Vec<PreserveFlowStep<Target>> {
     let mut steps = vec![f.next(m, PreserveOutcome::Start, now())];
     let mut outcome = PreserveOutcome::NodeRead(node);
     loop {
@@ -61,7 +81,7 @@ fn run(m: &MachineView, node: PreserveNode, drain: PreserveDrain) -> Vec<Preserv
             PreserveFlowStep::ReadDrain => PreserveOutcome::Drain(drain.clone()),
             PreserveFlowStep::WarnInvalid(_)
             | PreserveFlowStep::Apply(_)
-            | PreserveFlowStep::StartDrain(_)
+            | PreserveFlowStep::StartDrain { .. }
             | PreserveFlowStep::WarnDrainFailed(_) => PreserveOutcome::Done,
             PreserveFlowStep::ReadNode
             | PreserveFlowStep::Requeue(_)
@@ -71,7 +91,7 @@ fn run(m: &MachineView, node: PreserveNode, drain: PreserveDrain) -> Vec<Preserv
     }
 }
 
-fn kinds(steps: &[PreserveFlowStep]) -> Vec<&'static str> {
+fn kinds(steps: &[PreserveFlowStep<Target>]) -> Vec<&'static str> {
     steps
         .iter()
         .map(|s| match s {
@@ -84,7 +104,7 @@ fn kinds(steps: &[PreserveFlowStep]) -> Vec<&'static str> {
             PreserveFlowStep::Apply(PreserveStep::ClearExpiry) => "clear-expiry",
             PreserveFlowStep::Apply(_) => "apply",
             PreserveFlowStep::ReadDrain => "read-drain",
-            PreserveFlowStep::StartDrain(_) => "start-drain",
+            PreserveFlowStep::StartDrain { .. } => "start-drain",
             PreserveFlowStep::WarnDrainFailed(_) => "warn-drain",
             PreserveFlowStep::Requeue(_) => "requeue",
             PreserveFlowStep::RequeueWithBackoff => "backoff",
@@ -192,13 +212,14 @@ fn a_normal_drain_running_where_a_forced_one_is_due_is_restarted_forced() {
         ..m
     };
     let steps = run(&m, plain_node(), PreserveDrain::Running { force: false });
-    let Some(PreserveFlowStep::StartDrain(plan)) = steps
+    let Some(PreserveFlowStep::StartDrain { plan, node, target }) = steps
         .iter()
-        .find(|s| matches!(s, PreserveFlowStep::StartDrain(_)))
+        .find(|s| matches!(s, PreserveFlowStep::StartDrain { .. }))
     else {
         panic!("{steps:?}")
     };
     assert!(plan.force);
+    assert_eq!((node.as_str(), *target), ("n", TARGET));
 }
 
 #[test]
@@ -253,10 +274,40 @@ fn a_failed_drain_writes_its_condition_warns_and_backs_off() {
 }
 
 #[test]
-fn without_a_target_cluster_the_drain_is_skipped() {
-    let steps = run(&failed_when_failed(), plain_node(), PreserveDrain::Skipped);
+fn without_a_target_cluster_the_drain_is_neither_asked_about_nor_started() {
+    let steps = run_with(
+        flow_on(None),
+        &failed_when_failed(),
+        plain_node(),
+        PreserveDrain::Idle,
+    );
     assert_eq!(steps.last(), Some(&PreserveFlowStep::Continue(Some(HOUR))));
+    assert!(!kinds(&steps).contains(&"read-drain"));
     assert!(!kinds(&steps).contains(&"start-drain"));
+}
+
+#[test]
+fn without_a_node_name_the_drain_is_neither_asked_about_nor_started() {
+    let m = MachineView {
+        node: None,
+        ..failed_when_failed()
+    };
+    let steps = run(&m, plain_node(), PreserveDrain::Idle);
+    assert!(!kinds(&steps).contains(&"read-drain"));
+    assert!(!kinds(&steps).contains(&"start-drain"));
+}
+
+#[test]
+fn the_drains_start_carries_the_target_cluster_and_the_machines_node() {
+    let steps = run(&failed_when_failed(), plain_node(), PreserveDrain::Idle);
+    let starts: Vec<(String, Target)> = steps
+        .into_iter()
+        .filter_map(|s| match s {
+            PreserveFlowStep::StartDrain { node, target, .. } => Some((node, target)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [("n".to_string(), TARGET)]);
 }
 
 #[test]

@@ -241,6 +241,14 @@ fn effective_settings(
     }
 }
 
+impl MachineView {
+    /// The target cluster and the machine's Node, when both are known: what
+    /// every step that acts on the Node carries.
+    pub fn target_node<T: Clone>(&self, target: Option<&T>) -> Option<(T, String)> {
+        Some((target?.clone(), self.node.clone()?))
+    }
+}
+
 /// The one fixture builder of the core tests: a named machine in a phase,
 /// everything else empty, refined by the chained setters below or by struct
 /// update (`MachineView { provider_id: .., ..MachineView::test("m", phase) }`).

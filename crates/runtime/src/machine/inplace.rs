@@ -83,22 +83,24 @@ impl Reconciler<'_> {
             .get(c::FORCE_DRAIN_LABEL)
             .map(String::as_str)
             == Some(c::FORCE_DRAIN_LABEL_VALUE);
-        let mut flow = InPlaceFlow::new(InPlaceSettings {
-            timeout: self.in_place_timeout(),
-            force_drain,
-            short_retry: self.ctx.config.short_retry,
-            long_retry: self.ctx.config.long_retry,
-        });
-        let target = self.ctx.target.clone();
+        let mut flow = InPlaceFlow::new(
+            InPlaceSettings {
+                timeout: self.in_place_timeout(),
+                force_drain,
+                short_retry: self.ctx.config.short_retry,
+                long_retry: self.ctx.config.long_retry,
+            },
+            self.ctx.target.clone(),
+        );
         let node_name = view.node.clone().unwrap_or_default();
         let uid = self.machine.uid().unwrap_or_default();
         let mut outcome = InPlaceOutcome::Start;
         loop {
             outcome = match flow.next(view, outcome, Utc::now()) {
                 InPlaceStep::ReadNode => InPlaceOutcome::NodeRead(
-                    target
-                        .as_ref()
-                        .and_then(|_| self.ctx.nodes.get(&ObjectRef::new(&node_name)))
+                    self.ctx
+                        .nodes
+                        .get(&ObjectRef::new(&node_name))
                         .map(|n| in_place_node_view(&n)),
                 ),
                 InPlaceStep::Write(t) => {
@@ -108,12 +110,14 @@ impl Reconciler<'_> {
                     self.write(MachineStatusChange::of(&t)).await?;
                     InPlaceOutcome::Written
                 }
-                InPlaceStep::SetCondition(cond) => {
-                    if let Some(target) = &target {
-                        let nodes: Api<Node> = Api::all(target.clone());
-                        self.set_in_place_condition(&nodes, &node_name, cond)
-                            .await?;
-                    }
+                InPlaceStep::SetCondition {
+                    condition,
+                    node,
+                    target,
+                } => {
+                    let nodes: Api<Node> = Api::all(target);
+                    self.set_in_place_condition(&nodes, &node, condition)
+                        .await?;
                     InPlaceOutcome::ConditionSet
                 }
                 InPlaceStep::ReadDrain => {
@@ -129,17 +133,9 @@ impl Reconciler<'_> {
                         DrainState::Idle => InPlaceDrain::Idle,
                     })
                 }
-                InPlaceStep::StartDrain(plan) => {
-                    if let Some(target) = &target {
-                        info!(node = %node_name, "draining the node for its in-place update");
-                        self.start_drain(
-                            plan,
-                            target.clone(),
-                            node_name.clone(),
-                            driver.clone(),
-                            &uid,
-                        );
-                    }
+                InPlaceStep::StartDrain { plan, node, target } => {
+                    info!(node = %node, "draining the node for its in-place update");
+                    self.start_drain(plan, target, node, driver.clone(), &uid);
                     InPlaceOutcome::DrainStarted
                 }
                 InPlaceStep::WarnDrainFailed(e) => {

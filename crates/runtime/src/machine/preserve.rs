@@ -38,10 +38,13 @@ impl Reconciler<'_> {
             .ok()
             .flatten()
             .unwrap_or(self.ctx.config.preserve_timeout);
-        let mut flow = PreserveFlow::new(PreserveSettings {
-            timeout,
-            long_retry: self.ctx.config.long_retry,
-        });
+        let mut flow = PreserveFlow::new(
+            PreserveSettings {
+                timeout,
+                long_retry: self.ctx.config.long_retry,
+            },
+            self.ctx.target.clone(),
+        );
         let mut outcome = PreserveOutcome::Start;
         loop {
             outcome = match flow.next(&view, outcome, Utc::now()) {
@@ -64,8 +67,8 @@ impl Reconciler<'_> {
                     PreserveOutcome::Done
                 }
                 PreserveFlowStep::ReadDrain => PreserveOutcome::Drain(self.preserve_drain_state()),
-                PreserveFlowStep::StartDrain(plan) => {
-                    self.start_preserve_drain(plan, driver);
+                PreserveFlowStep::StartDrain { plan, node, target } => {
+                    self.start_preserve_drain(plan, target, node, driver);
                     PreserveOutcome::Done
                 }
                 PreserveFlowStep::WarnDrainFailed(e) => {
@@ -178,9 +181,6 @@ impl Reconciler<'_> {
     /// Where the preserved Node's drain stands (`Skipped` without a target
     /// cluster or a Node name).
     fn preserve_drain_state(&self) -> PreserveDrain {
-        if self.ctx.target.is_none() || self.machine.labels().get("node").is_none() {
-            return PreserveDrain::Skipped;
-        }
         let uid = self.machine.uid().unwrap_or_default();
         match self.ctx.drains.state(&self.preserve_drain_key(), &uid) {
             DrainState::Finished(done) => {
@@ -204,10 +204,13 @@ impl Reconciler<'_> {
     /// Starts (or restarts) the drain of the preserved Node as a task,
     /// without a cordon; it is abandoned once the machine is gone, being
     /// deleted or no longer preserved.
-    fn start_preserve_drain(&self, plan: mcm_core::machine::DrainPlan, driver: &Arc<dyn Driver>) {
-        let (Some(target), Some(node)) = (self.ctx.target.clone(), self.view().node) else {
-            return;
-        };
+    fn start_preserve_drain(
+        &self,
+        plan: mcm_core::machine::DrainPlan,
+        target: kube::Client,
+        node: String,
+        driver: &Arc<dyn Driver>,
+    ) {
         let key = self.preserve_drain_key();
         let uid = self.machine.uid().unwrap_or_default();
         let driver = driver.clone();

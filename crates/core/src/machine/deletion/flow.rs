@@ -529,7 +529,7 @@ impl<P: Clone, T: Clone> DeletionFlow<P, T> {
     /// The target cluster and the machine's Node, when both are known: what
     /// every step on the Node needs.
     fn cluster_node(&self, m: &MachineView) -> Option<(T, String)> {
-        Some((self.target.clone()?, m.node.clone()?))
+        m.target_node(self.target.as_ref())
     }
 
     /// The DeleteVolumeAttachments stage when the Node cannot be looked up.
