@@ -81,13 +81,24 @@ impl Error {
     }
 }
 
-/// The one conflict check of the runtime: the API server answered 409, an
-/// optimistic-concurrency conflict (a resourceVersion or `test` precondition
-/// failed: someone wrote first) or, for a create, AlreadyExists. A
-/// reconcile that fails on it is retried soon and quietly by every
-/// controller's [`routing::error_policy`] ([`Context::requeue_after_error`]).
+/// The one conflict check of the runtime: someone wrote first. The API
+/// server answered 409 (a resourceVersion precondition failed, or, for a
+/// create, AlreadyExists) or a JSON patch's `test` failed
+/// ([`is_failed_test`]). A reconcile that fails on it is retried soon and
+/// quietly by every controller's [`routing::error_policy`]
+/// ([`Context::requeue_after_error`]).
 pub(crate) fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
+    matches!(e, kube::Error::Api(s) if s.code == 409 || is_failed_test(s))
+}
+
+/// A JSON patch whose `test` operation failed: the API server answers 422
+/// Invalid with empty details, where a validation error names the object
+/// and its causes.
+fn is_failed_test(s: &kube::core::Status) -> bool {
+    s.code == 422
+        && s.details
+            .as_ref()
+            .is_none_or(|d| d.name.is_empty() && d.causes.is_empty())
 }
 
 /// The API server answered 404 NotFound.

@@ -3,18 +3,21 @@
 //! taints) and the MachineClass's `nodeTemplate.virtualCapacity`.
 //!
 //! The decisions are [`mcm_core::node_template::plan`]; this module writes
-//! them. Both writes carry the Node's resourceVersion as a precondition: a
-//! Node changed since the cache saw it (for example the
-//! `node.gardener.cloud/critical-components-not-ready` taint removed) answers
-//! 409 and is synced again on the next pass, from the new state, instead of
-//! having the change undone. Capacity goes first (status subresource), the
-//! bookkeeping annotation with the object patch after it, so a failure in
-//! between is repaired by the next pass.
+//! them. Both writes carry a precondition: the object patch tests the parts
+//! the plan was made from (labels, annotations, taints, finalizers; see
+//! [`MetaPatch::guarded_by_read`]), the capacity write the resourceVersion.
+//! A Node whose parts changed since the cache saw them (for example the
+//! `node.gardener.cloud/critical-components-not-ready` taint removed) is
+//! refused and synced again on the next pass, from the new state, instead of
+//! having the change undone; a kubelet's status heartbeat in between is no
+//! conflict. Capacity goes first (status subresource), the bookkeeping
+//! annotation with the object patch after it, so a failure in between is
+//! repaired by the next pass.
 //!
 //! [`sync_and_report`] never fails: a failed sync is logged and published as
 //! a Warning Event `NodeSyncFailed`, and the health check runs regardless.
 
-use crate::metadata::MetaPatch;
+use crate::metadata::{MetaPatch, Part};
 use crate::Context;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
@@ -94,7 +97,7 @@ async fn sync_node_fresh(
     }
     let node_name = node.name_any();
     let nodes: Api<Node> = Api::all(target.clone());
-    let mut rv = node.resource_version();
+    let rv = node.resource_version();
     let mut fresh = None;
     let classify = |e: kube::Error| match e {
         e if crate::is_not_found(&e) => Ok((NodeSyncOutcome::NodeGone, None)),
@@ -107,10 +110,7 @@ async fn sync_node_fresh(
     if !p.capacity.is_empty() {
         let write = crate::status::node::set_capacity;
         match write(&nodes, &node_name, &p.capacity, rv.as_deref()).await {
-            Ok(n) => {
-                rv = n.resource_version();
-                fresh = Some(n);
-            }
+            Ok(n) => fresh = Some(n),
             Err(e) => return classify(e),
         }
         let changed: Vec<&String> = p.capacity.keys().collect();
@@ -118,7 +118,8 @@ async fn sync_node_fresh(
     }
     if p.has_metadata_changes() {
         match object_write(&p)
-            .guarded_by(rv)
+            .guarded_by_read(node)
+            .also_guarding(SYNCED_PARTS)
             .send(&nodes, &node_name)
             .await
         {
@@ -187,6 +188,14 @@ pub(crate) async fn sync_and_report(
         }
     }
 }
+
+/// The parts of a Node the sync plan is made from: its write tests them all.
+const SYNCED_PARTS: [Part; 4] = [
+    Part::Labels,
+    Part::Annotations,
+    Part::Spec("taints"),
+    Part::Finalizers,
+];
 
 /// The Node object's part of a sync plan (labels, annotations, taints, and
 /// the node finalizer when it is missing), as one write; the caller guards

@@ -222,10 +222,9 @@ impl<T: Clone> InPlaceFlow<T> {
         match progress {
             InPlaceDrain::Running => self.push([long]),
             InPlaceDrain::Idle => match (self.plan.take(), m.target_node(self.target.as_ref())) {
-                (Some(plan), Some((target, node))) => self.push([
-                    InPlaceStep::StartDrain { plan, node, target },
-                    long,
-                ]),
+                (Some(plan), Some((target, node))) => {
+                    self.push([InPlaceStep::StartDrain { plan, node, target }, long])
+                }
                 _ => self.push([InPlaceStep::Continue(None)]),
             },
             InPlaceDrain::Finished(Err(e)) => self.push([
@@ -234,7 +233,10 @@ impl<T: Clone> InPlaceFlow<T> {
                 InPlaceStep::RequeueWithBackoff,
             ]),
             InPlaceDrain::Finished(Ok(())) => {
-                self.push([InPlaceStep::Write(ip::after_in_place_drain(&m.name, Ok(())))]);
+                self.push([InPlaceStep::Write(ip::after_in_place_drain(
+                    &m.name,
+                    Ok(()),
+                ))]);
                 self.push(m.target_node(self.target.as_ref()).map(|(target, node)| {
                     InPlaceStep::SetCondition {
                         condition: ip::drain_successful_condition(),

@@ -28,7 +28,11 @@ const SEL: &str = c::NODE_SELECTED_FOR_UPDATE_LABEL;
 
 /// Runs the flow from the Node read, answering every effect as done, and
 /// returns the steps up to the one that ends the pass.
-fn run(m: &MachineView, n: Option<InPlaceNodeView>, drain: InPlaceDrain) -> Vec<InPlaceStep<Target>> {
+fn run(
+    m: &MachineView,
+    n: Option<InPlaceNodeView>,
+    drain: InPlaceDrain,
+) -> Vec<InPlaceStep<Target>> {
     let mut flow = InPlaceFlow::new(settings(), Some(TARGET));
     let mut steps = vec![flow.next(m, InPlaceOutcome::Start, t0())];
     let mut outcome = InPlaceOutcome::NodeRead(n);
@@ -141,7 +145,10 @@ fn a_candidate_node_gets_its_condition_then_requeues() {
         InPlaceDrain::Idle,
     );
     assert_eq!(kinds(&steps), ["read-node", "condition", "requeue"]);
-    let InPlaceStep::SetCondition { condition: cond, .. } = &steps[1] else {
+    let InPlaceStep::SetCondition {
+        condition: cond, ..
+    } = &steps[1]
+    else {
         panic!("{steps:?}")
     };
     assert_eq!(cond.reason, c::IN_PLACE_CANDIDATE_FOR_UPDATE);
@@ -182,7 +189,10 @@ fn a_finished_drain_makes_the_machine_updating_and_marks_the_node_drained() {
         kinds(&steps),
         ["read-node", "read-drain", "write", "condition", "requeue"]
     );
-    let InPlaceStep::SetCondition { condition: cond, .. } = &steps[3] else {
+    let InPlaceStep::SetCondition {
+        condition: cond, ..
+    } = &steps[3]
+    else {
         panic!("{steps:?}")
     };
     assert_eq!(cond.reason, c::IN_PLACE_DRAIN_SUCCESSFUL);

@@ -33,7 +33,7 @@ pub(crate) use delete::delete_orphan;
 
 use crate::caches::Triggers;
 use crate::keys::{Kind, ObjectKey};
-use crate::metadata::{finalizer, version_of, MetaPatch};
+use crate::metadata::{finalizer, MetaPatch};
 use crate::routing::{error_policy, Route};
 use crate::status::machine::MachineStatusChange;
 use crate::{drain, Context, Error};

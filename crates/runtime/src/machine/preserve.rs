@@ -318,7 +318,7 @@ impl Reconciler<'_> {
             taints.retain(|t| !is_ours(t));
         }
         MetaPatch::new()
-            .guarded_by(version_of(&n))
+            .guarded_by_read(&n)
             .taints(taints)
             .send(&nodes, &node)
             .await?;

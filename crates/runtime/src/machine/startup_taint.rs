@@ -23,9 +23,9 @@ pub(super) struct TaintState {
     pub(super) retry: Option<Duration>,
 }
 
-/// Removes the startup taint `key` from `node`, guarded by the Node's
-/// resourceVersion: a Node changed since it was read answers 409 and is
-/// never overwritten. Answers the patched Node; `None` when it is gone.
+/// Removes the startup taint `key` from `node`, guarded by the taint list as
+/// read: a list changed since is refused (a conflict) and never
+/// overwritten. Answers the patched Node; `None` when it is gone.
 pub(crate) async fn remove_startup_taint(
     target: &kube::Client,
     key: &str,
@@ -39,7 +39,7 @@ pub(crate) async fn remove_startup_taint(
     let rest = st::without_startup_taint(key, &taints);
     let nodes: Api<Node> = Api::all(target.clone());
     MetaPatch::new()
-        .guarded_by(version_of(node))
+        .guarded_by_read(node)
         .taints(rest)
         .send_unless_gone(&nodes, &node.name_any())
         .await

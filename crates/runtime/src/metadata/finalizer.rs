@@ -8,8 +8,8 @@
 //! - Removing is a JSON patch guarded by the list itself ([`remove_body`]):
 //!   a concurrent write elsewhere in the object (a Node's status heartbeat,
 //!   a label) is no conflict and the copy may come from a cache; only a
-//!   changed list fails the `test` (422 or 409), and [`remove_retrying_stale`]
-//!   retries once on a fresh copy.
+//!   changed list fails the `test` (a conflict for [`crate::is_conflict`]),
+//!   and [`remove_retrying_stale`] retries once on a fresh copy.
 
 use super::{version_of, MetaPatch};
 use kube::api::{Api, Patch, PatchParams};
@@ -99,11 +99,6 @@ where
     }
 }
 
-/// A failed JSON-patch `test` (422 Invalid): the list changed.
-fn is_invalid(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 422)
-}
-
 /// [`remove`], retried once on a fresh copy when `obj` (from a cache, or
 /// read before other writes) no longer matches the server's finalizers.
 pub async fn remove_retrying_stale<K>(
@@ -115,12 +110,10 @@ where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
     match remove(api, obj, finalizer).await {
-        Err(e) if crate::is_conflict(&e) || is_invalid(&e) => {
-            match api.get_opt(&obj.name_any()).await? {
-                Some(fresh) => remove(api, &fresh, finalizer).await,
-                None => Ok(None),
-            }
-        }
+        Err(e) if crate::is_conflict(&e) => match api.get_opt(&obj.name_any()).await? {
+            Some(fresh) => remove(api, &fresh, finalizer).await,
+            None => Ok(None),
+        },
         other => other,
     }
 }

@@ -10,8 +10,16 @@
 //! `null`; a field left alone is absent. [`MetaPatch::guarded_by`] adds the
 //! resourceVersion the change was computed from, so that the API server
 //! refuses it (409) when the object moved on; a write that is right
-//! whatever the object holds now carries none. Finalizers have their own
-//! functions ([`finalizer`]): adding one is a guarded merge patch of the
+//! whatever the object holds now carries none.
+//!
+//! A Node moves on all the time (its kubelet's status heartbeats), so a
+//! Node write is guarded by what it was computed from instead:
+//! [`MetaPatch::guarded_by_read`] sends a JSON patch (RFC 6902) that
+//! `test`s each part it changes (the whole label map, the taint list, …),
+//! plus the parts named with [`MetaPatch::also_guarding`], against the copy
+//! it read, then replaces them. Only a change of those parts fails it (422,
+//! which [`crate::is_conflict`] counts as a conflict). Finalizers have their
+//! own functions ([`finalizer`]): adding one is a guarded merge patch of the
 //! whole list, removing one a JSON patch guarded by the list itself.
 
 pub mod finalizer;
@@ -23,8 +31,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::Resource;
 use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
 /// One metadata write (and the spec fields listed in the module docs), as a
@@ -35,8 +44,54 @@ pub(crate) struct MetaPatch {
     annotations: BTreeMap<String, Option<String>>,
     finalizers: Option<Vec<String>>,
     owner_references: Option<Vec<OwnerReference>>,
-    resource_version: Option<String>,
-    spec: Map<String, Value>,
+    guard: Guard,
+    spec: BTreeMap<&'static str, Value>,
+}
+
+/// What a write is guarded by.
+#[derive(Clone, Debug, Default, PartialEq)]
+enum Guard {
+    /// Nothing: the write is right whatever the object holds.
+    #[default]
+    None,
+    /// The object's resourceVersion (a merge patch that answers 409).
+    Version(String),
+    /// The object as read (its JSON): the parts the write changes, and
+    /// `also`, must still hold what they held (a JSON patch that answers 422).
+    Parts {
+        /// The object as read.
+        read: Value,
+        /// Parts tested though not written.
+        also: BTreeSet<Part>,
+    },
+}
+
+/// A part of an object a write can be guarded by (the whole of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Part {
+    /// `metadata.labels`.
+    Labels,
+    /// `metadata.annotations`.
+    Annotations,
+    /// `metadata.finalizers`.
+    Finalizers,
+    /// `metadata.ownerReferences`.
+    OwnerReferences,
+    /// A field of `spec`.
+    Spec(&'static str),
+}
+
+impl Part {
+    /// The part's JSON pointer (RFC 6901); no key here needs escaping.
+    fn pointer(self) -> String {
+        match self {
+            Part::Labels => "/metadata/labels".into(),
+            Part::Annotations => "/metadata/annotations".into(),
+            Part::Finalizers => "/metadata/finalizers".into(),
+            Part::OwnerReferences => "/metadata/ownerReferences".into(),
+            Part::Spec(field) => format!("/spec/{field}"),
+        }
+    }
 }
 
 impl MetaPatch {
@@ -111,32 +166,58 @@ impl MetaPatch {
     /// Guards the write by the resourceVersion it was computed from (no
     /// guard for `None`): a changed object answers 409 Conflict.
     pub(crate) fn guarded_by(mut self, resource_version: Option<String>) -> Self {
-        self.resource_version = resource_version;
+        self.guard = resource_version.map_or(Guard::None, Guard::Version);
+        self
+    }
+
+    /// Guards the write by the parts of `read` (the copy it was computed
+    /// from) that it changes: sent as a JSON patch that tests each of them,
+    /// then replaces it. A change elsewhere in the object (a Node's status)
+    /// is no conflict; a change of a tested part answers 422, a conflict
+    /// for [`crate::is_conflict`]. For Nodes (their JSON always has
+    /// `metadata` and `spec`). Falls back to `read`'s resourceVersion if it
+    /// cannot be serialized.
+    pub(crate) fn guarded_by_read<K: Resource + Serialize>(mut self, read: &K) -> Self {
+        self.guard = match serde_json::to_value(read) {
+            Ok(read) => Guard::Parts {
+                read,
+                also: BTreeSet::new(),
+            },
+            Err(_) => version_of(read).map_or(Guard::None, Guard::Version),
+        };
+        self
+    }
+
+    /// With [`MetaPatch::guarded_by_read`]: also tests `parts`, which the
+    /// write was decided from though it may not change them.
+    pub(crate) fn also_guarding(mut self, parts: impl IntoIterator<Item = Part>) -> Self {
+        if let Guard::Parts { also, .. } = &mut self.guard {
+            also.extend(parts);
+        }
         self
     }
 
     /// Sets a Machine's `spec.providerID`.
     pub(crate) fn provider_id(mut self, id: impl Into<String>) -> Self {
-        self.spec
-            .insert("providerID".into(), Value::String(id.into()));
+        self.spec.insert("providerID", Value::String(id.into()));
         self
     }
 
     /// Sets a MachineSet's `spec.replicas`.
     pub(crate) fn replicas(mut self, replicas: i32) -> Self {
-        self.spec.insert("replicas".into(), json!(replicas));
+        self.spec.insert("replicas", json!(replicas));
         self
     }
 
     /// Replaces a Node's `spec.taints`.
     pub(crate) fn taints(mut self, taints: Vec<Taint>) -> Self {
-        self.spec.insert("taints".into(), json!(taints));
+        self.spec.insert("taints", json!(taints));
         self
     }
 
     /// Sets a Node's `spec.unschedulable` (cordon, uncordon).
     pub(crate) fn unschedulable(mut self, on: bool) -> Self {
-        self.spec.insert("unschedulable".into(), Value::Bool(on));
+        self.spec.insert("unschedulable", Value::Bool(on));
         self
     }
 
@@ -173,7 +254,7 @@ impl MetaPatch {
             };
             meta.insert("ownerReferences".into(), value);
         }
-        if let Some(rv) = &self.resource_version {
+        if let Guard::Version(rv) = &self.guard {
             meta.insert("resourceVersion".into(), json!(rv));
         }
         let mut body = Map::new();
@@ -181,9 +262,67 @@ impl MetaPatch {
             body.insert("metadata".into(), Value::Object(meta));
         }
         if !self.spec.is_empty() {
-            body.insert("spec".into(), Value::Object(self.spec.clone()));
+            let spec = self.spec.iter().map(|(k, v)| (k.to_string(), v.clone()));
+            body.insert("spec".into(), Value::Object(spec.collect()));
         }
         Value::Object(body)
+    }
+
+    /// The JSON-patch body of a write guarded by the parts of `read`: a
+    /// `test` of each part changed or in `also` (`null` for one `read` does
+    /// not have), then an `add` (which replaces) of each changed part.
+    fn json_patch(&self, read: &Value, also: &BTreeSet<Part>) -> Value {
+        let old = |p: Part| read.pointer(&p.pointer()).cloned().unwrap_or(Value::Null);
+        let merged = |p: Part, changes: &BTreeMap<String, Option<String>>| {
+            let mut map = match old(p) {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            };
+            for (k, v) in changes {
+                match v {
+                    Some(v) => map.insert(k.clone(), Value::String(v.clone())),
+                    None => map.remove(k),
+                };
+            }
+            Value::Object(map)
+        };
+        let mut written: Vec<(Part, Value)> = Vec::new();
+        if !self.labels.is_empty() {
+            written.push((Part::Labels, merged(Part::Labels, &self.labels)));
+        }
+        if !self.annotations.is_empty() {
+            let value = merged(Part::Annotations, &self.annotations);
+            written.push((Part::Annotations, value));
+        }
+        if let Some(f) = &self.finalizers {
+            written.push((Part::Finalizers, json!(f)));
+        }
+        if let Some(refs) = &self.owner_references {
+            written.push((Part::OwnerReferences, json!(refs)));
+        }
+        for (field, value) in &self.spec {
+            written.push((Part::Spec(field), value.clone()));
+        }
+        let mut tested: BTreeSet<Part> = also.clone();
+        tested.extend(written.iter().map(|(p, _)| *p));
+        let tests = tested
+            .iter()
+            .map(|p| json!({"op": "test", "path": p.pointer(), "value": old(*p)}));
+        let adds = written
+            .iter()
+            .map(|(p, v)| json!({"op": "add", "path": p.pointer(), "value": v}));
+        Value::Array(tests.chain(adds).collect())
+    }
+
+    /// The request: a merge patch, or the JSON patch of a write guarded by
+    /// the parts it read.
+    fn request(&self) -> Result<Patch<Value>, kube::Error> {
+        match &self.guard {
+            Guard::Parts { read, also } => serde_json::from_value(self.json_patch(read, also))
+                .map(Patch::Json)
+                .map_err(kube::Error::SerdeError),
+            Guard::None | Guard::Version(_) => Ok(Patch::Merge(self.body())),
+        }
     }
 
     /// Sends the write to object `name` and answers the object as written.
@@ -191,7 +330,7 @@ impl MetaPatch {
     where
         K: Resource + Clone + DeserializeOwned + Debug,
     {
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&self.body()))
+        api.patch(name, &PatchParams::default(), &self.request()?)
             .await
     }
 

@@ -1,7 +1,8 @@
 use super::finalizer;
-use super::MetaPatch;
-use k8s_openapi::api::core::v1::{ConfigMap, Taint};
+use super::{version_of, MetaPatch, Part};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::core::Status;
 use serde_json::json;
 
 fn object(finalizers: &[&str], rv: Option<&str>) -> ConfigMap {
@@ -139,4 +140,187 @@ fn removing_a_finalizer_is_guarded_by_the_list_not_the_resource_version() {
         ])
     );
     assert!(finalizer::remove_body(&object(&["a"], None), "mine").is_none());
+}
+
+fn node_with(labels: &[(&str, &str)], taints: &[&str]) -> Node {
+    Node {
+        metadata: ObjectMeta {
+            name: Some("n1".into()),
+            resource_version: Some("5".into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec {
+            taints: Some(
+                taints
+                    .iter()
+                    .map(|k| Taint {
+                        key: k.to_string(),
+                        effect: "NoSchedule".into(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn ops(patch: &MetaPatch) -> serde_json::Value {
+    match patch.request() {
+        Ok(kube::api::Patch::Json(p)) => serde_json::to_value(p).expect("ops"),
+        other => panic!("not a JSON patch: {other:?}"),
+    }
+}
+
+#[test]
+fn a_write_guarded_by_its_read_tests_each_part_it_changes_then_replaces_it() {
+    let node = node_with(&[("a", "1"), ("b", "2")], &["x"]);
+    let write = MetaPatch::new()
+        .label("c", "3")
+        .remove_label("b")
+        .taints(vec![])
+        .guarded_by_read(&node);
+    assert_eq!(
+        ops(&write),
+        json!([
+            {"op": "test", "path": "/metadata/labels", "value": {"a": "1", "b": "2"}},
+            {"op": "test", "path": "/spec/taints", "value": [{"key": "x", "effect": "NoSchedule"}]},
+            {"op": "add", "path": "/metadata/labels", "value": {"a": "1", "c": "3"}},
+            {"op": "add", "path": "/spec/taints", "value": []},
+        ])
+    );
+}
+
+#[test]
+fn parts_guarded_though_not_written_are_tested_and_a_part_the_read_lacks_as_null() {
+    let node = node_with(&[("a", "1")], &[]);
+    let write = MetaPatch::new()
+        .annotation("k", "v")
+        .guarded_by_read(&node)
+        .also_guarding([Part::Labels, Part::Finalizers]);
+    assert_eq!(
+        ops(&write),
+        json!([
+            {"op": "test", "path": "/metadata/labels", "value": {"a": "1"}},
+            {"op": "test", "path": "/metadata/annotations", "value": null},
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/annotations", "value": {"k": "v"}},
+        ])
+    );
+}
+
+#[test]
+fn a_resource_version_guard_or_none_stays_a_merge_patch() {
+    for write in [
+        MetaPatch::new().label("a", "1"),
+        MetaPatch::new()
+            .label("a", "1")
+            .guarded_by(Some("4".into())),
+    ] {
+        assert!(matches!(write.request(), Ok(kube::api::Patch::Merge(_))));
+    }
+}
+
+/// The API server's answer `body`, as the client reports it.
+fn api_error(body: serde_json::Value) -> kube::Error {
+    kube::Error::Api(Box::new(
+        serde_json::from_value::<Status>(body).expect("a Status"),
+    ))
+}
+
+#[test]
+fn a_failed_json_patch_test_is_a_conflict_and_a_validation_error_is_not() {
+    // What the API server answers to a failed `test` (kube-apiserver 1.36).
+    let failed_test = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "reason": "Invalid", "details": {}, "code": 422,
+        "message": "the server rejected our request due to an error in our request"});
+    assert!(crate::is_conflict(&api_error(failed_test)));
+    let conflict = json!({"status": "Failure", "reason": "Conflict", "code": 409,
+        "details": {"name": "n1", "kind": "nodes"}, "message": "the object has been modified"});
+    assert!(crate::is_conflict(&api_error(conflict)));
+    // A validation error names the object and its causes.
+    let invalid = json!({"status": "Failure", "reason": "Invalid", "code": 422,
+        "message": "Node \"n1\" is invalid: metadata.labels: Invalid value",
+        "details": {"name": "n1", "kind": "Node",
+                    "causes": [{"reason": "FieldValueInvalid", "field": "metadata.labels"}]}});
+    assert!(!crate::is_conflict(&api_error(invalid)));
+    let unavailable = json!({"status": "Failure", "reason": "ServiceUnavailable", "code": 503});
+    assert!(!crate::is_conflict(&api_error(unavailable)));
+}
+
+/// Against the real API server: a kubelet's status write in between does
+/// not stop a write guarded by what it read, where a resourceVersion guard
+/// conflicts; a changed tested part refuses it (a conflict); an invalid
+/// value is an error, not a conflict.
+#[tokio::test]
+async fn a_node_write_guarded_by_its_read_survives_a_status_heartbeat_but_not_a_changed_part() {
+    use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+    let Some(env) = mcm_testenv::TestEnv::new("metapatch-parts").await else {
+        return;
+    };
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let name = format!("metapatch-{}", env.namespace);
+    let mut node = node_with(&[("a", "1")], &[]);
+    node.metadata.name = Some(name.clone());
+    node.metadata.resource_version = None;
+    node.spec = None;
+    let read = nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create node");
+    // The kubelet's heartbeat moves the resourceVersion.
+    let beat = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+        "reason": "KubeletReady", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}});
+    nodes
+        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&beat))
+        .await
+        .expect("heartbeat");
+    let by_version = MetaPatch::new()
+        .label("b", "2")
+        .guarded_by(version_of(&read))
+        .send(&nodes, &name)
+        .await;
+    assert!(
+        by_version.as_ref().is_err_and(crate::is_conflict),
+        "{by_version:?}"
+    );
+    // (Not the taints: the node lifecycle controller taints a Node without
+    // a Ready condition at any moment.)
+    let written = MetaPatch::new()
+        .label("b", "2")
+        .annotation("k", "v")
+        .guarded_by_read(&read)
+        .also_guarding([Part::Finalizers])
+        .send(&nodes, &name)
+        .await
+        .expect("guarded by the parts it read: no conflict with the status");
+    assert_eq!(
+        written.metadata.labels.clone().unwrap_or_default().get("b"),
+        Some(&"2".to_string())
+    );
+    // Someone else changes the labels: the stale copy's write is refused.
+    let stale = MetaPatch::new()
+        .label("c", "3")
+        .guarded_by_read(&read)
+        .send(&nodes, &name)
+        .await;
+    assert!(stale.as_ref().is_err_and(crate::is_conflict), "{stale:?}");
+    // An invalid label is an error to report, not a conflict to retry.
+    let invalid = MetaPatch::new()
+        .label("not a valid key!", "1")
+        .guarded_by_read(&written)
+        .send(&nodes, &name)
+        .await;
+    assert!(
+        invalid.as_ref().is_err_and(|e| !crate::is_conflict(e)),
+        "{invalid:?}"
+    );
+    let _ = nodes.delete(&name, &DeleteParams::default()).await;
 }

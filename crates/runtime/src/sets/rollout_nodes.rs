@@ -151,14 +151,14 @@ fn set_nodes(ctx: &Ctx, v: &RolloutView<'_>, i: usize) -> Vec<Arc<Node>> {
         .collect()
 }
 
-/// Writes a Node's taints, guarded by its resourceVersion.
+/// Writes a Node's taints, guarded by its taint list as read.
 async fn write_taints(
     nodes: &Api<Node>,
     node: &Node,
     taints: Vec<Taint>,
 ) -> Result<(), kube::Error> {
     MetaPatch::new()
-        .guarded_by(version_of(node))
+        .guarded_by_read(node)
         .taints(taints)
         .send(nodes, &node.name_any())
         .await

@@ -227,7 +227,7 @@ impl Pass<'_> {
         Ok(action)
     }
 
-    /// Puts `label=true` on a Node (resourceVersion-guarded); a missing Node is skipped.
+    /// Puts `label=true` on a Node (guarded by its labels as read); a missing Node is skipped.
     async fn label_node(&self, nodes: &Api<Node>, name: &str, label: &str) -> Result<(), Error> {
         let Some(node) = self.node(name) else {
             return Ok(());
@@ -236,7 +236,7 @@ impl Pass<'_> {
             return Ok(());
         }
         MetaPatch::new()
-            .guarded_by(version_of(&*node))
+            .guarded_by_read(&*node)
             .label(label, "true")
             .send_unless_gone(nodes, name)
             .await?;
@@ -273,7 +273,7 @@ impl Pass<'_> {
             });
         }
         MetaPatch::new()
-            .guarded_by(version_of(&*node))
+            .guarded_by_read(&*node)
             .remove_label(c::NODE_CANDIDATE_FOR_UPDATE_LABEL)
             .remove_label(c::NODE_SELECTED_FOR_UPDATE_LABEL)
             .remove_label(c::NODE_UPDATE_RESULT_LABEL)
