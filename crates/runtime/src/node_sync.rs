@@ -3,13 +3,15 @@
 //! taints) and the MachineClass's `nodeTemplate.virtualCapacity`.
 //!
 //! The decisions are [`mcm_core::node_template::plan`]; this module writes
-//! them. Both writes carry a precondition: the object patch tests the parts
-//! the plan was made from (labels, annotations, taints, finalizers; see
-//! [`MetaPatch::guarded_by_read`]), the capacity write the resourceVersion.
-//! A Node whose parts changed since the cache saw them (for example the
-//! `node.gardener.cloud/critical-components-not-ready` taint removed) is
-//! refused and synced again on the next pass, from the new state, instead of
-//! having the change undone; a kubelet's status heartbeat in between is no
+//! them. Both writes carry a precondition: the object patch tests what each
+//! of its changes relies on (a label's or annotation's old value, the
+//! bookkeeping annotation included; a removed taint where it was; the
+//! finalizer list; see [`MetaPatch::guarded_by_read`]), the capacity write
+//! the resourceVersion. A Node where that changed since the cache saw it
+//! (for example the `node.gardener.cloud/critical-components-not-ready`
+//! taint removed) is refused and synced again on the next pass, from the new
+//! state, instead of having the change undone; a kubelet's status heartbeat
+//! or the node lifecycle controller's `not-ready` taint in between is no
 //! conflict. Capacity goes first (status subresource), the bookkeeping
 //! annotation with the object patch after it, so a failure in between is
 //! repaired by the next pass.
@@ -17,7 +19,7 @@
 //! [`sync_and_report`] never fails: a failed sync is logged and published as
 //! a Warning Event `NodeSyncFailed`, and the health check runs regardless.
 
-use crate::metadata::{MetaPatch, Part};
+use crate::metadata::MetaPatch;
 use crate::Context;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
@@ -119,7 +121,6 @@ async fn sync_node_fresh(
     if p.has_metadata_changes() {
         match object_write(&p)
             .guarded_by_read(node)
-            .also_guarding(SYNCED_PARTS)
             .send(&nodes, &node_name)
             .await
         {
@@ -188,14 +189,6 @@ pub(crate) async fn sync_and_report(
         }
     }
 }
-
-/// The parts of a Node the sync plan is made from: its write tests them all.
-const SYNCED_PARTS: [Part; 4] = [
-    Part::Labels,
-    Part::Annotations,
-    Part::Spec("taints"),
-    Part::Finalizers,
-];
 
 /// The Node object's part of a sync plan (labels, annotations, taints, and
 /// the node finalizer when it is missing), as one write; the caller guards

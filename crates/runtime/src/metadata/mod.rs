@@ -12,17 +12,18 @@
 //! refuses it (409) when the object moved on; a write that is right
 //! whatever the object holds now carries none.
 //!
-//! A Node moves on all the time (its kubelet's status heartbeats), so a
-//! Node write is guarded by what it was computed from instead:
-//! [`MetaPatch::guarded_by_read`] sends a JSON patch (RFC 6902) that
-//! `test`s each part it changes (the whole label map, the taint list, …),
-//! plus the parts named with [`MetaPatch::also_guarding`], against the copy
-//! it read, then replaces them. Only a change of those parts fails it (422,
+//! A Node moves on all the time (its kubelet's status heartbeats, the node
+//! lifecycle controller's taints), so a Node write is guarded by what it
+//! was computed from instead: [`MetaPatch::guarded_by_read`] sends a JSON
+//! patch (RFC 6902) that `test`s, against the copy it read, exactly what
+//! each change relies on (a key's old value, a removed taint where it was;
+//! see [`guard`]) before making it. Only a change of those fails it (422,
 //! which [`crate::is_conflict`] counts as a conflict). Finalizers have their
 //! own functions ([`finalizer`]): adding one is a guarded merge patch of the
 //! whole list, removing one a JSON patch guarded by the list itself.
 
 pub mod finalizer;
+mod guard;
 #[cfg(test)]
 mod tests;
 
@@ -33,7 +34,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 /// One metadata write (and the spec fields listed in the module docs), as a
@@ -56,42 +57,9 @@ enum Guard {
     None,
     /// The object's resourceVersion (a merge patch that answers 409).
     Version(String),
-    /// The object as read (its JSON): the parts the write changes, and
-    /// `also`, must still hold what they held (a JSON patch that answers 422).
-    Parts {
-        /// The object as read.
-        read: Value,
-        /// Parts tested though not written.
-        also: BTreeSet<Part>,
-    },
-}
-
-/// A part of an object a write can be guarded by (the whole of it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Part {
-    /// `metadata.labels`.
-    Labels,
-    /// `metadata.annotations`.
-    Annotations,
-    /// `metadata.finalizers`.
-    Finalizers,
-    /// `metadata.ownerReferences`.
-    OwnerReferences,
-    /// A field of `spec`.
-    Spec(&'static str),
-}
-
-impl Part {
-    /// The part's JSON pointer (RFC 6901); no key here needs escaping.
-    fn pointer(self) -> String {
-        match self {
-            Part::Labels => "/metadata/labels".into(),
-            Part::Annotations => "/metadata/annotations".into(),
-            Part::Finalizers => "/metadata/finalizers".into(),
-            Part::OwnerReferences => "/metadata/ownerReferences".into(),
-            Part::Spec(field) => format!("/spec/{field}"),
-        }
-    }
+    /// The object as read (its JSON): what each change relies on must
+    /// still be there (a JSON patch that answers 422 otherwise).
+    Read(Value),
 }
 
 impl MetaPatch {
@@ -170,30 +138,18 @@ impl MetaPatch {
         self
     }
 
-    /// Guards the write by the parts of `read` (the copy it was computed
-    /// from) that it changes: sent as a JSON patch that tests each of them,
-    /// then replaces it. A change elsewhere in the object (a Node's status)
-    /// is no conflict; a change of a tested part answers 422, a conflict
-    /// for [`crate::is_conflict`]. For Nodes (their JSON always has
-    /// `metadata` and `spec`). Falls back to `read`'s resourceVersion if it
-    /// cannot be serialized.
+    /// Guards the write by what it relies on in `read` (the copy it was
+    /// computed from): sent as a JSON patch that tests it before each change
+    /// ([`guard`]). A change elsewhere in the object (a Node's status,
+    /// another key, a taint after the ones removed) is no conflict; a change
+    /// of what is tested answers 422, a conflict for [`crate::is_conflict`].
+    /// For Nodes (their JSON always has `metadata` and `spec`). Falls back to
+    /// `read`'s resourceVersion if it cannot be serialized.
     pub(crate) fn guarded_by_read<K: Resource + Serialize>(mut self, read: &K) -> Self {
         self.guard = match serde_json::to_value(read) {
-            Ok(read) => Guard::Parts {
-                read,
-                also: BTreeSet::new(),
-            },
+            Ok(read) => Guard::Read(read),
             Err(_) => version_of(read).map_or(Guard::None, Guard::Version),
         };
-        self
-    }
-
-    /// With [`MetaPatch::guarded_by_read`]: also tests `parts`, which the
-    /// write was decided from though it may not change them.
-    pub(crate) fn also_guarding(mut self, parts: impl IntoIterator<Item = Part>) -> Self {
-        if let Guard::Parts { also, .. } = &mut self.guard {
-            also.extend(parts);
-        }
         self
     }
 
@@ -268,57 +224,42 @@ impl MetaPatch {
         Value::Object(body)
     }
 
-    /// The JSON-patch body of a write guarded by the parts of `read`: a
-    /// `test` of each part changed or in `also` (`null` for one `read` does
-    /// not have), then an `add` (which replaces) of each changed part.
-    fn json_patch(&self, read: &Value, also: &BTreeSet<Part>) -> Value {
-        let old = |p: Part| read.pointer(&p.pointer()).cloned().unwrap_or(Value::Null);
-        let merged = |p: Part, changes: &BTreeMap<String, Option<String>>| {
-            let mut map = match old(p) {
-                Value::Object(m) => m,
-                _ => Map::new(),
-            };
-            for (k, v) in changes {
-                match v {
-                    Some(v) => map.insert(k.clone(), Value::String(v.clone())),
-                    None => map.remove(k),
-                };
-            }
-            Value::Object(map)
-        };
-        let mut written: Vec<(Part, Value)> = Vec::new();
+    /// The JSON-patch body of a write guarded by what it read (`guard`).
+    fn json_patch(&self, read: &Value) -> Value {
+        let mut ops = guard::Ops::default();
         if !self.labels.is_empty() {
-            written.push((Part::Labels, merged(Part::Labels, &self.labels)));
+            let path = "/metadata/labels";
+            ops.map(path, read.pointer(path), &self.labels);
         }
         if !self.annotations.is_empty() {
-            let value = merged(Part::Annotations, &self.annotations);
-            written.push((Part::Annotations, value));
+            let path = "/metadata/annotations";
+            ops.map(path, read.pointer(path), &self.annotations);
         }
         if let Some(f) = &self.finalizers {
-            written.push((Part::Finalizers, json!(f)));
+            let path = "/metadata/finalizers";
+            ops.whole(path, read.pointer(path), json!(f));
         }
         if let Some(refs) = &self.owner_references {
-            written.push((Part::OwnerReferences, json!(refs)));
+            let path = "/metadata/ownerReferences";
+            ops.whole(path, read.pointer(path), json!(refs));
         }
         for (field, value) in &self.spec {
-            written.push((Part::Spec(field), value.clone()));
+            let path = format!("/spec/{field}");
+            match value {
+                Value::Array(list) if *field == "taints" => {
+                    ops.list(&path, read.pointer(&path), list);
+                }
+                _ => ops.whole(&path, read.pointer(&path), value.clone()),
+            }
         }
-        let mut tested: BTreeSet<Part> = also.clone();
-        tested.extend(written.iter().map(|(p, _)| *p));
-        let tests = tested
-            .iter()
-            .map(|p| json!({"op": "test", "path": p.pointer(), "value": old(*p)}));
-        let adds = written
-            .iter()
-            .map(|(p, v)| json!({"op": "add", "path": p.pointer(), "value": v}));
-        Value::Array(tests.chain(adds).collect())
+        ops.into_value()
     }
 
     /// The request: a merge patch, or the JSON patch of a write guarded by
     /// the parts it read.
     fn request(&self) -> Result<Patch<Value>, kube::Error> {
         match &self.guard {
-            Guard::Parts { read, also } => serde_json::from_value(self.json_patch(read, also))
+            Guard::Read(read) => serde_json::from_value(self.json_patch(read))
                 .map(Patch::Json)
                 .map_err(kube::Error::SerdeError),
             Guard::None | Guard::Version(_) => Ok(Patch::Merge(self.body())),

@@ -1,5 +1,5 @@
 use super::finalizer;
-use super::{version_of, MetaPatch, Part};
+use super::{version_of, MetaPatch};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeSpec, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::core::Status;
@@ -180,38 +180,94 @@ fn ops(patch: &MetaPatch) -> serde_json::Value {
 }
 
 #[test]
-fn a_write_guarded_by_its_read_tests_each_part_it_changes_then_replaces_it() {
-    let node = node_with(&[("a", "1"), ("b", "2")], &["x"]);
+fn a_write_guarded_by_its_read_tests_the_old_value_of_each_key_it_changes() {
+    let node = node_with(&[("a", "1"), ("b", "2"), ("x/y", "3")], &[]);
     let write = MetaPatch::new()
+        .label("a", "1")
         .label("c", "3")
         .remove_label("b")
-        .taints(vec![])
+        .label("x/y", "4")
         .guarded_by_read(&node);
     assert_eq!(
         ops(&write),
         json!([
-            {"op": "test", "path": "/metadata/labels", "value": {"a": "1", "b": "2"}},
-            {"op": "test", "path": "/spec/taints", "value": [{"key": "x", "effect": "NoSchedule"}]},
-            {"op": "add", "path": "/metadata/labels", "value": {"a": "1", "c": "3"}},
-            {"op": "add", "path": "/spec/taints", "value": []},
+            {"op": "test", "path": "/metadata/labels/b", "value": "2"},
+            {"op": "remove", "path": "/metadata/labels/b"},
+            {"op": "test", "path": "/metadata/labels/c", "value": null},
+            {"op": "add", "path": "/metadata/labels/c", "value": "3"},
+            {"op": "test", "path": "/metadata/labels/x~1y", "value": "3"},
+            {"op": "add", "path": "/metadata/labels/x~1y", "value": "4"},
+        ]),
+        "an unchanged key is neither tested nor written; `/` is escaped"
+    );
+}
+
+#[test]
+fn a_map_the_read_lacks_is_tested_absent_and_written_whole() {
+    let node = node_with(&[("a", "1")], &[]);
+    let write = MetaPatch::new()
+        .annotation("k", "v")
+        .remove_annotation("gone")
+        .guarded_by_read(&node);
+    assert_eq!(
+        ops(&write),
+        json!([
+            {"op": "test", "path": "/metadata/annotations", "value": null},
+            {"op": "add", "path": "/metadata/annotations", "value": {"k": "v"}},
         ])
     );
 }
 
 #[test]
-fn parts_guarded_though_not_written_are_tested_and_a_part_the_read_lacks_as_null() {
-    let node = node_with(&[("a", "1")], &[]);
+fn a_taint_list_write_removes_each_old_taint_where_it_was_and_appends_the_new() {
+    let node = node_with(&[], &["a", "startup", "b", "old"]);
+    let keep = |k: &str| Taint {
+        key: k.into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    };
     let write = MetaPatch::new()
-        .annotation("k", "v")
-        .guarded_by_read(&node)
-        .also_guarding([Part::Labels, Part::Finalizers]);
+        .taints(vec![keep("a"), keep("b"), keep("new")])
+        .guarded_by_read(&node);
+    let taint = |k: &str| json!({"key": k, "effect": "NoSchedule"});
     assert_eq!(
         ops(&write),
         json!([
-            {"op": "test", "path": "/metadata/labels", "value": {"a": "1"}},
-            {"op": "test", "path": "/metadata/annotations", "value": null},
+            {"op": "test", "path": "/spec/taints/3", "value": taint("old")},
+            {"op": "remove", "path": "/spec/taints/3"},
+            {"op": "test", "path": "/spec/taints/1", "value": taint("startup")},
+            {"op": "remove", "path": "/spec/taints/1"},
+            {"op": "add", "path": "/spec/taints/-", "value": taint("new")},
+        ]),
+        "highest index first, so that each removal finds the next where it was"
+    );
+    let bare = node_with(&[], &[]);
+    let first = MetaPatch::new()
+        .taints(vec![keep("new")])
+        .guarded_by_read(&Node { spec: None, ..bare });
+    assert_eq!(
+        ops(&first),
+        json!([
+            {"op": "test", "path": "/spec/taints", "value": null},
+            {"op": "add", "path": "/spec/taints", "value": [taint("new")]},
+        ])
+    );
+}
+
+#[test]
+fn finalizers_and_scalar_fields_are_tested_and_replaced_whole() {
+    let node = node_with(&[], &[]);
+    let write = MetaPatch::new()
+        .finalizers(vec!["f".into()])
+        .unschedulable(true)
+        .guarded_by_read(&node);
+    assert_eq!(
+        ops(&write),
+        json!([
             {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "add", "path": "/metadata/annotations", "value": {"k": "v"}},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["f"]},
+            {"op": "test", "path": "/spec/unschedulable", "value": null},
+            {"op": "add", "path": "/spec/unschedulable", "value": true},
         ])
     );
 }
@@ -297,7 +353,6 @@ async fn a_node_write_guarded_by_its_read_survives_a_status_heartbeat_but_not_a_
         .label("b", "2")
         .annotation("k", "v")
         .guarded_by_read(&read)
-        .also_guarding([Part::Finalizers])
         .send(&nodes, &name)
         .await
         .expect("guarded by the parts it read: no conflict with the status");
@@ -305,13 +360,84 @@ async fn a_node_write_guarded_by_its_read_survives_a_status_heartbeat_but_not_a_
         written.metadata.labels.clone().unwrap_or_default().get("b"),
         Some(&"2".to_string())
     );
-    // Someone else changes the labels: the stale copy's write is refused.
+    // A key set meanwhile: the stale copy's write of it is refused; a write
+    // of another key is not.
     let stale = MetaPatch::new()
-        .label("c", "3")
+        .label("b", "3")
         .guarded_by_read(&read)
         .send(&nodes, &name)
         .await;
     assert!(stale.as_ref().is_err_and(crate::is_conflict), "{stale:?}");
+    MetaPatch::new()
+        .label("c", "3")
+        .guarded_by_read(&read)
+        .send(&nodes, &name)
+        .await
+        .expect("another key is no conflict");
+    // Taints: one appended by someone else after ours is no conflict for
+    // removing ours; ours removed meanwhile is.
+    let ours = Taint {
+        key: "ours".into(),
+        effect: "NoSchedule".into(),
+        ..Default::default()
+    };
+    let mut with_ours = written
+        .spec
+        .clone()
+        .and_then(|s| s.taints)
+        .unwrap_or_default();
+    with_ours.push(ours);
+    let tainted = MetaPatch::new()
+        .taints(with_ours)
+        .guarded_by_read(&written)
+        .send(&nodes, &name)
+        .await
+        .expect("taint");
+    let theirs = json!({"key": "theirs", "effect": "NoExecute"});
+    nodes
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([
+                    {"op": "add", "path": "/spec/taints/-", "value": theirs}
+                ]))
+                .expect("patch"),
+            ),
+        )
+        .await
+        .expect("their taint");
+    let without_ours: Vec<Taint> = tainted
+        .spec
+        .clone()
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| t.key != "ours")
+        .collect();
+    let untainted = MetaPatch::new()
+        .taints(without_ours.clone())
+        .guarded_by_read(&tainted)
+        .send(&nodes, &name)
+        .await
+        .expect("removing ours: theirs was appended after it");
+    let keys: Vec<String> = untainted
+        .spec
+        .and_then(|s| s.taints)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| t.key)
+        .collect();
+    assert!(
+        keys.contains(&"theirs".to_string()) && !keys.contains(&"ours".to_string()),
+        "{keys:?}"
+    );
+    let again = MetaPatch::new()
+        .taints(without_ours)
+        .guarded_by_read(&tainted)
+        .send(&nodes, &name)
+        .await;
+    assert!(again.as_ref().is_err_and(crate::is_conflict), "{again:?}");
     // An invalid label is an error to report, not a conflict to retry.
     let invalid = MetaPatch::new()
         .label("not a valid key!", "1")
