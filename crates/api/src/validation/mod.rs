@@ -149,20 +149,20 @@ impl FieldError {
 }
 
 /// All errors of one object as a single line, like Go's `ErrorList.ToAggregate()`:
-/// `[a, b]` for several errors, the error itself for one.
-/// Generic over the error type, so providers with field errors of their own
-/// aggregate the same way.
+/// `[a, b]` for several errors, the error itself for one, a repeated message
+/// once. Generic over the error type, so providers with field errors of their
+/// own (`mcm_driver::provider_spec::Join::Aggregate`) aggregate the same way.
 pub fn aggregate<E: fmt::Display>(errors: &[E]) -> String {
-    match errors {
+    let mut texts: Vec<String> = Vec::with_capacity(errors.len());
+    for text in errors.iter().map(ToString::to_string) {
+        if !texts.contains(&text) {
+            texts.push(text);
+        }
+    }
+    match texts.as_slice() {
         [] => String::new(),
-        [single] => single.to_string(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        [single] => single.clone(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 

@@ -111,6 +111,11 @@ fn field_error_display_matches_kubernetes() {
         aggregate(&[required.clone(), invalid.clone()]),
         format!("[{required}, {invalid}]")
     );
+    assert_eq!(
+        aggregate(&[invalid.clone(), required.clone(), invalid.clone()]),
+        format!("[{invalid}, {required}]"),
+        "a repeated message once, as ToAggregate"
+    );
 }
 
 // ---- Machine -------------------------------------------------------------------------

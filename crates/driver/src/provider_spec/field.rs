@@ -152,17 +152,12 @@ pub enum Join {
 impl Join {
     /// The findings as one message.
     pub fn apply(self, errors: &[FieldError]) -> String {
-        let mut texts: Vec<String> = Vec::with_capacity(errors.len());
-        for e in errors {
-            let t = e.to_string();
-            if self == Join::GoSlice || !texts.contains(&t) {
-                texts.push(t);
+        match self {
+            Join::Aggregate => mcm_api::validation::aggregate(errors),
+            Join::GoSlice => {
+                let texts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                format!("[{}]", texts.join(" "))
             }
-        }
-        match (self, texts.as_slice()) {
-            (Join::Aggregate, [one]) => one.clone(),
-            (Join::Aggregate, many) => format!("[{}]", many.join(", ")),
-            (Join::GoSlice, all) => format!("[{}]", all.join(" ")),
         }
     }
 }
