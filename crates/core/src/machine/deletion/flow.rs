@@ -554,17 +554,7 @@ impl<P: Clone, T: Clone> DeletionFlow<P, T> {
             return record(t, Write::Stage);
         }
         self.after_record = Some(Retry::Backoff(RetryClass::Normal));
-        let note = t.operation.description.clone();
-        DeletionStep::Record(Box::new(DeletionRecord {
-            transition: t,
-            write: Write::Now,
-            last_known_state: None,
-            event: Some(DeletionEvent {
-                warning: true,
-                reason: "DeletionBlocked",
-                note,
-            }),
-        }))
+        record_told(t, true, "DeletionBlocked")
     }
 
     /// The Drain stage, from what the machine's drain task is doing. A
@@ -593,12 +583,7 @@ impl<P: Clone, T: Clone> DeletionFlow<P, T> {
                     self.after_record = Some(Retry::Backoff(RetryClass::Normal));
                     Write::Now
                 };
-                DeletionStep::Record(Box::new(DeletionRecord {
-                    transition: t,
-                    write,
-                    last_known_state: None,
-                    event,
-                }))
+                record_with(t, write, event)
             }
             DrainProgress::Running { force } if force || !plan.force => {
                 DeletionStep::Wait(Retry::Long)
@@ -636,26 +621,42 @@ fn drain_skipped<P, T>(m: &MachineView, now: DateTime<Utc>) -> DeletionStep<P, T
 fn skip_without_provider<P, T>() -> DeletionStep<P, T> {
     let t =
         no_vm_ever_created("the machine's class, secret or provider is unusable, see the events");
-    let note = t.operation.description.clone();
-    DeletionStep::Record(Box::new(DeletionRecord {
-        transition: t,
-        write: Write::Now,
-        last_known_state: None,
-        event: Some(DeletionEvent {
-            warning: false,
-            reason: "NoVmToDelete",
-            note,
-        }),
-    }))
+    record_told(t, false, "NoVmToDelete")
 }
 
+/// Records `transition` without an Event.
 fn record<P, T>(transition: Transition, write: Write) -> DeletionStep<P, T> {
+    record_with(transition, write, None)
+}
+
+/// Records `transition` with `event`, when there is one.
+fn record_with<P, T>(
+    transition: Transition,
+    write: Write,
+    event: Option<DeletionEvent>,
+) -> DeletionStep<P, T> {
     DeletionStep::Record(Box::new(DeletionRecord {
         transition,
         write,
         last_known_state: None,
-        event: None,
+        event,
     }))
+}
+
+/// Writes `transition` now and tells it in an Event whose note is its
+/// description.
+fn record_told<P, T>(
+    transition: Transition,
+    warning: bool,
+    reason: &'static str,
+) -> DeletionStep<P, T> {
+    let note = transition.operation.description.clone();
+    let event = DeletionEvent {
+        warning,
+        reason,
+        note,
+    };
+    record_with(transition, Write::Now, Some(event))
 }
 
 #[cfg(test)]
