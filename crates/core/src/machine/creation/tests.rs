@@ -24,6 +24,25 @@ fn new_flow(target: bool) -> CreationFlow {
     CreationFlow::new(target.then_some(()))
 }
 
+/// A new machine's flow (with or without a target cluster) through a probe
+/// that finds no VM and a create that answers VM `p1` with Node
+/// `ip-10-0-0-1`: the machine, the flow and the step after the create.
+fn created_new_vm(target: bool) -> (MachineView, CreationFlow, CreationStep) {
+    let m = view(Phase::Empty);
+    let mut f = new_flow(target);
+    f.next(
+        &m,
+        CreationOutcome::Probed(Err(Status::not_found("none"))),
+        t0(),
+    );
+    let step = f.next(
+        &m,
+        CreationOutcome::Created(Ok(created_resp("p1", "ip-10-0-0-1"))),
+        t0(),
+    );
+    (m, f, step)
+}
+
 /// An identity without addresses.
 fn bare(pid: &str, node: &str) -> MachineIdentity {
     MachineIdentity {
@@ -398,19 +417,9 @@ fn an_incomplete_identity_is_retried_without_writing_status() {
 
 #[test]
 fn a_vm_whose_node_name_differs_is_checked_for_a_stale_node() {
-    let m = view(Phase::Empty);
-    let mut f = new_flow(true);
-    f.next(
-        &m,
-        CreationOutcome::Probed(Err(Status::not_found("none"))),
-        t0(),
-    );
+    let (m, mut f, step) = created_new_vm(true);
     assert_eq!(
-        f.next(
-            &m,
-            CreationOutcome::Created(Ok(created_resp("p1", "ip-10-0-0-1"))),
-            t0()
-        ),
+        step,
         CreationStep::CheckStaleNode {
             identity: identity("p1", "ip-10-0-0-1"),
             target: ()
@@ -462,18 +471,7 @@ fn a_stale_node_of_another_machine_deletes_the_new_vm_and_fails() {
 
 #[test]
 fn a_node_that_names_this_machine_is_no_stale_node() {
-    let m = view(Phase::Empty);
-    let mut f = new_flow(true);
-    f.next(
-        &m,
-        CreationOutcome::Probed(Err(Status::not_found("none"))),
-        t0(),
-    );
-    f.next(
-        &m,
-        CreationOutcome::Created(Ok(created_resp("p1", "ip-10-0-0-1"))),
-        t0(),
-    );
+    let (m, mut f, _) = created_new_vm(true);
     assert_eq!(
         f.next(
             &m,
@@ -839,19 +837,9 @@ fn the_created_phase_carries_the_persisted_identity_and_names_its_node_as_the_ho
 fn without_a_target_cluster_a_new_vm_is_never_checked_for_a_stale_node() {
     // The check reads a Node of the target cluster: without one the flow
     // has no cluster to hand out and goes straight to persisting.
-    let m = view(Phase::Empty);
-    let mut f = new_flow(false);
-    f.next(
-        &m,
-        CreationOutcome::Probed(Err(Status::not_found("none"))),
-        t0(),
-    );
+    let (_, _, step) = created_new_vm(false);
     assert_eq!(
-        f.next(
-            &m,
-            CreationOutcome::Created(Ok(created_resp("p1", "ip-10-0-0-1"))),
-            t0()
-        ),
+        step,
         CreationStep::PersistIdentity(identity("p1", "ip-10-0-0-1"))
     );
 }
