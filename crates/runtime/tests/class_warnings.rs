@@ -11,7 +11,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams};
 use mcm_api::MachineClass;
 use mcm_driver::*;
 use mcm_runtime::{class, metrics::Metrics, Config, Context, DriverRegistry};
-use mcm_testenv::{must_eventually, TestEnv};
+use mcm_testenv::must_eventually;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,12 +85,11 @@ async fn warnings(events: &Api<Event>, class: &str) -> Vec<(String, i32)> {
 
 #[tokio::test]
 async fn provider_spec_warnings_become_warning_events_on_the_class_once_per_change() {
-    let Some(env) = TestEnv::new("class-warnings").await else {
+    let Some(env) =
+        crate::machine_common::namespace_with_secret("class-warnings", "#!/bin/sh").await
+    else {
         return;
     };
-    env.create_user_data_secret("creds", "#!/bin/sh")
-        .await
-        .expect("secret");
     env.create_class("warned", "warning", "creds", json!({"oldKey": 1, "new": 2}))
         .await
         .expect("class");

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // a test fails by panicking
 
+use crate::machine_common as mc;
 use async_trait::async_trait;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
@@ -105,12 +106,9 @@ async fn machine_names(env: &TestEnv) -> Vec<String> {
 #[tokio::test]
 async fn a_replacement_after_scaling_far_past_the_budget_and_back_is_not_queued_behind_the_old_turns(
 ) {
-    let Some(env) = TestEnv::new("pacing-refund").await else {
+    let Some(env) = mc::namespace_with_secret("pacing-refund", "#!/bin/sh\necho hi").await else {
         return;
     };
-    env.create_user_data_secret("creds", "#!/bin/sh\necho hi")
-        .await
-        .expect("secret");
     env.create_class("budgeted", "budgeted", "creds", json!({"image": "x"}))
         .await
         .expect("class");
@@ -214,7 +212,6 @@ async fn a_replacement_after_scaling_far_past_the_budget_and_back_is_not_queued_
 /// "Requests per deletion").
 #[tokio::test]
 async fn deletions_waiting_for_the_delete_budget_show_terminating_with_one_status_write() {
-    use crate::machine_common as mc;
     use futures::StreamExt;
     use kube::runtime::watcher;
     use mcm_api::MachinePhase;
