@@ -182,6 +182,18 @@ where
         self.inner.synced.load(Ordering::Acquire)
     }
 
+    /// Whether object `namespace/name` may exist: it is in the store, or
+    /// the store is not filled yet (so nothing is taken for gone early).
+    pub(crate) fn may_hold(&self, namespace: &str, name: &str) -> bool
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        !self.is_synced()
+            || self
+                .get(&reflector::ObjectRef::new(name).within(namespace))
+                .is_some()
+    }
+
     /// The flag behind [`Shared::is_synced`] (for `/readyz`).
     pub fn synced_flag(&self) -> Arc<AtomicBool> {
         self.inner.synced.clone()

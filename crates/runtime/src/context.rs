@@ -520,34 +520,10 @@ impl Context {
         move |key: &ObjectKey| {
             let (ns, name) = (key.namespace.as_str(), key.name.as_str());
             match key.kind {
-                Kind::MachineSet => {
-                    !caches.sets.is_synced()
-                        || caches
-                            .sets
-                            .get(&reflector::ObjectRef::new(name).within(ns))
-                            .is_some()
-                }
-                Kind::MachineDeployment => {
-                    !caches.deployments.is_synced()
-                        || caches
-                            .deployments
-                            .get(&reflector::ObjectRef::new(name).within(ns))
-                            .is_some()
-                }
-                Kind::Machine => {
-                    !caches.machines.is_synced()
-                        || caches
-                            .machines
-                            .get(&reflector::ObjectRef::new(name).within(ns))
-                            .is_some()
-                }
-                Kind::MachineClass => {
-                    !caches.classes.is_synced()
-                        || caches
-                            .classes
-                            .get(&reflector::ObjectRef::new(name).within(ns))
-                            .is_some()
-                }
+                Kind::MachineSet => caches.sets.may_hold(ns, name),
+                Kind::MachineDeployment => caches.deployments.may_hold(ns, name),
+                Kind::Machine => caches.machines.may_hold(ns, name),
+                Kind::MachineClass => caches.classes.may_hold(ns, name),
             }
         }
     }
